@@ -1,0 +1,276 @@
+// `qkv attend`: load or pick the inputs, run the reference attention, show or write the results.
+#include "attend.h"
+
+#include <charconv>
+#include <iostream>
+
+#include "attend_render.h"
+#include "attention/validate.h"
+#include "core/files.h"
+#include "examples.h"
+#include "qkv/npy.h"
+#include "text.h"
+
+namespace qkv::cli {
+
+double effective_scale(const AttendCase& c) {
+  return c.options.scale.value_or(default_scale(c.options.score, c.k.dim(-1)));
+}
+
+AttentionResult run_case(const AttendCase& c) {
+  AttentionOptions o = c.options;
+  o.need_weights = o.need_logsumexp = o.need_scores = true;
+  o.path = Path::reference;
+  return attention(c.q, c.k, c.v, o);
+}
+
+namespace {
+
+constexpr const char* kFooter =
+    "Small inputs (one head, ≤ 16 queries and keys) are shown step by step; larger ones are\n"
+    "summarized. Inputs are .npy files shaped [B, H, L, D], [H, L, D] or [L, D].\n\n"
+    "Examples:\n"
+    "  qkv attend --example phonebook\n"
+    "  qkv attend --example list\n"
+    "  qkv attend --query Q.npy --keys K.npy --values V.npy --causal top-left --out O.npy\n"
+    "  qkv attend --query Q.npy --keys K.npy --values V.npy --score additive \\\n"
+    "             --params Wq.npy Wk.npy v.npy --json\n";
+
+[[noreturn]] void usage(const std::string& message) { throw Error(message); }
+
+// Reads a .npy given by an option; errors name the option as well as the file.
+Tensor read_input(const std::string& option, const std::string& path) {
+  try {
+    return read_npy(path);
+  } catch (const Error& e) {
+    usage(option + " " + e.what());
+  }
+}
+
+std::vector<int64_t> parse_lengths(const std::string& text) {
+  std::vector<int64_t> lengths;
+  for (const std::string& part : split_commas(text)) {
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
+    if (ec != std::errc() || end != part.data() + part.size() || part.empty())
+      usage("--key-lengths '" + text + "' has '" + part +
+            "', not an integer; expected comma-separated lengths, one per batch, e.g. 3,5");
+    lengths.push_back(n);
+  }
+  return lengths;
+}
+
+double parse_scale(const std::string& text) {
+  double x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    usage("--scale '" + text + "' is not a number; expected a finite number such as 0.125");
+  return x;
+}
+
+void read_params(const AttendArgs& a, AttendCase& c) {
+  const Score score = c.options.score;
+  const std::size_t wanted = score == Score::general ? 1 : score == Score::additive ? 3 : 0;
+  const std::string expected =
+      score == Score::general ? "W [Dq, Dk]" : "W_q [A, Dq], W_k [A, Dk], v [A]";
+  if (wanted == 0 && !a.params.empty())
+    usage("--params is given but score " + a.score +
+          " has no parameters; expected --params only "
+          "with --score general or additive");
+  if (a.params.size() != wanted)
+    usage("--score " + a.score + " needs --params " + expected + " (" + std::to_string(wanted) +
+          " file" + (wanted > 1 ? "s" : "") + "); got " + std::to_string(a.params.size()));
+  ScoreParams& p = c.options.params;
+  if (score == Score::general) p.w = read_input("--params", a.params[0]);
+  if (score == Score::additive) {
+    p.w_q = read_input("--params", a.params[0]);
+    p.w_k = read_input("--params", a.params[1]);
+    p.v = read_input("--params", a.params[2]);
+  }
+}
+
+AttendCase case_from_files(const AttendArgs& a) {
+  if (a.query.empty() || a.keys.empty() || a.values.empty())
+    usage(
+        "expected --query, --keys and --values (.npy files), or --example NAME; see qkv attend "
+        "--help");
+  AttendCase c;
+  const auto score = parse_score(a.score);
+  if (!score)
+    usage("--score '" + a.score +
+          "' is unknown; expected scaled-dot, dot, general, additive, laplace, cosine or uniform");
+  c.options.score = *score;
+  const auto normalize = parse_normalize(a.normalize);
+  if (!normalize) usage("--normalize '" + a.normalize + "' is unknown; expected softmax or none");
+  c.options.normalize = *normalize;
+  const auto causal = parse_causal(a.causal);
+  if (!causal) usage("--causal '" + a.causal + "' is unknown; expected top-left or bottom-right");
+  c.options.causal = *causal;
+  if (!a.scale.empty()) c.options.scale = parse_scale(a.scale);
+  if (!a.key_lengths.empty()) c.options.key_lengths = parse_lengths(a.key_lengths);
+
+  c.q = read_input("--query", a.query);
+  c.k = read_input("--keys", a.keys);
+  c.v = read_input("--values", a.values);
+  if (!a.mask.empty()) c.options.mask = read_input("--mask", a.mask);
+  read_params(a, c);
+
+  attention_detail::ArgumentNames names;
+  names.q = "--query " + a.query, names.k = "--keys " + a.keys, names.v = "--values " + a.values;
+  names.mask = "--mask " + a.mask, names.key_lengths = "--key-lengths", names.scale = "--scale";
+  if (c.options.score == Score::general) names.w = "--params " + a.params[0];
+  if (c.options.score == Score::additive)
+    names.w_q = "--params " + a.params[0], names.w_k = "--params " + a.params[1],
+    names.v_param = "--params " + a.params[2];
+  attention_detail::check_inputs(c.q, c.k, c.v, c.options, names);
+
+  c.query_labels = split_commas(a.query_labels);
+  c.key_labels = split_commas(a.key_labels);
+  auto check_labels = [](const std::vector<std::string>& labels, const std::string& option,
+                         const std::string& of, int64_t rows) {
+    if (!labels.empty() && static_cast<int64_t>(labels.size()) != rows)
+      usage(option + " has " + std::to_string(labels.size()) + " labels but " + of + " has " +
+            std::to_string(rows) + " rows; expected one label per row");
+  };
+  check_labels(c.query_labels, "--query-labels", "--query " + a.query, c.q.dim(-2));
+  check_labels(c.key_labels, "--key-labels", "--keys " + a.keys, c.k.dim(-2));
+  return c;
+}
+
+void write_outputs(const AttendArgs& a, const AttentionResult& r) {
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!a.out.empty()) files.emplace_back(a.out, encode_npy(r.out));
+  if (!a.weights.empty()) files.emplace_back(a.weights, encode_npy(r.weights));
+  if (!a.lse.empty()) files.emplace_back(a.lse, encode_npy(r.logsumexp));
+  write_files_atomically(files);
+}
+
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (a.value(i) != b.value(i)) return false;
+  return true;
+}
+
+// Whether two runs of an example start from the same Q, K, V (and the same projections).
+bool same_inputs(const AttendCase& a, const AttendCase& b) {
+  if (a.projections.size() != b.projections.size()) return false;
+  for (std::size_t i = 0; i < a.projections.size(); ++i)
+    if (!same_values(a.projections[i].weight, b.projections[i].weight)) return false;
+  return same_values(a.q, b.q) && same_values(a.k, b.k) && same_values(a.v, b.v);
+}
+
+int run_example(const AttendArgs& a) {
+  if (a.example == "list") {
+    for (const Example& e : examples())
+      std::cout << pad_right(e.name, 10) << "  " << e.title << "\n";
+    return 0;
+  }
+  const bool other_inputs = !a.query.empty() || !a.keys.empty() || !a.values.empty() ||
+                            !a.mask.empty() || !a.params.empty() || !a.out.empty() ||
+                            !a.weights.empty() || !a.lse.empty();
+  if (other_inputs)
+    usage(
+        "--example cannot be combined with input or output files; expected --example NAME "
+        "alone (with --json or --digits)");
+  const Example& e = find_example(a.example);
+  const RenderOptions ro{.digits = a.digits, .top = a.top};
+  nlohmann::json runs = nlohmann::json::array();
+  std::string text = e.name + " — " + e.title + "\n";
+  for (const std::string& line : e.story) text += "  " + line + "\n";
+  for (std::size_t i = 0; i < e.runs.size(); ++i) {
+    const AttendCase& c = e.runs[i];
+    const AttentionResult r = run_case(c);
+    RenderOptions this_run = ro;
+    this_run.same_inputs_as_before = i > 0 && same_inputs(c, e.runs[i - 1]);
+    runs.push_back(to_json(c, r));
+    text += "\n━━ Run " + std::to_string(i + 1) + " of " + std::to_string(e.runs.size()) + ": " +
+            c.caption + "\n";
+    text += explain_steps(c, r, this_run);
+  }
+  if (!e.takeaway.empty()) text += "\nWhat it shows: " + e.takeaway + "\n";
+  if (a.json)
+    std::cout << nlohmann::json{{"example", e.name},
+                                {"title", e.title},
+                                {"story", e.story},
+                                {"runs", runs},
+                                {"takeaway", e.takeaway}}
+                     .dump(2)
+              << "\n";
+  else
+    std::cout << text;
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "attend", "run attention, softmax(scale · score(Q, K) + mask) · V, and explain each step");
+  cmd->footer(kFooter);
+  cmd->add_option("--query", a.query, "queries, [B, Hq, L, Dq]")->type_name("Q.npy");
+  cmd->add_option("--keys", a.keys, "keys, [B, Hkv, S, Dk]")->type_name("K.npy");
+  cmd->add_option("--values", a.values, "values, [B, Hkv, S, Dv]")->type_name("V.npy");
+  cmd->add_option("--score", a.score,
+                  "scaled-dot | dot | general | additive | laplace | cosine | uniform")
+      ->type_name("NAME")
+      ->capture_default_str();
+  cmd->add_option("--scale", a.scale,
+                  "multiplies every score (default: 1/√Dk for scaled-dot, else 1)")
+      ->type_name("S");
+  cmd->add_option("--normalize", a.normalize, "softmax | none")
+      ->type_name("HOW")
+      ->capture_default_str();
+  cmd->add_option("--causal", a.causal, "top-left | bottom-right")->type_name("ALIGN");
+  cmd->add_option("--mask", a.mask,
+                  "bool (true = may attend) or float (added), broadcast to "
+                  "[B, Hq, L, S]")
+      ->type_name("M.npy");
+  cmd->add_option("--key-lengths", a.key_lengths, "valid keys per batch, e.g. 3,5")
+      ->type_name("N,...");
+  cmd->add_option("--params", a.params, "general: W; additive: W_q W_k v")->type_name("P.npy");
+  cmd->add_option("--query-labels", a.query_labels, "a label per query row")->type_name("a,b,..");
+  cmd->add_option("--key-labels", a.key_labels, "a label per key row")->type_name("x,y,..");
+  cmd->add_option("--out", a.out, "write the output [B, Hq, L, Dv]")->type_name("O.npy");
+  cmd->add_option("--weights", a.weights, "write the weights [B, Hq, L, S]")->type_name("W.npy");
+  cmd->add_option("--lse", a.lse, "write the logsumexp [B, Hq, L]")->type_name("LSE.npy");
+  cmd->add_flag("--json", a.json, "print everything as JSON instead of text");
+  cmd->add_option("--example", a.example, "a built-in worked example, or 'list'")
+      ->type_name("NAME");
+  cmd->add_option("--digits", a.digits, "decimals in printed numbers (0 to 12)")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 12));
+  cmd->add_option("--top", a.top, "keys listed per query in a summary (1 to 100)")
+      ->type_name("K")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  return cmd;
+}
+
+int run_attend(const AttendArgs& a) {
+  if (!a.example.empty()) return run_example(a);
+  const AttendCase c = case_from_files(a);
+  const AttentionResult r = run_case(c);
+  write_outputs(a, r);  // every file or none, before anything is printed
+  if (a.json) {
+    std::cout << to_json(c, r).dump() << "\n";
+    return 0;
+  }
+  const RenderOptions ro{.digits = a.digits, .top = a.top};
+  std::cout << "attention: score " << to_string(c.options.score) << ", scale "
+            << fixed(effective_scale(c), 4) << ", " << to_string(c.options.normalize)
+            << (c.options.causal != Causal::none
+                    ? ", causal " + std::string(to_string(c.options.causal))
+                    : std::string())
+            << "\n";
+  std::cout << (fits_step_by_step(c) ? explain_steps(c, r, ro) : summarize(c, r, ro));
+  for (const auto& [path, tensor] :
+       {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})
+    if (!path.empty())
+      std::cout << "wrote " << path << "  " << shape_str(tensor->shape()) << " "
+                << dtype_name(tensor->dtype()) << "\n";
+  return 0;
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,25 @@
+// `qkv attend`: attention on your own Q, K, V (.npy) or a built-in example, explained step by step.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace qkv::cli {
+
+struct AttendArgs {
+  std::string query, keys, values, mask, key_lengths, scale;
+  std::string score = "scaled-dot", normalize = "softmax", causal = "none";
+  std::vector<std::string> params;
+  std::string query_labels, key_labels;
+  std::string out, weights, lse;
+  std::string example;
+  bool json = false;
+  int digits = 2;
+  int top = 3;
+};
+
+CLI::App* add_attend_command(CLI::App& app, AttendArgs& args);
+int run_attend(const AttendArgs& args);
+
+}  // namespace qkv::cli

@@ -1,0 +1,56 @@
+// qkv — the command line: one file per subcommand; this one parses and maps errors to exit codes
+// (2: the input was wrong, 1: the work failed), each error one line on stderr.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "attend.h"
+#include "qkv/tensor.h"
+
+namespace {
+
+int error(const std::string& message, int code) {
+  std::cerr << "qkv: error: " << message << "\n";
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "qkv — attention: queries, keys and values, exact and explained.\n\n"
+      "  qkv attend --example phonebook     attention worked through, step by step\n"
+      "  qkv attend --help                  every option, with examples",
+      "qkv"};
+  app.require_subcommand(1);
+  qkv::cli::AttendArgs attend_args;
+  CLI::App* attend = qkv::cli::add_attend_command(app, attend_args);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    const std::string first = argc > 1 ? argv[1] : "";
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == first;
+    if (!first.empty() && first[0] != '-' && !known)
+      return error("unknown subcommand '" + first + "'; expected attend (see qkv --help)", 2);
+    if (argc == 1) {
+      std::cerr << app.help();
+      return error("expected a subcommand, e.g. qkv attend --example phonebook", 2);
+    }
+    return error(std::string(e.what()) + " (see qkv --help)", 2);
+  }
+
+  try {
+    if (attend->parsed()) return qkv::cli::run_attend(attend_args);
+  } catch (const qkv::Error& e) {
+    return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
+  } catch (const std::exception& e) {
+    return error(e.what(), 1);
+  }
+  return error("no subcommand ran; see qkv --help", 2);
+}

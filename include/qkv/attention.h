@@ -1,0 +1,106 @@
+// qkv/attention.h — exact attention of every classic kind, forward and backward.
+//
+//   out = normalize(scale · score(Q, K) + mask) · V
+//
+// Layout: q [B, Hq, L, Dq], k [B, Hkv, S, Dk], v [B, Hkv, S, Dv], out [B, Hq, L, Dv]; rank-3
+// inputs are [H, L, D] and rank-2 inputs [L, D] (B = H = 1), and results keep q's rank. Query head
+// h reads key/value head h / (Hq / Hkv) (grouped-query attention; Hkv = 1 is multi-query).
+//
+// Masks (PyTorch SDPA convention): a bool mask is true where a query may attend to a key; a float
+// mask is added to the scores (−∞ masks). Either broadcasts to [B, Hq, L, S] (aligned at the last
+// dimension, each size 1 or equal). `causal` and `key_lengths` combine with the mask by AND.
+// A row with nothing to attend to gives output 0, weights 0, logsumexp −∞ and gradient 0.
+// NaN or ∞ in q, k or v makes the rows that read it NaN; masked keys are never read.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "qkv/tensor.h"
+
+namespace qkv {
+
+// score(q, k) before `scale` multiplies it (DESIGN.md §3).
+enum class Score {
+  scaled_dot,  // q·k, default scale 1/√Dk             (Vaswani et al. 2017)
+  dot,         // q·k, default scale 1                 (Luong et al. 2015)
+  general,     // qᵀ W k                               (Luong et al. 2015)
+  additive,    // vᵀ tanh(W_q q + W_k k)               (Bahdanau et al. 2014)
+  laplace,     // −‖q − k‖₁; scale = 1/ℓ, ℓ the length scale (Kim et al. 2019)
+  cosine,      // q·k / (‖q‖ ‖k‖); scale = 1/τ, τ the temperature (Graves 2014)
+  uniform,     // 0: the plain average of the visible values
+};
+
+enum class Normalize {
+  softmax,  // weights = softmax over the keys
+  none,     // weights = the scaled scores themselves (0 where masked)
+};
+
+// Causal masking with explicit alignment. top_left: query i sees keys j ≤ i (PyTorch is_causal).
+// bottom_right: query i sees keys j ≤ i + S − L (FlashAttention; decoding with a KV cache).
+enum class Causal { none, top_left, bottom_right };
+
+// Which implementation runs. `automatic` picks the fastest exact path available.
+enum class Path { automatic, reference };
+
+// Names as the command line spells them: "scaled-dot", "top-left", ...
+std::string_view to_string(Score score);
+std::string_view to_string(Normalize normalize);
+std::string_view to_string(Causal causal);
+std::string_view to_string(Path path);
+std::optional<Score> parse_score(std::string_view name);
+std::optional<Normalize> parse_normalize(std::string_view name);
+std::optional<Causal> parse_causal(std::string_view name);
+std::optional<Path> parse_path(std::string_view name);
+const std::vector<Score>& all_scores();
+
+// The scale used when AttentionOptions::scale is empty: 1/√dk for scaled_dot, else 1.
+double default_scale(Score score, int64_t dk);
+
+// Learned parameters of `general` and `additive`, shared by every batch and head.
+struct ScoreParams {
+  Tensor w;    // general: W [Dq, Dk]
+  Tensor w_q;  // additive: W_q [A, Dq]
+  Tensor w_k;  // additive: W_k [A, Dk]
+  Tensor v;    // additive: v [A]
+};
+
+struct AttentionOptions {
+  Score score = Score::scaled_dot;
+  std::optional<double> scale;  // any finite value; empty → default_scale(score, Dk)
+  Normalize normalize = Normalize::softmax;
+  Causal causal = Causal::none;
+  Tensor mask;                       // optional: bool or float, broadcast to [B, Hq, L, S]
+  std::vector<int64_t> key_lengths;  // optional, one per batch: keys j ≥ key_lengths[b] are masked
+  ScoreParams params;                // for general and additive
+  bool need_weights = false;         // fill AttentionResult::weights
+  bool need_logsumexp = false;       // fill AttentionResult::logsumexp
+  bool need_scores = false;          // fill AttentionResult::scores and ::logits
+  Path path = Path::automatic;
+};
+
+// Results are float64 when any of q, k, v is float64, else float32.
+struct AttentionResult {
+  Tensor out;        // [B, Hq, L, Dv]
+  Tensor weights;    // [B, Hq, L, S]   normalize(logits); rows sum to 1 under softmax
+  Tensor logsumexp;  // [B, Hq, L]      log Σ_j exp(logits_ij); −∞ for a fully masked row
+  Tensor scores;     // [B, Hq, L, S]   score(q_i, k_j), before scale and mask
+  Tensor logits;     // [B, Hq, L, S]   scale · scores + float mask; −∞ where masked
+};
+
+AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const AttentionOptions& options = {});
+
+// Gradients of a loss with respect to every input, given dout = ∂loss/∂out. Each has the shape
+// and dtype of what it differentiates; dparams fills the fields the score uses.
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+  ScoreParams dparams;
+  double dscale = 0;  // ∂loss/∂scale (laplace: ∂/∂(1/ℓ), cosine: ∂/∂(1/τ))
+};
+
+AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const AttentionOptions& options = {});
+
+}  // namespace qkv

@@ -1,0 +1,32 @@
+// Validation of attention inputs at the API boundary: every message names the argument, what was
+// found and what was expected. The command line passes its own names ("--keys K.npy").
+#pragma once
+
+#include <string>
+
+#include "qkv/attention.h"
+
+namespace qkv::attention_detail {
+
+struct ArgumentNames {
+  std::string q = "q", k = "k", v = "v", mask = "mask", key_lengths = "key_lengths";
+  std::string scale = "scale", w = "params.w", w_q = "params.w_q", w_k = "params.w_k",
+              v_param = "params.v";
+};
+
+// The sizes of a valid problem, in the canonical [B, H, L, D] layout.
+struct Dims {
+  int rank = 4;  // of q, k, v and the results
+  int64_t B = 1, Hq = 1, Hkv = 1, L = 0, S = 0, Dq = 0, Dk = 0, Dv = 0;
+  int64_t A = 0;  // additive hidden size
+};
+
+// Throws qkv::Error (Kind::invalid_argument) unless q, k, v and options make a valid problem.
+Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
+                  const AttentionOptions& options, const ArgumentNames& names = {});
+
+// The bias added to the scaled scores, float64 [B, Hq, L, S]: 0, the float mask's value, or −∞
+// where the bool mask, causality or key lengths hide the key. Undefined when nothing masks.
+Tensor logit_bias(const AttentionOptions& options, const Dims& dims);
+
+}  // namespace qkv::attention_detail

@@ -1,0 +1,22 @@
+# Installs the built qkv into a scratch prefix, then configures, builds and runs a tiny outside
+# project that says find_package(qkv) and links qkv::qkv. Run with cmake -P (see tests/CMakeLists).
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+run(${CMAKE_COMMAND} --install "${QKV_BUILD_DIR}" --prefix "${prefix}")
+run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build" "-DCMAKE_PREFIX_PATH=${prefix}"
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+run("${WORK_DIR}/build/consumer")
+if(NOT last_output MATCHES "out = 0\\.5 2\\.5")
+  message(FATAL_ERROR "consumer printed an unexpected result:\n${last_output}")
+endif()
+message(STATUS "find_package(qkv) consumer: ${last_output}")
