@@ -63,6 +63,8 @@ std::vector<int64_t> parse_lengths(const std::string& text) {
 double parse_scale(const std::string& text) {
   double x = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (ec == std::errc::result_out_of_range)
+    usage("--scale '" + text + "' is out of range; expected a finite number such as 0.125");
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     usage("--scale '" + text + "' is not a number; expected a finite number such as 0.125");
   return x;
@@ -139,10 +141,25 @@ AttendCase case_from_files(const AttendArgs& a) {
 
 void write_outputs(const AttendArgs& a, const AttentionResult& r) {
   std::vector<std::pair<std::string, std::string>> files;
-  if (!a.out.empty()) files.emplace_back(a.out, encode_npy(r.out));
-  if (!a.weights.empty()) files.emplace_back(a.weights, encode_npy(r.weights));
-  if (!a.lse.empty()) files.emplace_back(a.lse, encode_npy(r.logsumexp));
-  write_files_atomically(files);
+  std::vector<std::string> options;
+  auto add = [&](const std::string& option, const std::string& path, const Tensor& t) {
+    if (path.empty()) return;
+    files.emplace_back(path, encode_npy(t));
+    options.push_back(option);
+  };
+  add("--out", a.out, r.out);
+  add("--weights", a.weights, r.weights);
+  add("--lse", a.lse, r.logsumexp);
+  try {
+    write_files_atomically(files);
+  } catch (const Error& e) {
+    // The message starts with the path that failed: name its option too.
+    const std::string message = e.what();
+    for (std::size_t i = 0; i < files.size(); ++i)
+      if (message.rfind(files[i].first + ":", 0) == 0)
+        throw Error(options[i] + " " + message, Error::Kind::runtime);
+    throw;
+  }
 }
 
 bool same_values(const Tensor& a, const Tensor& b) {
@@ -259,7 +276,7 @@ int run_attend(const AttendArgs& a) {
   }
   const RenderOptions ro{.digits = a.digits, .top = a.top};
   std::cout << "attention: score " << to_string(c.options.score) << ", scale "
-            << fixed(effective_scale(c), 4) << ", " << to_string(c.options.normalize)
+            << short_number(effective_scale(c)) << ", " << to_string(c.options.normalize)
             << (c.options.causal != Causal::none
                     ? ", causal " + std::string(to_string(c.options.causal))
                     : std::string())

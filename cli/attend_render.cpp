@@ -196,6 +196,9 @@ std::string summarize(const AttendCase& c, const AttentionResult& r, const Rende
                   : "")
     << ":\n";
   const int64_t Hq = r.weights.rank() >= 3 ? r.weights.dim(-3) : 1;
+  int label_width = 0;
+  for (int64_t i = 0; i < show_queries; ++i)
+    label_width = std::max(label_width, display_width(clip(queries[i], 12)));
   for (int64_t h = 0; h < show_heads; ++h) {
     if (heads > 1) s << "  batch " << h / Hq << ", head " << h % Hq << "\n";
     for (int64_t i = 0; i < show_queries; ++i) {
@@ -205,10 +208,15 @@ std::string summarize(const AttendCase& c, const AttentionResult& r, const Rende
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
         return r.weights.value(base + a) > r.weights.value(base + b);
       });
-      s << "    " << pad_right(clip(queries[i], 12), 12) << " →";
-      for (int64_t t = 0; t < std::min<int64_t>(o.top, S); ++t)
-        s << "  " << keys[order[t]] << " " << fixed(r.weights.value(base + order[t]), o.digits);
-      if (S == 0) s << "  (no keys)";
+      s << "    " << pad_right(clip(queries[i], 12), label_width) << " →";
+      int listed = 0;
+      for (int64_t j : order) {
+        if (listed == o.top) break;
+        if (r.logits.value(base + j) == -std::numeric_limits<double>::infinity()) continue;
+        s << "  " << keys[j] << " " << fixed(r.weights.value(base + j), o.digits);
+        ++listed;
+      }
+      if (listed == 0) s << "  (nothing to attend to)";
       s << "\n";
     }
   }

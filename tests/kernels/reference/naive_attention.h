@@ -518,7 +518,6 @@ inline ::testing::AssertionResult near(std::string_view what, const qkv::Tensor&
       os << "\n  " << what << index_string(shape, i) << " = " << g << ", expected " << w
          << " (|diff| " << std::abs(g - w) << " > tol " << tol << ")";
   }
-  if (std::getenv("QKV_WORST")) { fprintf(stderr, "WORST %s %.3g\n", std::string(what).c_str(), worst);} 
   if (misses)
     return ::testing::AssertionFailure() << misses << " of " << got.numel() << " elements of "
                                          << what << " differ" << os.str();
