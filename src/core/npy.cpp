@@ -9,13 +9,10 @@
 // is not the literal NumPy would accept is rejected with the byte where it went wrong.
 #include "qkv/npy.h"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include "core/files.h"
 
-#include <atomic>
+
 #include <bit>
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -214,14 +211,6 @@ char* bytes_of(Tensor& tensor) {
   return reinterpret_cast<char*>(tensor.data<bool>());
 }
 
-// Throws the Kind::runtime error of write_npy. Takes errno as an argument evaluated before any
-// allocation, so building the message cannot clobber it.
-[[noreturn]] void fail_io(const std::string& path, const char* action, const std::string& file,
-                          int error) {
-  throw Error(path + ": cannot " + action + " " + file + ": " + std::strerror(error),
-              Error::Kind::runtime);
-}
-
 uint32_t read_le(std::string_view bytes, std::size_t at, std::size_t width) {
   uint32_t value = 0;
   for (std::size_t i = 0; i < width; ++i)
@@ -347,42 +336,7 @@ std::string encode_npy(const Tensor& tensor) {
 }
 
 void write_npy(const std::string& path, const Tensor& tensor) {
-  const std::string bytes = encode_npy(tensor);
-
-  // A fresh name beside `path`, created with O_EXCL and mode 0666 so the umask applies as it would
-  // to a plain open() (mkstemp would leave the result readable by its owner only).
-  static std::atomic<uint64_t> counter{0};
-  std::string temporary;
-  int fd = -1;
-  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
-    const auto salt =
-        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-        (counter++ << 20) ^ static_cast<uint64_t>(::getpid());
-    temporary = path + ".tmp." + std::to_string(salt % 1000000007);
-    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) fail_io(path, "create", temporary, errno);
-  }
-  if (fd < 0) fail_io(path, "create", temporary, EEXIST);
-
-  // On any failure the temporary goes, so no partial file is ever left behind (DESIGN.md §3).
-  auto abandon = [&](const char* action) {
-    const int error = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(temporary.c_str());
-    fail_io(path, action, temporary, error);
-  };
-  for (std::size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) abandon("write");
-    done += static_cast<std::size_t>(n);
-  }
-  // fsync before rename: otherwise a crash can leave `path` renamed but empty on some filesystems.
-  if (::fsync(fd) != 0) abandon("sync");
-  const int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) abandon("close");
-  if (::rename(temporary.c_str(), path.c_str()) != 0) abandon("rename");
+  write_files_atomically({{path, encode_npy(tensor)}});
 }
 
 }  // namespace qkv

@@ -60,11 +60,15 @@ int64_t checked_numel(const Shape& shape) {
   if (shape.size() > static_cast<std::size_t>(kMaxRank))
     throw Error("tensor shape " + shape_str(shape) + " has rank " + std::to_string(shape.size()) +
                 "; expected rank ≤ " + std::to_string(kMaxRank));
-  int64_t n = 1;
+  // Bound the product of the non-zero dimensions too, so that strides cannot overflow when a
+  // zero-size dimension makes the element count 0.
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  int64_t n = 1, extent = 1;
   for (int64_t d : shape) {
     if (d < 0) throw Error("tensor shape " + shape_str(shape) + " has a negative dimension");
-    if (d != 0 && n > (int64_t{1} << 40) / d)
+    if (d != 0 && extent > kMaxElements / d)
       throw Error("tensor shape " + shape_str(shape) + " is too large");
+    if (d != 0) extent *= d;
     n *= d;
   }
   return n;
