@@ -10,7 +10,8 @@
 // mask is added to the scores (−∞ masks). Either broadcasts to [B, Hq, L, S] (aligned at the last
 // dimension, each size 1 or equal). `causal` and `key_lengths` combine with the mask by AND.
 // A row with nothing to attend to gives output 0, weights 0, logsumexp −∞ and gradient 0.
-// NaN or ∞ in q, k or v makes the rows that read it NaN; masked keys are never read.
+// NaN or ∞ in q_i or in a visible k_j makes row i's weights and output NaN; NaN or ∞ in a visible
+// v_j makes row i's output NaN. Masked keys are never read.
 #pragma once
 
 #include <optional>

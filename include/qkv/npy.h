@@ -1,9 +1,9 @@
 // qkv/npy.h — NumPy .npy files: read and write tensors.
 //
 // Reads format versions 1.0, 2.0 and 3.0 with dtype '<f4' (float32), '<f8' (float64) or '|b1'
-// (bool), C order, rank 1 to 4. Anything else — Fortran order, big-endian, another dtype, a truncated
-// or corrupt header, too few or too many data bytes — is a qkv::Error naming the file and what
-// was found. Spec: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
+// (bool), C order, rank 1 to 4. Anything else — Fortran order, big-endian, another dtype, a
+// truncated or corrupt header, too few or too many data bytes — is a qkv::Error naming the file and
+// what was found. Spec: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
 #pragma once
 
 #include <string>

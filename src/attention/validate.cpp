@@ -89,8 +89,9 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
     check_float(n.v_param, p.v);
     if (p.v.rank() != 1) fail(describe(n.v_param, p.v) + "; expected a vector [A]");
     d.A = p.v.dim(0);
-    check_param(n.w_q, p.w_q, {d.A, d.Dq}, "[A, Dq] matrix W_q", score);
-    check_param(n.w_k, p.w_k, {d.A, d.Dk}, "[A, Dk] matrix W_k", score);
+    const std::string a = ", A = " + std::to_string(d.A) + " from " + n.v_param;
+    check_param(n.w_q, p.w_q, {d.A, d.Dq}, "[A, Dq] matrix W_q" + a, score);
+    check_param(n.w_k, p.w_k, {d.A, d.Dk}, "[A, Dk] matrix W_k" + a, score);
   }
 
   if (!options.key_lengths.empty()) {

@@ -9,9 +9,6 @@
 // is not the literal NumPy would accept is rejected with the byte where it went wrong.
 #include "qkv/npy.h"
 
-#include "core/files.h"
-
-
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +16,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "core/files.h"
 
 namespace qkv {
 namespace {

@@ -34,16 +34,25 @@ Row row_of(const Problem& p, int64_t b, int64_t h, int64_t i) {
           row};
 }
 
-// The logits of one row: scale · score(q, k_j) + bias_j, −∞ where masked. A visible key whose
-// score is not finite (∞ or NaN in q or k) makes the logit NaN: bad input never vanishes quietly.
+bool all_finite(const double* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
+}
+
+// The logits of one row: scale · score(q, k_j) + bias_j, −∞ where masked. NaN or ∞ in q or in a
+// visible k_j makes the logit NaN, whatever the score makes of it (tanh(∞) = 1 would hide it, the
+// uniform score would ignore it): bad input never vanishes quietly.
 void row_logits(const Problem& p, const Row& r, double* scores, double* logits) {
+  const bool q_finite = all_finite(r.q, p.score.dq);
   for (int64_t j = 0; j < p.S; ++j) {
-    const double raw = p.score(r.q, r.k + j * p.score.dk);
+    const double* k = r.k + j * p.score.dk;
+    const double raw = p.score(r.q, k);
     const double bias = r.bias ? r.bias[j] : 0.0;
     scores[j] = raw;
     if (bias == -kInf)
       logits[j] = -kInf;
-    else if (!std::isfinite(raw))
+    else if (!q_finite || !all_finite(k, p.score.dk) || !std::isfinite(raw))
       logits[j] = kNaN;
     else
       logits[j] = p.scale * raw + bias;
@@ -96,6 +105,11 @@ void attention_forward(const Problem& p, const ForwardOutputs& o) {
           if (logits[j] == -kInf) continue;
           for (int64_t c = 0; c < p.Dv; ++c) out[c] += weights[j] * r.v[j * p.Dv + c];
         }
+        // ∞ in a visible value row would surface as ±∞ in some columns: the row is not a result.
+        bool finite = true;
+        for (int64_t c = 0; c < p.Dv; ++c) finite = finite && std::isfinite(out[c]);
+        if (!finite)
+          for (int64_t c = 0; c < p.Dv; ++c) out[c] = kNaN;
         const int64_t at = r.row_index * p.S;
         for (int64_t j = 0; j < p.S; ++j) {
           if (o.weights) o.weights[at + j] = weights[j];

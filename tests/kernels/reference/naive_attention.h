@@ -304,7 +304,7 @@ Naive naive_attention(const Case& c) {
 
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < Hq; ++h) {
-      const int64_t g = h / (Hq / Hkv);  // grouped-query attention
+      const int64_t g = h % Hkv;  // grouped-query attention
       for (int64_t i = 0; i < L; ++i) {
         const size_t row = static_cast<size_t>((b * Hq + h) * L + i);
         std::vector<T> x(static_cast<size_t>(S));
