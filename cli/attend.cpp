@@ -205,7 +205,7 @@ int run_example(const AttendArgs& a) {
             c.caption + "\n";
     text += explain_steps(c, r, this_run);
   }
-  if (!e.takeaway.empty()) text += "\nWhat it shows: " + e.takeaway + "\n";
+  if (!e.takeaway.empty()) text += "\n" + wrap("What it shows: " + e.takeaway, 96, 2) + "\n";
   if (a.json)
     std::cout << nlohmann::json{{"example", e.name},
                                 {"title", e.title},

@@ -83,7 +83,9 @@ std::string weighted_sum(const std::string& query, const AttentionResult& r, int
     return std::abs(at2(weights, i, a)) > std::abs(at2(weights, i, b));
   });
   const double shown = 0.5 * std::pow(10.0, -digits);
-  std::string line = "out(" + query + ") =";
+  constexpr int kWidth = 94;
+  const std::string head = "out(" + query + ") =";
+  std::string line = head;
   int terms = 0, hidden = 0, masked = 0;
   for (int64_t j : order) {
     const double w = at2(weights, i, j);
@@ -95,9 +97,14 @@ std::string weighted_sum(const std::string& query, const AttentionResult& r, int
       ++hidden;
       continue;
     }
-    const std::string num = fixed(std::abs(w), digits);
-    line += std::string(terms == 0 ? (w < 0 ? " −" : " ") : (w < 0 ? " − " : " + ")) + num + "·v(" +
-            keys[j] + ")";
+    const std::string sign = terms == 0 ? (w < 0 ? " −" : " ") : (w < 0 ? " − " : " + ");
+    const std::string term = sign + fixed(std::abs(w), digits) + "·v(" + keys[j] + ")";
+    // Wrap long sums under the first term, so they stay readable in 100 columns.
+    const std::size_t newline = line.rfind('\n');
+    const std::string current = newline == std::string::npos ? line : line.substr(newline + 1);
+    if (terms > 0 && display_width(current) + display_width(term) > kWidth)
+      line += "\n" + std::string(display_width(head) + 2, ' ');
+    line += term;
     ++terms;
   }
   if (terms == 0) line += " 0  (nothing to attend to)";
@@ -146,10 +153,14 @@ std::string explain_steps(const AttendCase& c, const AttentionResult& r, const R
     s << "\n  (the same Q, K and V as the run before)\n";
   } else {
     s << section("Inputs: one row per token");
+    // Without projections the input features are the query and key dimensions themselves.
+    const bool named = c.projections.empty() &&
+                       static_cast<int64_t>(c.input_columns.size()) == c.q.dim(-1) &&
+                       c.q.dim(-1) == c.k.dim(-1);
     s << "  Q, the queries (what each token is looking for)\n"
-      << matrix(c.q, queries, dims(c.q, "d"), dg);
+      << matrix(c.q, queries, named ? c.input_columns : dims(c.q, "d"), dg);
     s << "  K, the keys (what each token offers to be found by)\n"
-      << matrix(c.k, keys, dims(c.k, "d"), dg);
+      << matrix(c.k, keys, named ? c.input_columns : dims(c.k, "d"), dg);
     s << "  V, the values (what each token hands over when found)\n"
       << matrix(c.v, keys, value_columns, dg);
   }

@@ -72,6 +72,24 @@ std::string render(const Table& t) {
   return out;
 }
 
+std::string wrap(const std::string& text, int width, int indent) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t space = text.find(' ', start);
+    if (space == std::string::npos) space = text.size();
+    const std::string word = text.substr(start, space - start);
+    if (!line.empty() && display_width(line) + 1 + display_width(word) > width) {
+      out += line + "\n";
+      line = std::string(indent, ' ') + word;
+    } else {
+      line += (line.empty() ? "" : " ") + word;
+    }
+    start = space + 1;
+  }
+  return out + line;
+}
+
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> parts;
   if (s.empty()) return parts;

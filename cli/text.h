@@ -29,6 +29,9 @@ struct Table {
 };
 std::string render(const Table& table);
 
+// Breaks text into lines of at most `width` columns at spaces; lines after the first get `indent`.
+std::string wrap(const std::string& text, int width, int indent);
+
 // Splits "a,b,c" on commas (no trimming; empty input → empty list).
 std::vector<std::string> split_commas(const std::string& s);
 

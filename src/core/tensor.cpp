@@ -111,22 +111,26 @@ Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtyp
   strides_ = row_major_strides(shape_);
 }
 
-Tensor Tensor::from(Shape shape, const std::vector<float>& values) {
-  Tensor t(std::move(shape), DType::f32);
+namespace {
+
+template <class T>
+Tensor tensor_from(Shape shape, const std::vector<T>& values) {
+  Tensor t(std::move(shape), dtype_of<T>());
   if (static_cast<int64_t>(values.size()) != t.numel())
     throw Error("Tensor::from: " + std::to_string(values.size()) + " values for shape " +
                 shape_str(t.shape()) + "; expected " + std::to_string(t.numel()));
-  std::copy(values.begin(), values.end(), t.data<float>());
+  std::copy(values.begin(), values.end(), t.data<T>());
   return t;
 }
 
+}  // namespace
+
+Tensor Tensor::from(Shape shape, const std::vector<float>& values) {
+  return tensor_from(std::move(shape), values);
+}
+
 Tensor Tensor::from(Shape shape, const std::vector<double>& values) {
-  Tensor t(std::move(shape), DType::f64);
-  if (static_cast<int64_t>(values.size()) != t.numel())
-    throw Error("Tensor::from: " + std::to_string(values.size()) + " values for shape " +
-                shape_str(t.shape()) + "; expected " + std::to_string(t.numel()));
-  std::copy(values.begin(), values.end(), t.data<double>());
-  return t;
+  return tensor_from(std::move(shape), values);
 }
 
 Tensor Tensor::full(Shape shape, double value, DType dtype) {
