@@ -7,8 +7,8 @@
 
 #include <cctype>
 #include <functional>
-#include <ostream>
 #include <limits>
+#include <ostream>
 #include <string>
 
 #include "kernels/reference/naive_attention.h"
@@ -149,8 +149,8 @@ TEST(AttentionErrors, QueryHeadsNotAMultipleOfKvHeads) {
   Inputs in;
   in.k = randn({B, 4, S, Dk});
   in.v = randn({B, 4, S, Dv});
-  EXPECT_THAT(in.run(), AllOf(AnyOf(HasWord("k"), HasWord("q"), HasSubstr("head")),
-                              HasSubstr("6"), HasSubstr("4")));
+  EXPECT_THAT(in.run(), AllOf(AnyOf(HasWord("k"), HasWord("q"), HasSubstr("head")), HasSubstr("6"),
+                              HasSubstr("4")));
   Inputs in2;  // k and v disagreeing on Hkv is wrong too
   in2.v = randn({B, 1, S, Dv});
   EXPECT_THAT(in2.run(), AllOf(HasWord("v"), HasSubstr("[2, 1, 9, 7]")));
@@ -163,8 +163,8 @@ TEST(AttentionErrors, QueryAndKeyDimsMustMatchForDotLaplaceCosine) {
     in.q = randn({B, Hq, L, 12});
     in.k = randn({B, Hkv, S, 10});
     in.o.score = score;
-    EXPECT_THAT(in.run(), AllOf(AnyOf(HasWord("k"), HasWord("q")), HasSubstr("12"),
-                                HasSubstr("10")));
+    EXPECT_THAT(in.run(),
+                AllOf(AnyOf(HasWord("k"), HasWord("q")), HasSubstr("12"), HasSubstr("10")));
   }
 }
 
@@ -218,9 +218,8 @@ TEST(AttentionErrors, ScaleMustBeFinite) {
   EXPECT_THAT(in.run(), AllOf(HasSubstr("scale"), AnyOf(HasSubstr("nan"), HasSubstr("NaN"))));
   for (double inf : {kInf, -kInf}) {
     in.o.scale = inf;
-    EXPECT_THAT(in.run(),
-                AllOf(HasSubstr("scale"), AnyOf(HasSubstr("inf"), HasSubstr("Inf"),
-                                                HasSubstr("∞"))));
+    EXPECT_THAT(in.run(), AllOf(HasSubstr("scale"),
+                                AnyOf(HasSubstr("inf"), HasSubstr("Inf"), HasSubstr("∞"))));
   }
   in.o.scale = -3.0;  // any finite value, negative and zero included
   EXPECT_NO_THROW(qkv::attention(in.q, in.k, in.v, in.o));
@@ -274,8 +273,8 @@ TEST(AttentionErrors, AdditiveNeedsWqWkAndV) {
   EXPECT_THAT(in.run(), AllOf(HasWord("w_k"), HasSubstr("15")));
   in.o.params = valid();
   in.o.params.v = randn({17});  // v must be [A]; A is set by all three, so either may be blamed
-  EXPECT_THAT(in.run(), AllOf(AnyOf(HasWord("v"), HasWord("w_q")), HasSubstr("17"),
-                              HasSubstr("13")));
+  EXPECT_THAT(in.run(),
+              AllOf(AnyOf(HasWord("v"), HasWord("w_q")), HasSubstr("17"), HasSubstr("13")));
 }
 
 TEST(AttentionErrors, UniformWithoutNormalizationIsRejected) {

@@ -44,8 +44,10 @@ TEST_P(AttentionProperties, SoftmaxRowsSumToOne) {
     const bool any = std::any_of(r.visible.begin() + row * c.S, r.visible.begin() + (row + 1) * c.S,
                                  [](unsigned char x) { return x != 0; });
     const double sum = std::accumulate(w.begin() + row * c.S, w.begin() + (row + 1) * c.S, 0.0);
-    if (any) EXPECT_NEAR(sum, 1.0, 1e-12) << "row " << row;
-    else EXPECT_EQ(sum, 0.0) << "fully masked row " << row;
+    if (any)
+      EXPECT_NEAR(sum, 1.0, 1e-12) << "row " << row;
+    else
+      EXPECT_EQ(sum, 0.0) << "fully masked row " << row;
   }
 }
 
@@ -71,16 +73,16 @@ TEST_P(AttentionProperties, PermutingKeysAndValuesTogetherLeavesOutUnchanged) {
     for (int64_t j = 0; j < c.S; ++j) p.mask[bi * c.S + j] = c.mask[bi * c.S + perm[j]];
   const qkv::AttentionResult a = run_library(c), b = run_library(p);
   const Naive r = naive_attention<double>(c);
-  EXPECT_TRUE(near("out(permuted)", b.out, c.out_shape(), DType::f64, values_of(a.out),
-                   r.out_scale, 2 * kRtol));
+  EXPECT_TRUE(near("out(permuted)", b.out, c.out_shape(), DType::f64, values_of(a.out), r.out_scale,
+                   2 * kRtol));
   std::vector<double> w = values_of(a.weights), wp(w.size()), wscale(w.size());
   for (int64_t row = 0; row < c.B * c.Hq * c.L; ++row)
     for (int64_t j = 0; j < c.S; ++j) {
       wp[row * c.S + j] = w[row * c.S + perm[j]];
       wscale[row * c.S + j] = r.weights_scale[row * c.S + perm[j]];
     }
-  EXPECT_TRUE(near("weights(permuted)", b.weights, c.weights_shape(), DType::f64, wp, wscale,
-                   2 * kRtol));
+  EXPECT_TRUE(
+      near("weights(permuted)", b.weights, c.weights_shape(), DType::f64, wp, wscale, 2 * kRtol));
 }
 
 // A row with nothing to attend to — by a bool mask, a float mask of −∞, key_lengths 0,
@@ -133,7 +135,7 @@ TEST_P(AttentionProperties, FullyMaskedRowsAreZeroNeverNaN) {
 // NaN in one query row makes that output row NaN (every column) and no other row.
 TEST_P(AttentionProperties, NaNInOneQueryRowPoisonsOnlyThatRow) {
   const Score score = GetParam();
-  if (score == Score::uniform) GTEST_SKIP() << "uniform never reads q";
+  // uniform too: its score ignores q, but NaN in q still makes the row NaN (DESIGN.md §3).
   for (double bad : {kNaN, -kInf}) {
     Case c = make_case(score, 2, 2, 1, 5, 7, 4, 4, 3, 7300);
     c.causal = Causal::bottom_right;
@@ -158,8 +160,8 @@ TEST_P(AttentionProperties, NonFiniteKeyPoisonsExactlyTheRowsThatSeeIt) {
     const char* where;
     double value;
   };
-  for (const Poison p : {Poison{"k", kNaN}, Poison{"k", kInf}, Poison{"v", kNaN},
-                         Poison{"v", kInf}, Poison{"v", -kInf}}) {
+  for (const Poison p : {Poison{"k", kNaN}, Poison{"k", kInf}, Poison{"v", kNaN}, Poison{"v", kInf},
+                         Poison{"v", -kInf}}) {
     if (score == Score::uniform && std::string(p.where) == "k") continue;  // uniform never reads k
     for (Normalize normalize : {Normalize::softmax, Normalize::none}) {
       if (score == Score::uniform && normalize == Normalize::none) continue;
@@ -168,7 +170,8 @@ TEST_P(AttentionProperties, NonFiniteKeyPoisonsExactlyTheRowsThatSeeIt) {
       c.normalize = normalize;
       const int64_t g = 1, j = 5;  // kv head 1 is read by query heads 2 and 3
       Case clean = c;
-      if (std::string(p.where) == "k") c.k[(g * c.S + j) * c.Dk + 2] = p.value;
+      if (std::string(p.where) == "k")
+        c.k[(g * c.S + j) * c.Dk + 2] = p.value;
       else
         for (int64_t d = 0; d < c.Dv; ++d) c.v[(g * c.S + j) * c.Dv + d] = p.value;
       SCOPED_TRACE(c.describe() + " " + p.where + "[0, 1, 5, :] = " + std::to_string(p.value));
@@ -203,8 +206,8 @@ TEST_P(AttentionProperties, MaskedKeysAreNeverRead) {
   EXPECT_TRUE(near("out", got.out, c.out_shape(), DType::f64, r.out, r.out_scale, kRtol));
   EXPECT_TRUE(near("weights", got.weights, c.weights_shape(), DType::f64, r.weights,
                    r.weights_scale, kRtol));
-  EXPECT_TRUE(near("logsumexp", got.logsumexp, c.lse_shape(), DType::f64, r.lse, r.lse_scale,
-                   kRtol));
+  EXPECT_TRUE(
+      near("logsumexp", got.logsumexp, c.lse_shape(), DType::f64, r.lse, r.lse_scale, kRtol));
 }
 
 // A negative scale is allowed (it prefers the worst-matching keys) and is what the oracle says.
@@ -335,7 +338,8 @@ TEST(AttentionPropertiesScale, ScaleZeroIsTheUniformAverage) {
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t h = 0; h < c.Hq; ++h)
         for (int64_t i = 0; i < c.L; ++i) {
-          const int64_t last = std::min(i + c.S - c.L, c.key_lengths[b] - 1), row = (b * c.Hq + h) * c.L + i;
+          const int64_t last = std::min(i + c.S - c.L, c.key_lengths[b] - 1),
+                        row = (b * c.Hq + h) * c.L + i;
           for (int64_t d = 0; d < c.Dv; ++d) {
             for (int64_t j = 0; j <= last; ++j) {
               mean[row * c.Dv + d] += c.v[(b * c.S + j) * c.Dv + d] / (last + 1);

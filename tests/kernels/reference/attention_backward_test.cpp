@@ -90,9 +90,9 @@ FdGrads finite_differences(const Case& original, const std::vector<double>& g) {
 ::testing::AssertionResult scalar_near(std::string_view what, double got, double fd) {
   const double tol = kGradAtol + kGradRtol * std::abs(fd);
   if (std::isfinite(got) && std::abs(got - fd) <= tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << " = " << got << ", finite differences give " << fd
-                                       << " (|diff| " << std::abs(got - fd) << " > tol " << tol
-                                       << ")";
+  return ::testing::AssertionFailure()
+         << what << " = " << got << ", finite differences give " << fd << " (|diff| "
+         << std::abs(got - fd) << " > tol " << tol << ")";
 }
 
 // Every gradient of `got` against finite differences of the oracle.
@@ -184,8 +184,8 @@ TEST_P(BackwardVsFiniteDifferences, EveryGradient) {
     s.setup(c);
     separate_for_laplace(c);
     const std::vector<double> g = Normal(c.seed + 99).vec(numel_of(c.out_shape()));
-    SCOPED_TRACE(c.describe() + " (" + s.name + ") path=" + path_name(path) +
-                 " dout=N(0,1) seed " + std::to_string(c.seed + 99));
+    SCOPED_TRACE(c.describe() + " (" + s.name + ") path=" + path_name(path) + " dout=N(0,1) seed " +
+                 std::to_string(c.seed + 99));
     const qkv::AttentionGrads got = qkv::attention_backward(
         tensor_of(c.out_shape(), g, DType::f64), tensor_of(c.q_shape(), c.q, DType::f64),
         tensor_of(c.k_shape(), c.k, DType::f64), tensor_of(c.v_shape(), c.v, DType::f64),
@@ -313,20 +313,26 @@ TEST(BackwardDtype, Float32InputsGiveFloat32Gradients) {
     for (double& e : g) e = static_cast<float>(e);
     SCOPED_TRACE(c.describe() + " dtype=float32");
     auto run = [&](DType dt) {
-      return qkv::attention_backward(tensor_of(c.out_shape(), g, dt), tensor_of(c.q_shape(), c.q, dt),
-                                     tensor_of(c.k_shape(), c.k, dt),
-                                     tensor_of(c.v_shape(), c.v, dt), options_of(c, dt));
+      return qkv::attention_backward(
+          tensor_of(c.out_shape(), g, dt), tensor_of(c.q_shape(), c.q, dt),
+          tensor_of(c.k_shape(), c.k, dt), tensor_of(c.v_shape(), c.v, dt), options_of(c, dt));
     };
     const qkv::AttentionGrads g32 = run(DType::f32), g64 = run(DType::f64);
     EXPECT_TRUE(near("dq", g32.dq, c.q_shape(), DType::f32, values_of(g64.dq), {}, 0, 1e-3));
     EXPECT_TRUE(near("dk", g32.dk, c.k_shape(), DType::f32, values_of(g64.dk), {}, 0, 1e-3));
     EXPECT_TRUE(near("dv", g32.dv, c.v_shape(), DType::f32, values_of(g64.dv), {}, 0, 1e-3));
-    if (uses_w(score))
+    if (uses_w(score)) {
       EXPECT_TRUE(near("dparams.w", g32.dparams.w, {c.Dq, c.Dk}, DType::f32,
                        values_of(g64.dparams.w), {}, 0, 1e-3));
-    if (uses_additive(score))
-      EXPECT_TRUE(near("dparams.v", g32.dparams.v, {c.A}, DType::f32, values_of(g64.dparams.v),
-                       {}, 0, 1e-3));
+    }
+    if (uses_additive(score)) {
+      EXPECT_TRUE(near("dparams.w_q", g32.dparams.w_q, {c.A, c.Dq}, DType::f32,
+                       values_of(g64.dparams.w_q), {}, 0, 1e-3));
+      EXPECT_TRUE(near("dparams.w_k", g32.dparams.w_k, {c.A, c.Dk}, DType::f32,
+                       values_of(g64.dparams.w_k), {}, 0, 1e-3));
+      EXPECT_TRUE(near("dparams.v", g32.dparams.v, {c.A}, DType::f32, values_of(g64.dparams.v), {},
+                       0, 1e-3));
+    }
     EXPECT_NEAR(g32.dscale, g64.dscale, 1e-3 * (1 + std::abs(g64.dscale)));
   }
 }
@@ -344,7 +350,8 @@ TEST(BackwardLayout, StridedViewsMatchContiguousCopies) {
       for (int64_t h = 0; h < s[1]; ++h)
         for (int64_t l = 0; l < s[2]; ++l)
           for (int64_t d = 0; d < s[3]; ++d)
-            blhd[((b * s[2] + l) * s[1] + h) * s[3] + d] = x[((b * s[1] + h) * s[2] + l) * s[3] + d];
+            blhd[((b * s[2] + l) * s[1] + h) * s[3] + d] =
+                x[((b * s[1] + h) * s[2] + l) * s[3] + d];
     return qkv::Tensor::from({s[0], s[2], s[1], s[3]}, blhd).transpose(1, 2);
   };
   const qkv::AttentionOptions o = options_of(c);

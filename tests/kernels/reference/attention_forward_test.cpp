@@ -30,16 +30,16 @@ struct ShapeSpec {
 
 // Dq is used only by general and additive (the other scores force Dq = Dk).
 const ShapeSpec kShapes[] = {
-    {1, 1, 1, 0, 5, 8, 8, 8},       // no queries at all
-    {1, 2, 1, 3, 0, 8, 8, 8},       // no keys: every row is fully masked
-    {1, 1, 1, 1, 1, 1, 1, 1},       // the smallest problem
-    {2, 2, 2, 2, 2, 8, 8, 8},       //
-    {1, 2, 2, 1, 17, 21, 21, 21},   // one query (decoding)
-    {2, 4, 2, 17, 17, 21, 8, 21},   // GQA 2, Dq ≠ Dk, Dv ≠ Dk
-    {1, 4, 1, 17, 97, 1, 8, 8},     // multi-query (GQA 4), L < S
-    {1, 4, 4, 97, 17, 8, 21, 1},    // L > S, Dv = 1
-    {1, 2, 1, 97, 97, 21, 21, 8},   // GQA 2, the largest
-    {2, 1, 1, 97, 2, 8, 1, 21},     // Dk = 1
+    {1, 1, 1, 0, 5, 8, 8, 8},      // no queries at all
+    {1, 2, 1, 3, 0, 8, 8, 8},      // no keys: every row is fully masked
+    {1, 1, 1, 1, 1, 1, 1, 1},      // the smallest problem
+    {2, 2, 2, 2, 2, 8, 8, 8},      //
+    {1, 2, 2, 1, 17, 21, 21, 21},  // one query (decoding)
+    {2, 4, 2, 17, 17, 21, 8, 21},  // GQA 2, Dq ≠ Dk, Dv ≠ Dk
+    {1, 4, 1, 17, 97, 1, 8, 8},    // multi-query (GQA 4), L < S
+    {1, 4, 4, 97, 17, 8, 21, 1},   // L > S, Dv = 1
+    {1, 2, 1, 97, 97, 21, 21, 8},  // GQA 2, the largest
+    {2, 1, 1, 97, 2, 8, 1, 21},    // Dk = 1
 };
 
 // The masks of the sweep. Each takes the case (sizes and data set) and a seed for its own data.
@@ -54,7 +54,9 @@ const std::vector<MaskSpec>& mask_specs() {
       {"causal top_left", [](Case& c, uint64_t) { c.causal = Causal::top_left; }},
       {"causal bottom_right", [](Case& c, uint64_t) { c.causal = Causal::bottom_right; }},
       {"bool [B,Hq,L,S]",
-       [](Case& c, uint64_t s) { set_bool_mask(c, {c.B, c.Hq, c.L, c.S}, 0.7, s); }},
+       [](Case& c, uint64_t s) {
+         set_bool_mask(c, {c.B, c.Hq, c.L, c.S}, 0.7, s);
+       }},
       {"bool [L,S] + bottom_right",
        [](Case& c, uint64_t s) {
          set_bool_mask(c, {c.L, c.S}, 0.5, s);
@@ -66,9 +68,13 @@ const std::vector<MaskSpec>& mask_specs() {
          c.causal = Causal::top_left;
        }},
       {"float64 [1,Hq,L,S]",
-       [](Case& c, uint64_t s) { set_float_mask(c, {1, c.Hq, c.L, c.S}, 0.2, DType::f64, s); }},
+       [](Case& c, uint64_t s) {
+         set_float_mask(c, {1, c.Hq, c.L, c.S}, 0.2, DType::f64, s);
+       }},
       {"float32 [B,1,L,S]",
-       [](Case& c, uint64_t s) { set_float_mask(c, {c.B, 1, c.L, c.S}, 0.2, DType::f32, s); }},
+       [](Case& c, uint64_t s) {
+         set_float_mask(c, {c.B, 1, c.L, c.S}, 0.2, DType::f32, s);
+       }},
       {"key_lengths",
        [](Case& c, uint64_t s) {
          Normal rng(s);
@@ -158,9 +164,8 @@ class ForwardFloat32 : public ::testing::TestWithParam<Score> {};
 
 TEST_P(ForwardFloat32, WithinFp32RoundingOfFloat64) {
   const Score score = GetParam();
-  const ShapeSpec shapes[] = {{1, 1, 1, 1, 1, 1, 1, 1},
-                              {2, 4, 2, 17, 23, 21, 8, 21},
-                              {1, 2, 1, 97, 97, 8, 21, 8}};
+  const ShapeSpec shapes[] = {
+      {1, 1, 1, 1, 1, 1, 1, 1}, {2, 4, 2, 17, 23, 21, 8, 21}, {1, 2, 1, 97, 97, 8, 21, 8}};
   for (size_t si = 0; si < std::size(shapes); ++si) {
     const ShapeSpec& sh = shapes[si];
     Case c = make_case(score, sh.B, sh.Hq, sh.Hkv, sh.L, sh.S, sh.Dq, sh.Dk, sh.Dv, 500 + si);
@@ -188,9 +193,8 @@ TEST(ForwardDtype, AnyFloat64InputGivesFloat64Results) {
                              {DType::f64, DType::f32, DType::f32},
                              {DType::f32, DType::f32, DType::f64}};
   for (const auto& d : combos) {
-    SCOPED_TRACE(c.describe() + " dtypes q=" + std::string(qkv::dtype_name(d[0])) +
-                 " k=" + std::string(qkv::dtype_name(d[1])) +
-                 " v=" + std::string(qkv::dtype_name(d[2])));
+    SCOPED_TRACE(c.describe() + " dtypes q=" + std::string(qkv::dtype_name(d[0])) + " k=" +
+                 std::string(qkv::dtype_name(d[1])) + " v=" + std::string(qkv::dtype_name(d[2])));
     const qkv::AttentionResult got =
         qkv::attention(tensor_of(c.q_shape(), c.q, d[0]), tensor_of(c.k_shape(), c.k, d[1]),
                        tensor_of(c.v_shape(), c.v, d[2]), options_of(c));

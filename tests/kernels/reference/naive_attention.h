@@ -27,6 +27,12 @@
 #include "qkv/attention.h"
 #include "qkv/tensor.h"
 
+namespace qkv {
+// Test names and failure messages show "laplace", not "4-byte object <04-00 00-00>".
+inline void PrintTo(Score score, std::ostream* os) { *os << to_string(score); }
+inline void PrintTo(Path path, std::ostream* os) { *os << to_string(path); }
+}  // namespace qkv
+
 namespace qkv_test {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -43,13 +49,20 @@ inline const std::vector<qkv::Score>& every_score() {
 
 inline std::string score_name(qkv::Score s) {
   switch (s) {
-    case qkv::Score::scaled_dot: return "scaled_dot";
-    case qkv::Score::dot: return "dot";
-    case qkv::Score::general: return "general";
-    case qkv::Score::additive: return "additive";
-    case qkv::Score::laplace: return "laplace";
-    case qkv::Score::cosine: return "cosine";
-    case qkv::Score::uniform: return "uniform";
+    case qkv::Score::scaled_dot:
+      return "scaled_dot";
+    case qkv::Score::dot:
+      return "dot";
+    case qkv::Score::general:
+      return "general";
+    case qkv::Score::additive:
+      return "additive";
+    case qkv::Score::laplace:
+      return "laplace";
+    case qkv::Score::cosine:
+      return "cosine";
+    case qkv::Score::uniform:
+      return "uniform";
   }
   return "?";
 }
@@ -121,8 +134,8 @@ struct Case {
   std::vector<double> mask;  // boolean: 1 where a query may attend; additive: added, −∞ masks
   std::vector<int64_t> key_lengths;
   std::vector<double> q, k, v;
-  std::vector<double> w;                 // general: W [Dq, Dk]
-  std::vector<double> w_q, w_k, w_v;     // additive: W_q [A, Dq], W_k [A, Dk], v [A]
+  std::vector<double> w;              // general: W [Dq, Dk]
+  std::vector<double> w_q, w_k, w_v;  // additive: W_q [A, Dq], W_k [A, Dk], v [A]
   uint64_t seed = 0;
 
   // DESIGN.md §3: 1/√Dk for scaled-dot, 1 for every other score.
@@ -154,13 +167,17 @@ struct Case {
        << " Dv=" << Dv;
     if (score == qkv::Score::additive) os << " A=" << A;
     os << " scale=";
-    if (scale) os << *scale;
-    else os << "default";
+    if (scale)
+      os << *scale;
+    else
+      os << "default";
     os << " normalize=" << (normalize == qkv::Normalize::softmax ? "softmax" : "none")
        << " causal=" << causal_name(causal) << " mask=";
-    if (mask_kind == MaskKind::none) os << "none";
-    else os << (mask_kind == MaskKind::boolean ? "bool" : std::string(qkv::dtype_name(mask_dtype)))
-            << shape_string(mask_shape);
+    if (mask_kind == MaskKind::none)
+      os << "none";
+    else
+      os << (mask_kind == MaskKind::boolean ? "bool" : std::string(qkv::dtype_name(mask_dtype)))
+         << shape_string(mask_shape);
     if (!key_lengths.empty()) os << " key_lengths=" << shape_string(key_lengths);
     os << " seed=" << seed;
     return os.str();
@@ -304,7 +321,7 @@ Naive naive_attention(const Case& c) {
 
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < Hq; ++h) {
-      const int64_t g = h % Hkv;  // grouped-query attention
+      const int64_t g = h / (Hq / Hkv);  // grouped-query attention
       for (int64_t i = 0; i < L; ++i) {
         const size_t row = static_cast<size_t>((b * Hq + h) * L + i);
         std::vector<T> x(static_cast<size_t>(S));
@@ -509,9 +526,12 @@ inline ::testing::AssertionResult near(std::string_view what, const qkv::Tensor&
     const double g = got.value(i), w = want[static_cast<size_t>(i)];
     const double tol = rtol * (scale.empty() ? std::abs(w) : scale[static_cast<size_t>(i)]) + atol;
     bool ok;
-    if (std::isnan(w)) ok = std::isnan(g);
-    else if (std::isinf(w)) ok = g == w;
-    else ok = std::isfinite(g) && std::abs(g - w) <= tol;
+    if (std::isnan(w))
+      ok = std::isnan(g);
+    else if (std::isinf(w))
+      ok = g == w;
+    else
+      ok = std::isfinite(g) && std::abs(g - w) <= tol;
     if (std::isfinite(w) && std::isfinite(g) && tol > 0)
       worst = std::max(worst, std::abs(g - w) / tol);
     if (!ok && misses++ < 4)
@@ -519,8 +539,8 @@ inline ::testing::AssertionResult near(std::string_view what, const qkv::Tensor&
          << " (|diff| " << std::abs(g - w) << " > tol " << tol << ")";
   }
   if (misses)
-    return ::testing::AssertionFailure() << misses << " of " << got.numel() << " elements of "
-                                         << what << " differ" << os.str();
+    return ::testing::AssertionFailure()
+           << misses << " of " << got.numel() << " elements of " << what << " differ" << os.str();
   return ::testing::AssertionSuccess() << "worst |diff|/tol " << worst;
 }
 
@@ -531,15 +551,15 @@ inline ::testing::AssertionResult matches_oracle(const Case& c, const qkv::Atten
   const Naive r = naive_attention<double>(c);
   if (auto ok = near("out", got.out, c.out_shape(), dtype, r.out, r.out_scale, kRtol); !ok)
     return ok;
-  if (auto ok = near("weights", got.weights, c.weights_shape(), dtype, r.weights,
-                     r.weights_scale, kRtol);
+  if (auto ok =
+          near("weights", got.weights, c.weights_shape(), dtype, r.weights, r.weights_scale, kRtol);
       !ok)
     return ok;
   if (auto ok = near("logsumexp", got.logsumexp, c.lse_shape(), dtype, r.lse, r.lse_scale, kRtol);
       !ok)
     return ok;
-  if (auto ok = near("logits", got.logits, c.weights_shape(), dtype, r.logits, r.logits_scale,
-                     kRtol);
+  if (auto ok =
+          near("logits", got.logits, c.weights_shape(), dtype, r.logits, r.logits_scale, kRtol);
       !ok)
     return ok;
   // scores are specified only where a key is visible (masked keys are never read).
@@ -548,8 +568,7 @@ inline ::testing::AssertionResult matches_oracle(const Case& c, const qkv::Atten
   for (size_t i = 0; i < scores.size(); ++i)
     if (!r.visible[i]) scores[i] = kNaN;
   const qkv::Tensor masked_scores = qkv::Tensor::from(c.weights_shape(), scores).to(dtype);
-  return near("scores", masked_scores, c.weights_shape(), dtype, r.scores, r.scores_scale,
-              kRtol);
+  return near("scores", masked_scores, c.weights_shape(), dtype, r.scores, r.scores_scale, kRtol);
 }
 
 }  // namespace qkv_test
