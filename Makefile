@@ -2,6 +2,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
+MAKEFLAGS += --no-print-directory
 
 .PHONY: demo test build bootstrap format format-check bench clean
 
