@@ -42,8 +42,11 @@ enum class Normalize {
 // bottom_right: query i sees keys j ≤ i + S − L (FlashAttention; decoding with a KV cache).
 enum class Causal { none, top_left, bottom_right };
 
-// Which implementation runs. `automatic` picks the fastest exact path available.
-enum class Path { automatic, reference };
+// Which implementation runs. `automatic` picks `fused` where it applies — float32 q, k, v, a
+// dot-product score (scaled-dot, dot), softmax, and no weights or scores asked for — and
+// `reference` (float64, materialized scores) otherwise. Asking for `fused` where it does not
+// apply is an error that says why.
+enum class Path { automatic, reference, fused };
 
 // Names as the command line spells them: "scaled-dot", "top-left", ...
 std::string_view to_string(Score score);
@@ -79,6 +82,7 @@ struct AttentionOptions {
   bool need_logsumexp = false;       // fill AttentionResult::logsumexp
   bool need_scores = false;          // fill AttentionResult::scores and ::logits
   Path path = Path::automatic;
+  int num_threads = 0;  // 0: $QKV_NUM_THREADS if set, else the machine's cores
 };
 
 // Results are float64 when any of q, k, v is float64, else float32.

@@ -3,6 +3,7 @@
 // dtype.
 #include "qkv/attention.h"
 
+#include "attention/fused.h"
 #include "attention/validate.h"
 #include "kernels/reference/attention.h"
 
@@ -71,6 +72,9 @@ Tensor finish(Tensor t, const Shape& shape, DType dtype) {
 
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const AttentionOptions& options) {
+  const Dims dims = attention_detail::check_inputs(q, k, v, options);
+  if (attention_detail::choose_path(q, k, v, options) == Path::fused)
+    return attention_detail::fused_attention(q, k, v, options, dims);
   const Prepared p = prepare(q, k, v, options);
   const Dims& d = p.dims;
   const Shape bhls{d.B, d.Hq, d.L, d.S};
@@ -99,12 +103,14 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionOptions& options) {
-  const Prepared p = prepare(q, k, v, options);
-  const Dims& d = p.dims;
-  const Shape out_shape = result_shape(d, 3, {d.Dv});
+  const Dims dims = attention_detail::check_inputs(q, k, v, options);
+  const Shape out_shape = result_shape(dims, 3, {dims.Dv});
   if (!dout.defined() || dout.dtype() == DType::b8 || dout.shape() != out_shape)
     throw Error("dout has shape " + (dout.defined() ? shape_str(dout.shape()) : "none") +
                 "; expected a float tensor shaped like the output, " + shape_str(out_shape));
+  if (attention_detail::choose_path(q, k, v, options) == Path::fused)
+    return attention_detail::fused_attention_backward(dout, q, k, v, options, dims);
+  const Prepared p = prepare(q, k, v, options);
   const Tensor dout64 = as_f64(dout);
 
   auto zeros_like = [](const Tensor& t) {

@@ -26,9 +26,10 @@ constexpr std::array<std::pair<Causal, std::string_view>, 3> kCausal{{
     {Causal::top_left, "top-left"},
     {Causal::bottom_right, "bottom-right"},
 }};
-constexpr std::array<std::pair<Path, std::string_view>, 2> kPath{{
+constexpr std::array<std::pair<Path, std::string_view>, 3> kPath{{
     {Path::automatic, "auto"},
     {Path::reference, "reference"},
+    {Path::fused, "fused"},
 }};
 
 template <class E, std::size_t N>

@@ -1,0 +1,128 @@
+// The fused float32 path: applicability, views, and the calls into kernels/cpu.
+#include "attention/fused.h"
+
+#include <limits>
+
+#include "core/parallel.h"
+#include "kernels/cpu/flash_attention.h"
+
+namespace qkv::attention_detail {
+namespace {
+
+// A [B, H, L, D] view of a rank 2–4 tensor; copied only when its last dimension is strided.
+struct Viewed {
+  Tensor keep;  // owns the storage the view points into
+  cpu::View view;
+};
+
+Viewed view_of(const Tensor& t) {
+  Viewed v{t.strides().back() == 1 ? t : t.contiguous(), {}};
+  const int r = v.keep.rank();
+  v.view.data = v.keep.data<float>();
+  for (int d = 0; d < 3; ++d) {
+    const int src = r - 4 + d;  // dimensions missing on the left have one element: stride 0
+    v.view.stride[d] = src >= 0 ? v.keep.strides()[src] : 0;
+  }
+  return v;
+}
+
+// The mask as a float32 additive bias (a bool mask as 0 / −∞), read through broadcast strides.
+Tensor bias_of(const Tensor& mask, int64_t stride[4]) {
+  Tensor bias;
+  if (mask.dtype() == DType::b8) {
+    const Tensor m = mask.contiguous();
+    bias = Tensor(m.shape(), DType::f32);
+    for (int64_t i = 0; i < m.numel(); ++i)
+      bias.data<float>()[i] = m.data<bool>()[i] ? 0.0f : -std::numeric_limits<float>::infinity();
+  } else {
+    bias = mask.to(DType::f32);
+  }
+  int64_t step = 1;
+  for (int i = 1; i <= 4; ++i) stride[4 - i] = 0;
+  for (int i = 1; i <= bias.rank(); step *= bias.dim(-i), ++i)
+    stride[4 - i] = bias.dim(-i) == 1 ? 0 : step;
+  return bias;
+}
+
+struct Prepared {
+  Viewed q, k, v;
+  Tensor bias;
+  cpu::FlashProblem problem;
+  int threads;
+};
+
+Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                 const Dims& d) {
+  Prepared p{view_of(q), view_of(k), view_of(v), Tensor(), {}, resolve_num_threads(o.num_threads)};
+  cpu::FlashProblem& f = p.problem;
+  f.B = d.B, f.Hq = d.Hq, f.Hkv = d.Hkv, f.L = d.L, f.S = d.S, f.Dk = d.Dk, f.Dv = d.Dv;
+  f.scale = static_cast<float>(o.scale.value_or(default_scale(o.score, d.Dk)));
+  f.causal = o.causal;
+  f.q = p.q.view, f.k = p.k.view, f.v = p.v.view;
+  if (o.mask.defined()) {
+    p.bias = bias_of(o.mask, f.bias_stride);
+    f.bias = p.bias.data<float>();
+  }
+  f.key_lengths = o.key_lengths.empty() ? nullptr : o.key_lengths.data();
+  return p;
+}
+
+Shape leading(const Dims& d, std::initializer_list<int64_t> tail) {
+  const Shape bhl{d.B, d.Hq, d.L};
+  Shape s(bhl.begin() + (4 - d.rank), bhl.begin() + 3);
+  s.insert(s.end(), tail);
+  return s;
+}
+
+}  // namespace
+
+std::string fused_unsupported(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const AttentionOptions& o) {
+  if (o.score != Score::scaled_dot && o.score != Score::dot)
+    return "score " + std::string(to_string(o.score)) +
+           " (the fused path covers scaled-dot and dot)";
+  if (o.normalize != Normalize::softmax) return "normalize none (the fused path is softmax only)";
+  for (const Tensor* t : {&q, &k, &v})
+    if (t->dtype() != DType::f32)
+      return std::string(dtype_name(t->dtype())) + " inputs (the fused path takes float32)";
+  if (o.need_weights || o.need_scores)
+    return "weights or scores asked for (the fused path never stores the L×S matrix)";
+  return "";
+}
+
+Path choose_path(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  if (o.path == Path::reference) return Path::reference;
+  const std::string why = fused_unsupported(q, k, v, o);
+  if (o.path == Path::fused && !why.empty())
+    throw Error("path fused does not apply to " + why + "; expected path reference or automatic");
+  return why.empty() ? Path::fused : Path::reference;
+}
+
+AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const AttentionOptions& o, const Dims& d) {
+  const Prepared p = prepare(q, k, v, o, d);
+  AttentionResult r;
+  r.out = Tensor(leading(d, {d.Dv}), DType::f32);
+  Tensor lse(leading(d, {}), DType::f32);
+  cpu::flash_forward(p.problem, r.out.data<float>(), lse.data<float>(), p.threads);
+  if (o.need_logsumexp) r.logsumexp = lse;
+  return r;
+}
+
+AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const AttentionOptions& o, const Dims& d) {
+  const Prepared p = prepare(q, k, v, o, d);
+  Tensor out(leading(d, {d.Dv}), DType::f32), lse(leading(d, {}), DType::f32);
+  cpu::flash_forward(p.problem, out.data<float>(), lse.data<float>(), p.threads);
+  const Tensor dout32 = dout.to(DType::f32);
+  AttentionGrads g;
+  g.dq = Tensor(q.shape(), DType::f32);
+  g.dk = Tensor(k.shape(), DType::f32);
+  g.dv = Tensor(v.shape(), DType::f32);
+  cpu::flash_backward(p.problem, out.data<float>(), dout32.data<float>(), lse.data<float>(),
+                      g.dq.data<float>(), g.dk.data<float>(), g.dv.data<float>(), &g.dscale,
+                      p.threads);
+  return g;
+}
+
+}  // namespace qkv::attention_detail

@@ -1,0 +1,126 @@
+// The process's thread pool: workers sleep on a condition variable between jobs and claim the
+// items of a job from an atomic counter. One job runs at a time; a parallel_for called from inside
+// a job runs serially on its caller, so nesting never deadlocks.
+#include "core/parallel.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace qkv {
+namespace {
+
+thread_local bool t_inside_job = false;
+
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  void run(int64_t n, int threads, const std::function<void(int64_t, int)>& body) {
+    std::lock_guard job_lock(job_mutex_);  // one job at a time
+    {
+      std::lock_guard lock(mutex_);
+      while (static_cast<int>(threads_.size()) < threads - 1) {
+        const int id = static_cast<int>(threads_.size()) + 1;
+        threads_.emplace_back([this, id] { worker(id); });
+      }
+      body_ = &body;
+      n_ = n;
+      next_.store(0);
+      helpers_ = threads - 1;
+      running_ = threads - 1;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work(0);
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return running_ == 0; });
+    body_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void worker(int id) {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && id <= helpers_); });
+        if (stopping_) return;
+        seen = generation_;
+      }
+      work(id);
+      std::lock_guard lock(mutex_);
+      if (--running_ == 0) done_.notify_one();
+    }
+  }
+
+  void work(int id) {
+    t_inside_job = true;
+    for (int64_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) {
+      try {
+        (*body_)(i, id);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        next_.store(n_);  // stop handing out items
+      }
+    }
+    t_inside_job = false;
+  }
+
+  std::mutex job_mutex_, mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<void(int64_t, int)>* body_ = nullptr;
+  int64_t n_ = 0;
+  std::atomic<int64_t> next_{0};
+  int helpers_ = 0, running_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+}  // namespace
+
+int default_num_threads() {
+  if (const char* env = std::getenv("QKV_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n > 0 && n <= 4096) return static_cast<int>(n);
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+int resolve_num_threads(int requested) { return requested > 0 ? requested : default_num_threads(); }
+
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t, int)>& body) {
+  if (n <= 0) return;
+  const int workers = static_cast<int>(std::min<int64_t>(std::max(threads, 1), n));
+  if (workers == 1 || t_inside_job) {
+    for (int64_t i = 0; i < n; ++i) body(i, 0);
+    return;
+  }
+  pool().run(n, workers, body);
+}
+
+}  // namespace qkv

@@ -1,0 +1,42 @@
+// Fused exact attention on the CPU, float32: FlashAttention-2 (Dao 2023) tiling with an online
+// softmax, so the L×S score matrix is never stored. Forward keeps the per-row logsumexp; backward
+// recomputes the probabilities tile by tile from it.
+#pragma once
+
+#include <cstdint>
+
+#include "qkv/attention.h"
+
+namespace qkv::cpu {
+
+// A float32 view: element (b, h, i, d) at data[b*stride[0] + h*stride[1] + i*stride[2] + d].
+// The last dimension is contiguous; the others may have any stride (e.g. [B, L, H, D] memory).
+struct View {
+  const float* data = nullptr;
+  int64_t stride[3] = {0, 0, 0};
+};
+
+// q: [B, Hq, L, Dk], k: [B, Hkv, S, Dk], v: [B, Hkv, S, Dv]; query head h reads kv head
+// h / (Hq / Hkv). Visible keys: causal (both alignments) AND j < key_lengths[b] AND bias > −∞.
+struct FlashProblem {
+  int64_t B = 1, Hq = 1, Hkv = 1, L = 0, S = 0, Dk = 0, Dv = 0;
+  float scale = 1;
+  Causal causal = Causal::none;
+  View q, k, v;
+  // Optional additive bias (a float mask, or a bool mask as 0 / −∞) with broadcast strides over
+  // [B, Hq, L, S] (0 along broadcast dimensions); null when there is none.
+  const float* bias = nullptr;
+  int64_t bias_stride[4] = {0, 0, 0, 0};
+  const int64_t* key_lengths = nullptr;  // [B] or null
+};
+
+// out: [B, Hq, L, Dv] contiguous; lse: [B, Hq, L] (natural log; −∞ for a row with no visible key).
+void flash_forward(const FlashProblem& p, float* out, float* lse, int threads);
+
+// Gradients given dout [B, Hq, L, Dv] and the forward's out and lse (all contiguous).
+// dq: [B, Hq, L, Dk], dk: [B, Hkv, S, Dk], dv: [B, Hkv, S, Dv], contiguous, overwritten.
+// *dscale receives ∂loss/∂scale. Results are bitwise identical for any thread count.
+void flash_backward(const FlashProblem& p, const float* out, const float* dout, const float* lse,
+                    float* dq, float* dk, float* dv, double* dscale, int threads);
+
+}  // namespace qkv::cpu

@@ -1,0 +1,158 @@
+// Fused attention backward, FlashAttention-2 (Dao 2023, Algorithm 2) on the CPU.
+//
+// Forward was O = P·V with P = softmax(X), X = scale·Q·Kᵀ + bias, and it kept lse = log Σ exp X
+// per row. So tile by tile, without any L×S buffer:
+//   P = exp(X − lse)                 recomputed from the saved logsumexp
+//   dV += Pᵀ·dO                      ∂/∂V of O = P·V
+//   dP = dO·Vᵀ
+//   dX = P ∘ (dP − D), D = rowsum(dO ∘ O)   the softmax backward, since Σ_j P_ij dP_ij = D_i
+//   dQ += scale·dX·K,  dK += scale·dXᵀ·Q,  dscale += Σ dX ∘ (Q·Kᵀ)
+// One work item is one (batch, kv head) with all the query heads that share it; it runs its key
+// tiles and query tiles in a fixed order and owns every dQ, dK, dV row it writes, so the result
+// is the same bits for any number of threads.
+#include <cmath>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cpu/flash_common.h"
+#include "kernels/cpu/vec_ops.h"
+
+namespace qkv::cpu {
+namespace {
+
+using namespace flash;
+
+struct Scratch {
+  AlignedBuffer<float> q, k, v, raw, prob, grad;  // packed Q, clean K/V tiles, R, P, dP → dX
+  std::vector<float> lse2, d;
+  std::vector<int64_t> end;
+  Scratch(const FlashProblem& p)
+      : q(std::max<int64_t>(1, p.Hq / std::max<int64_t>(p.Hkv, 1) * p.L * p.Dk)),
+        k(kKeys * p.Dk),
+        v(kKeys * p.Dv),
+        raw(kRows * kKeys),
+        prob(kRows * kKeys),
+        grad(kRows * kKeys) {}
+};
+
+double backward_group(const FlashProblem& p, const Group& g, const float* out, const float* dout,
+                      const float* lse, const uint8_t* bad, float* dq, float* dk, float* dv,
+                      Scratch& w) {
+  const float c = p.scale * kLog2e;
+  // The group's rows are consecutive in the contiguous out, dout, lse and dq.
+  const int64_t first = (g.b * p.Hq + g.kv * g.G) * p.L;
+  out += first * p.Dv, dout += first * p.Dv, lse += first, dq += first * p.Dk;
+  dk += (g.b * p.Hkv + g.kv) * p.S * p.Dk;
+  dv += (g.b * p.Hkv + g.kv) * p.S * p.Dv;
+  w.lse2.resize(g.rows), w.d.resize(g.rows), w.end.resize(g.rows);
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const float* q = row_of(p.q, g.b, g.head(p, r), g.pos(p, r));
+    float* packed = w.q.data() + r * p.Dk;
+    // A non-finite q row is packed as zeros so that 0 · NaN cannot reach keys it does not see;
+    // its saved logsumexp is NaN, which poisons exactly what the row does see.
+    if (all_finite(q, p.Dk))
+      std::copy(q, q + p.Dk, packed);
+    else
+      std::fill(packed, packed + p.Dk, 0.0f);
+    w.lse2[r] = lse[r] * kLog2e;
+    w.d[r] = dot_row(dout + r * p.Dv, out + r * p.Dv, p.Dv);
+    w.end[r] = visible_end(p, g.b, g.pos(p, r));
+  }
+
+  double dscale = 0;
+  for (int64_t j0 = 0; j0 < p.S; j0 += kKeys) {
+    const int64_t n = std::min(kKeys, p.S - j0);
+    const float* k = row_of(p.k, g.b, g.kv, j0);
+    const float* v = row_of(p.v, g.b, g.kv, j0);
+    int64_t ldk = p.k.stride[2], ldv = p.v.stride[2];
+    bool tile_bad = false;
+    for (int64_t j = 0; bad && j < n; ++j) tile_bad = tile_bad || bad[j0 + j] != 0;
+    if (tile_bad) {  // as in the forward: non-finite rows as zeros, their readers are NaN already
+      for (int64_t j = 0; j < n; ++j) {
+        float* kd = w.k.data() + j * p.Dk;
+        float* vd = w.v.data() + j * p.Dv;
+        if (bad[j0 + j] & kBadKey)
+          std::fill(kd, kd + p.Dk, 0.0f);
+        else
+          std::copy(k + j * ldk, k + j * ldk + p.Dk, kd);
+        if (bad[j0 + j] & kBadValue)
+          std::fill(vd, vd + p.Dv, 0.0f);
+        else
+          std::copy(v + j * ldv, v + j * ldv + p.Dv, vd);
+      }
+      k = w.k.data(), v = w.v.data(), ldk = p.Dk, ldv = p.Dv;
+    }
+
+    for (int64_t r0 = 0; r0 < g.rows; r0 += kRows) {
+      const int64_t m = std::min(kRows, g.rows - r0);
+      bool any_visible = false;
+      for (int64_t r = r0; r < r0 + m && !any_visible; ++r) any_visible = w.end[r] > j0;
+      if (!any_visible) continue;  // a tile wholly hidden by causality or lengths
+
+      float* raw = w.raw.data();
+      float* prob = w.prob.data();
+      float* grad = w.grad.data();
+      gemm_abt(m, n, p.Dk, 1.0f, w.q.data() + r0 * p.Dk, p.Dk, k, ldk, 0.0f, raw, kKeys);
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t row = r0 + r;
+        float* pr = prob + r * kKeys;
+        const int64_t e = std::clamp<int64_t>(w.end[row] - j0, 0, n);
+        std::copy(raw + r * kKeys, raw + r * kKeys + e, pr);
+        scale_row(pr, e, c);
+        if (p.bias) add_scaled_bias(p, bias_row(p, g.b, g.head(p, row), g.pos(p, row)), j0, pr, e);
+        const float m2 = w.lse2[row];
+        if (std::isnan(m2)) {  // a poisoned row: NaN wherever it sees
+          for (int64_t j = 0; j < e; ++j)
+            pr[j] = pr[j] == -kInf ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+        } else if (m2 == -kInf) {  // nothing visible: no gradient at all
+          std::fill(pr, pr + e, 0.0f);
+        } else {
+          exp2_sub_row(pr, pr, e, m2);
+        }
+        std::fill(pr + e, pr + n, 0.0f);
+      }
+      const float* dout_tile = dout + r0 * p.Dv;
+      gemm_atb(n, p.Dv, m, 1.0f, prob, kKeys, dout_tile, p.Dv, 1.0f, dv + j0 * p.Dv, p.Dv);
+      gemm_abt(m, n, p.Dv, 1.0f, dout_tile, p.Dv, v, ldv, 0.0f, grad, kKeys);
+      for (int64_t r = 0; r < m; ++r) {
+        float* gr = grad + r * kKeys;
+        softmax_grad_row(prob + r * kKeys, gr, n, w.d[r0 + r]);
+        const int64_t e = std::clamp<int64_t>(w.end[r0 + r] - j0, 0, n);
+        dscale += dot_row(gr, raw + r * kKeys, e);
+      }
+      gemm_atb(n, p.Dk, m, p.scale, grad, kKeys, w.q.data() + r0 * p.Dk, p.Dk, 1.0f, dk + j0 * p.Dk,
+               p.Dk);
+      gemm_ab(m, p.Dk, n, p.scale, grad, kKeys, k, ldk, 1.0f, dq + r0 * p.Dk, p.Dk);
+    }
+  }
+  return dscale;
+}
+
+}  // namespace
+
+void flash_backward(const FlashProblem& p, const float* out, const float* dout, const float* lse,
+                    float* dq, float* dk, float* dv, double* dscale, int threads) {
+  std::fill(dq, dq + p.B * p.Hq * p.L * p.Dk, 0.0f);
+  std::fill(dk, dk + p.B * p.Hkv * p.S * p.Dk, 0.0f);
+  std::fill(dv, dv + p.B * p.Hkv * p.S * p.Dv, 0.0f);
+  *dscale = 0;
+  if (p.B == 0 || p.Hkv == 0 || p.L == 0 || p.S == 0) return;
+  const int64_t G = p.Hq / p.Hkv;
+  bool any_bad = false;
+  const AlignedBuffer<uint8_t> bad = bad_keys(p, threads, &any_bad);
+  const int64_t groups = p.B * p.Hkv;
+  const int workers = static_cast<int>(std::min<int64_t>(threads, groups));
+  std::vector<Scratch> scratch;
+  for (int t = 0; t < workers; ++t) scratch.emplace_back(p);
+  std::vector<double> partial(groups, 0.0);
+  SingleThreadedBlas blas;
+  parallel_for(groups, workers, [&](int64_t item, int worker) {
+    const Group g{item / p.Hkv, item % p.Hkv, G, G * p.L};
+    partial[item] =
+        backward_group(p, g, out, dout, lse, any_bad ? bad.data() + item * p.S : nullptr, dq, dk,
+                       dv, scratch[worker]);
+  });
+  for (double x : partial) *dscale += x;  // in a fixed order, whatever the threads
+}
+
+}  // namespace qkv::cpu

@@ -1,0 +1,80 @@
+// Pieces shared by the fused forward and backward kernels: tiling, visibility, bias rows,
+// non-finite bookkeeping and the tile GEMMs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "core/aligned.h"
+#include "kernels/cpu/flash_attention.h"
+
+namespace qkv::cpu::flash {
+
+// Tile sizes: query rows × keys. A 128×256 score tile (128 KiB) with its Q, K, V and O tiles
+// stays inside a 2 MiB L2 for head dims up to 256.
+inline constexpr int64_t kRows = 128;
+inline constexpr int64_t kKeys = 256;
+inline constexpr float kLog2e = 1.44269504088896340736f;
+inline constexpr float kLn2 = 0.69314718055994530942f;
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Query rows of one (batch, kv head) work item: the Hq / Hkv query heads that share it, stacked
+// (row r is head kv·G + r / L, position r % L), so a key/value tile is read once for all of them.
+struct Group {
+  int64_t b, kv, G, rows;  // rows = G · L
+  int64_t head(const FlashProblem& p, int64_t r) const { return kv * G + r / p.L; }
+  int64_t pos(const FlashProblem& p, int64_t r) const { return r % p.L; }
+};
+
+inline const float* row_of(const View& v, int64_t b, int64_t h, int64_t i) {
+  return v.data + b * v.stride[0] + h * v.stride[1] + i * v.stride[2];
+}
+
+// Keys [0, end) are visible to query i of batch b by causality and key lengths (the bias may
+// hide more).
+inline int64_t visible_end(const FlashProblem& p, int64_t b, int64_t i) {
+  int64_t end = p.S;
+  if (p.key_lengths) end = std::min(end, p.key_lengths[b]);
+  if (p.causal == Causal::top_left) end = std::min(end, i + 1);
+  if (p.causal == Causal::bottom_right) end = std::min(end, i + 1 + p.S - p.L);
+  return std::max<int64_t>(end, 0);
+}
+
+inline const float* bias_row(const FlashProblem& p, int64_t b, int64_t h, int64_t i) {
+  return p.bias + b * p.bias_stride[0] + h * p.bias_stride[1] + i * p.bias_stride[2];
+}
+inline float bias_at(const FlashProblem& p, const float* row, int64_t j) {
+  return row[j * p.bias_stride[3]];
+}
+
+// s[j] = s[j]·c + bias[j]·log2(e), or −∞ where the bias is −∞, for keys j0 .. j0 + n.
+void add_scaled_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
+
+// Per (batch, kv head, key): bit 1 when k_j has a NaN or ∞, bit 2 when v_j has one.
+// Computed once per call; such keys poison the rows that see them (DESIGN.md §3).
+enum : uint8_t { kBadKey = 1, kBadValue = 2 };
+AlignedBuffer<uint8_t> bad_keys(const FlashProblem& p, int threads, bool* any);
+
+bool all_finite(const float* x, int64_t n);
+
+// C[m×n] = alpha·A[m×k]·B[n×k]ᵀ + beta·C and C = alpha·A·B + beta·C, row-major, with leading
+// dimensions (OpenBLAS, one thread: the kernels parallelize over tiles themselves).
+void gemm_abt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_ab(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_atb(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Holds OpenBLAS at one thread for its lifetime, restoring the previous count afterwards.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+
+ private:
+  int previous_;
+};
+
+}  // namespace qkv::cpu::flash

@@ -1,0 +1,39 @@
+// Unfused attention on OpenBLAS, float32: the "math path" that libraries fall back to when they
+// have no fused kernel (PyTorch's SDPA math backend). Per (batch, head) it materializes the L×S
+// score matrix: S = scale·Q·Kᵀ (SGEMM), mask, row softmax, O = P·V (SGEMM). It is the baseline
+// `qkv bench attention` measures the fused kernel against, and costs O(L·S) memory per worker.
+#pragma once
+
+#include "kernels/cpu/flash_attention.h"
+
+namespace qkv::cpu {
+
+// How the work meets OpenBLAS's own threads.
+//   per_head:    parallel_for over heads; OpenBLAS runs single-threaded inside each item.
+//   inside_gemm: one head after another; each GEMM uses all threads, the softmax rows are split.
+//   automatic:   per_head when there are at least as many heads (items) as threads, else
+//                inside_gemm. Measured on 2 cores (H=8, L=S=4096, D=64): per_head is faster there.
+enum class BlasThreading { automatic, per_head, inside_gemm };
+
+// The problem as the fused kernel sees it (q, k, v views, GQA, causal in both alignments, key
+// lengths, additive bias), so both run on the same inputs.
+// q: [B, Hq, L, Dk], k: [B, Hkv, S, Dk], v: [B, Hkv, S, Dv]
+// out: [B, Hq, L, Dv] contiguous; lse: [B, Hq, L] contiguous, or null (−∞ for a row that sees no
+// key, whose output is 0). Scratch: one L×S float matrix per worker, through AlignedBuffer, so it
+// counts in memory_peak_bytes(). Masked scores are set to −∞ after the GEMM, so unlike the fused
+// kernel a non-finite masked key can still reach the output (a masked 0·∞ in P·V).
+void unfused_forward(const FlashProblem& p, float* out, float* lse, int threads,
+                     BlasThreading threading = BlasThreading::automatic);
+
+// Gradients given dout [B, Hq, L, Dv] and the forward's out and lse (contiguous). The math path's
+// backward, with P recomputed from lse instead of saved (five GEMMs, as the FLOP count assumes):
+//   P = exp(S − lse), dV += Pᵀ·dO, dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(dO ∘ O)),
+//   dQ = scale·dS·K, dK += scale·dSᵀ·Q.
+// dq: [B, Hq, L, Dk], dk: [B, Hkv, S, Dk], dv: [B, Hkv, S, Dv], contiguous, overwritten. Work items
+// are (batch, kv head) so the query heads of a group accumulate into dK, dV in a fixed order.
+// Scratch: two L×S matrices per worker.
+void unfused_backward(const FlashProblem& p, const float* out, const float* dout, const float* lse,
+                      float* dq, float* dk, float* dv, int threads,
+                      BlasThreading threading = BlasThreading::automatic);
+
+}  // namespace qkv::cpu

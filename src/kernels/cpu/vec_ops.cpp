@@ -1,0 +1,171 @@
+// Highway implementations of vec_ops.h. This file is compiled once per target instruction set
+// (hwy/foreach_target.h re-includes it); HWY_DYNAMIC_DISPATCH picks one at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/vec_ops.cpp"
+#include "kernels/cpu/vec_ops.h"
+
+#include <cmath>
+#include <limits>
+
+#include "hwy/foreach_target.h"  // must come before highway.h
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qkv::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// 2^x = 2^n · 2^f with n = round(x), f = x − n ∈ [−½, ½]. 2^f = e^(f ln 2) by its Taylor series
+// to degree 7: the first omitted term is (½ ln 2)^8 / 8! ≈ 5.2e-9, below half an fp32 ulp, so the
+// result is within about 2 ulp of 2^x (rounding of the Horner steps; measured in
+// tests/kernels/cpu). 2^n is built in the exponent bits; x < −126 gives exactly 0.
+template <class D, class V>
+HWY_INLINE V Exp2(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const auto tiny = hn::Lt(x, hn::Set(d, -126.0f));
+  x = hn::Max(x, hn::Set(d, -126.0f));
+  x = hn::Min(x, hn::Set(d, 127.0f));
+  const V n = hn::Round(x);
+  const V f = hn::Sub(x, n);
+  V p = hn::Set(d, 1.5252733804059841e-05f);
+  p = hn::MulAdd(p, f, hn::Set(d, 1.5403530393381608e-04f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.3333558146428443e-03f));
+  p = hn::MulAdd(p, f, hn::Set(d, 9.6181291076284772e-03f));
+  p = hn::MulAdd(p, f, hn::Set(d, 5.5504108664821580e-02f));
+  p = hn::MulAdd(p, f, hn::Set(d, 2.4022650695910071e-01f));
+  p = hn::MulAdd(p, f, hn::Set(d, 6.9314718055994531e-01f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
+  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
+  return hn::IfThenZeroElse(tiny, hn::Mul(p, hn::BitCast(d, bits)));
+}
+
+void ScaleRow(float* x, int64_t n, float a) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto va = hn::Set(d, a);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + j), va), d, x + j);
+  for (; j < n; ++j) x[j] *= a;
+}
+
+void AddBiasRow(float* x, const float* bias, int64_t n, float a) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const auto va = hn::Set(d, a), vninf = hn::Set(d, ninf);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto b = hn::LoadU(d, bias + j);
+    const auto sum = hn::MulAdd(b, va, hn::LoadU(d, x + j));
+    hn::StoreU(hn::IfThenElse(hn::Eq(b, vninf), vninf, sum), d, x + j);
+  }
+  for (; j < n; ++j) x[j] = bias[j] == ninf ? ninf : x[j] + bias[j] * a;
+}
+
+float MaxRow(const float* x, int64_t n, float* sum) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  float m = -std::numeric_limits<float>::infinity(), total = 0;
+  int64_t j = 0;
+  if (n >= N) {
+    auto vm = hn::Set(d, m), vs = hn::Zero(d);
+    for (; j + N <= n; j += N) {
+      const auto x_j = hn::LoadU(d, x + j);
+      vm = hn::Max(vm, x_j);
+      vs = hn::Add(vs, x_j);
+    }
+    m = hn::GetLane(hn::MaxOfLanes(d, vm));
+    total = hn::GetLane(hn::SumOfLanes(d, vs));
+  }
+  for (; j < n; ++j) {
+    m = x[j] > m ? x[j] : m;
+    total += x[j];
+  }
+  *sum = total;
+  return m;
+}
+
+float Exp2SubRow(const float* s, float* p, int64_t n, float m) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto vm = hn::Set(d, m);
+  auto sum = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto e = Exp2(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    hn::StoreU(e, d, p + j);
+    sum = hn::Add(sum, e);
+  }
+  float total = hn::GetLane(hn::SumOfLanes(d, sum));
+  // The tail goes through the same polynomial, one lane at a time.
+  const hn::CappedTag<float, 1> d1;
+  for (; j < n; ++j) {
+    const float e = hn::GetLane(Exp2(d1, hn::Set(d1, s[j] - m)));
+    p[j] = e;
+    total += e;
+  }
+  return total;
+}
+
+void SoftmaxGradRow(const float* p, float* ds, int64_t n, float dd) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto vd = hn::Set(d, dd), zero = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto vp = hn::LoadU(d, p + j);
+    const auto g = hn::Mul(vp, hn::Sub(hn::LoadU(d, ds + j), vd));
+    hn::StoreU(hn::IfThenZeroElse(hn::Eq(vp, zero), g), d, ds + j);
+  }
+  for (; j < n; ++j) ds[j] = p[j] == 0.0f ? 0.0f : p[j] * (ds[j] - dd);
+}
+
+float DotRow(const float* a, const float* b, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  auto acc = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) acc = hn::MulAdd(hn::LoadU(d, a + j), hn::LoadU(d, b + j), acc);
+  float total = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; j < n; ++j) total += a[j] * b[j];
+  return total;
+}
+
+float Exp2Approx(float x) {
+  const hn::CappedTag<float, 1> d1;
+  return hn::GetLane(Exp2(d1, hn::Set(d1, x)));
+}
+
+}  // namespace qkv::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qkv::cpu {
+
+HWY_EXPORT(ScaleRow);
+HWY_EXPORT(AddBiasRow);
+HWY_EXPORT(MaxRow);
+HWY_EXPORT(Exp2SubRow);
+HWY_EXPORT(SoftmaxGradRow);
+HWY_EXPORT(DotRow);
+HWY_EXPORT(Exp2Approx);
+
+void scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
+void add_bias_row(float* x, const float* bias, int64_t n, float a) {
+  HWY_DYNAMIC_DISPATCH(AddBiasRow)(x, bias, n, a);
+}
+float max_row(const float* x, int64_t n, float* sum) {
+  return HWY_DYNAMIC_DISPATCH(MaxRow)(x, n, sum);
+}
+float exp2_sub_row(const float* s, float* p, int64_t n, float m) {
+  return HWY_DYNAMIC_DISPATCH(Exp2SubRow)(s, p, n, m);
+}
+void softmax_grad_row(const float* p, float* ds, int64_t n, float d) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, ds, n, d);
+}
+float dot_row(const float* a, const float* b, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);
+}
+float exp2_approx(float x) { return HWY_DYNAMIC_DISPATCH(Exp2Approx)(x); }
+
+}  // namespace qkv::cpu
+#endif  // HWY_ONCE

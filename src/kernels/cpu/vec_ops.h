@@ -1,0 +1,26 @@
+// Row operations of the fused attention kernels, vectorized with Highway and dispatched at run
+// time to the best instruction set of the machine (AVX-512, AVX2, SSE4, ...).
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+// x[j] *= a.
+void scale_row(float* x, int64_t n, float a);
+// x[j] = (bias[j] == −∞) ? −∞ : x[j] + bias[j]·a, for a contiguous bias row.
+void add_bias_row(float* x, const float* bias, int64_t n, float a);
+// max_j x[j] (−∞ for n = 0), and *sum = Σ_j x[j]. The max may or may not see a NaN; the sum
+// always does (NaN, or +∞ next to −∞, make it NaN), so callers test the sum.
+float max_row(const float* x, int64_t n, float* sum);
+// p[j] = 2^(s[j] − m), returning Σ p[j]. Entries with s[j] − m < −126 (−∞ included) give exactly 0.
+float exp2_sub_row(const float* s, float* p, int64_t n, float m);
+// ds[j] = (p[j] == 0) ? 0 : p[j]·(dp[j] − d): the softmax backward, masked entries exactly 0.
+void softmax_grad_row(const float* p, float* ds, int64_t n, float d);
+// Σ a[j]·b[j], accumulated in float32 lanes.
+float dot_row(const float* a, const float* b, int64_t n);
+
+// 2^x for one float by the same polynomial as exp2_sub_row (for tests of its accuracy).
+float exp2_approx(float x);
+
+}  // namespace qkv::cpu
