@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "attend_render.h"
+#include "attention/fused.h"
 #include "attention/validate.h"
 #include "core/files.h"
 #include "examples.h"
@@ -108,6 +109,9 @@ AttendCase case_from_files(const AttendArgs& a) {
   const auto causal = parse_causal(a.causal);
   if (!causal) usage("--causal '" + a.causal + "' is unknown; expected top-left or bottom-right");
   c.options.causal = *causal;
+  const auto path = parse_path(a.path);
+  if (!path) usage("--path '" + a.path + "' is unknown; expected auto, fused or reference");
+  c.options.path = *path;
   if (!a.scale.empty()) c.options.scale = parse_scale(a.scale);
   if (!a.key_lengths.empty()) c.options.key_lengths = parse_lengths(a.key_lengths);
 
@@ -251,6 +255,12 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
   cmd->add_option("--out", a.out, "write the output [B, Hq, L, Dv]")->type_name("O.npy");
   cmd->add_option("--weights", a.weights, "write the weights [B, Hq, L, S]")->type_name("W.npy");
   cmd->add_option("--lse", a.lse, "write the logsumexp [B, Hq, L]")->type_name("LSE.npy");
+  cmd->add_option("--path", a.path,
+                  "auto | fused | reference: which kernel computes --out and --lse (fused: "
+                  "float32 scaled-dot/dot softmax; the explanation always uses the float64 "
+                  "reference)")
+      ->capture_default_str()
+      ->type_name("PATH");
   cmd->add_flag("--json", a.json, "print everything as JSON instead of text");
   cmd->add_option("--example", a.example, "a built-in worked example, or 'list'")
       ->type_name("NAME");
@@ -268,10 +278,22 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
 int run_attend(const AttendArgs& a) {
   if (!a.example.empty()) return run_example(a);
   const AttendCase c = case_from_files(a);
-  const AttentionResult r = run_case(c);
+  AttentionResult r = run_case(c);
+  // The explanation always comes from the float64 reference; --out and --lse from the chosen
+  // path (the fused kernel where it applies, unless --path says otherwise).
+  AttentionOptions chosen = c.options;
+  chosen.need_logsumexp = true;
+  const Path path = attention_detail::choose_path(c.q, c.k, c.v, chosen);
+  if (path == Path::fused) {
+    const AttentionResult fused = attention(c.q, c.k, c.v, chosen);
+    r.out = fused.out;
+    r.logsumexp = fused.logsumexp;
+  }
   write_outputs(a, r);  // every file or none, before anything is printed
   if (a.json) {
-    std::cout << to_json(c, r).dump() << "\n";
+    nlohmann::json j = to_json(c, r);
+    j["path"] = to_string(path);
+    std::cout << j.dump() << "\n";
     return 0;
   }
   const RenderOptions ro{.digits = a.digits, .top = a.top};
@@ -280,7 +302,7 @@ int run_attend(const AttendArgs& a) {
             << (c.options.causal != Causal::none
                     ? ", causal " + std::string(to_string(c.options.causal))
                     : std::string())
-            << "\n";
+            << ", output by the " << to_string(path) << " path\n";
   std::cout << (fits_step_by_step(c) ? explain_steps(c, r, ro) : summarize(c, r, ro));
   for (const auto& [path, tensor] :
        {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})

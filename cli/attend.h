@@ -9,7 +9,7 @@ namespace qkv::cli {
 
 struct AttendArgs {
   std::string query, keys, values, mask, key_lengths, scale;
-  std::string score = "scaled-dot", normalize = "softmax", causal = "none";
+  std::string score = "scaled-dot", normalize = "softmax", causal = "none", path = "auto";
   std::vector<std::string> params;
   std::string query_labels, key_labels;
   std::string out, weights, lse;
