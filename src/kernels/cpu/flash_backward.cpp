@@ -26,6 +26,7 @@ struct Scratch {
   AlignedBuffer<float> q, k, v, raw, prob, grad;  // packed Q, clean K/V tiles, R, P, dP → dX
   std::vector<float> lse2, d;
   std::vector<int64_t> end;
+  std::vector<uint8_t> flags = std::vector<uint8_t>(kKeys);
   Scratch(const FlashProblem& p)
       : q(std::max<int64_t>(1, p.Hq / std::max<int64_t>(p.Hkv, 1) * p.L * p.Dk)),
         k(kKeys * p.Dk),
@@ -36,8 +37,7 @@ struct Scratch {
 };
 
 double backward_group(const FlashProblem& p, const Group& g, const float* out, const float* dout,
-                      const float* lse, const uint8_t* bad, float* dq, float* dk, float* dv,
-                      Scratch& w) {
+                      const float* lse, float* dq, float* dk, float* dv, Scratch& w) {
   const float c = p.scale * kLog2e;
   // The group's rows are consecutive in the contiguous out, dout, lse and dq.
   const int64_t first = (g.b * p.Hq + g.kv * g.G) * p.L;
@@ -50,7 +50,7 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
     float* packed = w.q.data() + r * p.Dk;
     // A non-finite q row is packed as zeros so that 0 · NaN cannot reach keys it does not see;
     // its saved logsumexp is NaN, which poisons exactly what the row does see.
-    if (all_finite(q, p.Dk))
+    if (all_finite_row(q, p.Dk))
       std::copy(q, q + p.Dk, packed);
     else
       std::fill(packed, packed + p.Dk, 0.0f);
@@ -65,17 +65,16 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
     const float* k = row_of(p.k, g.b, g.kv, j0);
     const float* v = row_of(p.v, g.b, g.kv, j0);
     int64_t ldk = p.k.stride[2], ldv = p.v.stride[2];
-    bool tile_bad = false;
-    for (int64_t j = 0; bad && j < n; ++j) tile_bad = tile_bad || bad[j0 + j] != 0;
+    const bool tile_bad = tile_flags(p, k, ldk, v, ldv, n, w.flags.data());
     if (tile_bad) {  // as in the forward: non-finite rows as zeros, their readers are NaN already
       for (int64_t j = 0; j < n; ++j) {
         float* kd = w.k.data() + j * p.Dk;
         float* vd = w.v.data() + j * p.Dv;
-        if (bad[j0 + j] & kBadKey)
+        if (w.flags[j] & kBadKey)
           std::fill(kd, kd + p.Dk, 0.0f);
         else
           std::copy(k + j * ldk, k + j * ldk + p.Dk, kd);
-        if (bad[j0 + j] & kBadValue)
+        if (w.flags[j] & kBadValue)
           std::fill(vd, vd + p.Dv, 0.0f);
         else
           std::copy(v + j * ldv, v + j * ldv + p.Dv, vd);
@@ -138,8 +137,6 @@ void flash_backward(const FlashProblem& p, const float* out, const float* dout, 
   *dscale = 0;
   if (p.B == 0 || p.Hkv == 0 || p.L == 0 || p.S == 0) return;
   const int64_t G = p.Hq / p.Hkv;
-  bool any_bad = false;
-  const AlignedBuffer<uint8_t> bad = bad_keys(p, threads, &any_bad);
   const int64_t groups = p.B * p.Hkv;
   const int workers = static_cast<int>(std::min<int64_t>(threads, groups));
   std::vector<Scratch> scratch;
@@ -148,9 +145,7 @@ void flash_backward(const FlashProblem& p, const float* out, const float* dout, 
   SingleThreadedBlas blas;
   parallel_for(groups, workers, [&](int64_t item, int worker) {
     const Group g{item / p.Hkv, item % p.Hkv, G, G * p.L};
-    partial[item] =
-        backward_group(p, g, out, dout, lse, any_bad ? bad.data() + item * p.S : nullptr, dq, dk,
-                       dv, scratch[worker]);
+    partial[item] = backward_group(p, g, out, dout, lse, dq, dk, dv, scratch[worker]);
   });
   for (double x : partial) *dscale += x;  // in a fixed order, whatever the threads
 }

@@ -3,7 +3,6 @@
 
 #include <cblas.h>
 
-#include <atomic>
 #include <cmath>
 
 #include "core/parallel.h"
@@ -22,29 +21,27 @@ void add_scaled_bias(const FlashProblem& p, const float* bias, int64_t j0, float
   }
 }
 
-bool all_finite(const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) return false;
-  return true;
+bool tile_flags(const FlashProblem& p, const float* k, int64_t ldk, const float* v, int64_t ldv,
+                int64_t n, uint8_t* flags) {
+  bool any = false;
+  for (int64_t j = 0; j < n; ++j) {
+    flags[j] = (all_finite_row(k + j * ldk, p.Dk) ? 0 : kBadKey) |
+               (all_finite_row(v + j * ldv, p.Dv) ? 0 : kBadValue);
+    any = any || flags[j] != 0;
+  }
+  return any;
 }
 
-AlignedBuffer<uint8_t> bad_keys(const FlashProblem& p, int threads, bool* any) {
-  AlignedBuffer<uint8_t> bad(static_cast<std::size_t>(std::max<int64_t>(p.B * p.Hkv * p.S, 1)));
-  std::atomic<bool> found{false};
-  parallel_for(p.B * p.Hkv, threads, [&](int64_t item, int) {
-    const int64_t b = item / p.Hkv, kv = item % p.Hkv;
-    bool local = false;
-    for (int64_t j = 0; j < p.S; ++j) {
-      uint8_t flags = 0;
-      if (!all_finite(row_of(p.k, b, kv, j), p.Dk)) flags |= kBadKey;
-      if (!all_finite(row_of(p.v, b, kv, j), p.Dv)) flags |= kBadValue;
-      bad[item * p.S + j] = flags;
-      local = local || flags != 0;
-    }
-    if (local) found.store(true);
-  });
-  *any = found.load();
-  return bad;
+void gemv(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* x,
+          float beta, float* y) {
+  if (m == 0) return;
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, x, 1, beta, y, 1);
+}
+
+void gemv_t(int64_t m, int64_t n, float alpha, const float* a, int64_t lda, const float* x,
+            float beta, float* y) {
+  if (n == 0) return;
+  cblas_sgemv(CblasRowMajor, CblasTrans, m, n, alpha, a, lda, x, 1, beta, y, 1);
 }
 
 void gemm_abt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

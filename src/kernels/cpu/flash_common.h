@@ -51,12 +51,20 @@ inline float bias_at(const FlashProblem& p, const float* row, int64_t j) {
 // s[j] = s[j]·c + bias[j]·log2(e), or −∞ where the bias is −∞, for keys j0 .. j0 + n.
 void add_scaled_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
 
-// Per (batch, kv head, key): bit 1 when k_j has a NaN or ∞, bit 2 when v_j has one.
-// Computed once per call; such keys poison the rows that see them (DESIGN.md §3).
+// Flags of the keys of one tile: bit 1 when k_j has a NaN or ∞, bit 2 when v_j has one. Such keys
+// poison the rows that see them (DESIGN.md §3). Checked tile by tile, while the tile is in cache.
 enum : uint8_t { kBadKey = 1, kBadValue = 2 };
-AlignedBuffer<uint8_t> bad_keys(const FlashProblem& p, int threads, bool* any);
+bool tile_flags(const FlashProblem& p, const float* k, int64_t ldk, const float* v, int64_t ldv,
+                int64_t n, uint8_t* flags);
 
-bool all_finite(const float* x, int64_t n);
+// Tiles with at most this many query rows multiply by matrix-vector products: a GEMM of one row
+// would pack the whole K tile first, doubling the memory traffic of decoding.
+inline constexpr int64_t kGemvRows = 4;
+// y[m] = alpha·A[m×k]·x + beta·y and y[n] = alpha·A[m×n]ᵀ·x + beta·y, A row-major.
+void gemv(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* x,
+          float beta, float* y);
+void gemv_t(int64_t m, int64_t n, float alpha, const float* a, int64_t lda, const float* x,
+            float beta, float* y);
 
 // C[m×n] = alpha·A[m×k]·B[n×k]ᵀ + beta·C and C = alpha·A·B + beta·C, row-major, with leading
 // dimensions (OpenBLAS, one thread: the kernels parallelize over tiles themselves).

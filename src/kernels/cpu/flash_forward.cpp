@@ -21,8 +21,8 @@ struct Scratch {
   AlignedBuffer<float> q, s, o, v;  // packed Q tile, score tile, output accumulator, clean V tile
   std::vector<float> m, l;
   std::vector<int64_t> end;
-  std::vector<uint8_t> q_bad, poisoned, seen;
-  Scratch(const FlashProblem& p)
+  std::vector<uint8_t> q_bad, poisoned, flags;
+  explicit Scratch(const FlashProblem& p)
       : q(kRows * p.Dk),
         s(kRows * kKeys),
         o(kRows * p.Dv),
@@ -32,7 +32,7 @@ struct Scratch {
         end(kRows),
         q_bad(kRows),
         poisoned(kRows),
-        seen(kRows) {}
+        flags(kKeys) {}
 };
 
 // Whether query row (b, h, i), whose keys [0, end) pass causality and lengths, sees key j.
@@ -40,37 +40,64 @@ bool sees(const FlashProblem& p, const float* bias, int64_t end, int64_t j) {
   return j < end && (!bias || bias_at(p, bias, j) != -kInf);
 }
 
-void forward_tile(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
-                  const uint8_t* bad, float* out, float* lse, Scratch& w) {
-  const float c = p.scale * kLog2e;
+// The online softmax step of one row over one tile: s holds its raw scores q·k_j for keys
+// j0 .. j0 + n, of which [0, e) pass causality and lengths. Leaves the probabilities in s
+// (0 where masked) and rescales the row's accumulator when its max grows.
+void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t n, int64_t e,
+                  float* s, float& m, float& l, float* o, uint8_t& poisoned) {
+  scale_row(s, e, p.scale * kLog2e);
+  if (bias) add_scaled_bias(p, bias, j0, s, e);
+  std::fill(s + e, s + n, -kInf);
+  // NaN or +∞ among the scores (from the bias, or overflow) makes the row NaN, as in the
+  // reference; their sum shows either (−∞ entries alone only make it −∞).
+  float sum = 0;
+  const float tile_max = max_row(s, e, &sum);
+  if (std::isnan(sum) || sum == kInf) poisoned = 1;
+  const float m_new = std::max(m, tile_max);
+  if (poisoned || m_new == -kInf) {  // a fully masked tile must not poison the running max
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  const float alpha = std::exp2(m - m_new);  // 0 when m was −∞
+  const float tile_sum = exp2_sub_row(s, s, e, m_new);
+  std::fill(s + e, s + n, 0.0f);
+  l = l * alpha + tile_sum;
+  m = m_new;
+  if (alpha != 1.0f) scale_row(o, p.Dv, alpha);
+}
+
+// Runs rows [r0, r0 + rows) of group g against keys [j_begin, j_end), leaving each row's running
+// max m (log2 units), sum l, unnormalized output o and poison flag in the worker's scratch.
+void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows, int64_t j_begin,
+                int64_t j_end, Scratch& w) {
   int64_t max_end = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t h = g.head(p, r0 + r), i = g.pos(p, r0 + r);
-    const float* q = row_of(p.q, g.b, h, i);
+    const float* q = row_of(p.q, g.b, g.head(p, r0 + r), g.pos(p, r0 + r));
     std::copy(q, q + p.Dk, w.q.data() + r * p.Dk);
-    w.q_bad[r] = !all_finite(q, p.Dk);
-    w.end[r] = visible_end(p, g.b, i);
+    w.q_bad[r] = !all_finite_row(q, p.Dk);
+    w.end[r] = visible_end(p, g.b, g.pos(p, r0 + r));
     max_end = std::max(max_end, w.end[r]);
     w.m[r] = -kInf;
     w.l[r] = 0;
-    w.poisoned[r] = w.seen[r] = 0;
+    w.poisoned[r] = 0;
   }
   std::fill(w.o.data(), w.o.data() + rows * p.Dv, 0.0f);
 
   // Key tiles past every row's causal or length limit are skipped whole.
-  for (int64_t j0 = 0; j0 < max_end; j0 += kKeys) {
+  max_end = std::min(max_end, j_end);
+  for (int64_t j0 = j_begin; j0 < max_end; j0 += kKeys) {
     const int64_t n = std::min(kKeys, max_end - j0);
     const float* k = row_of(p.k, g.b, g.kv, j0);
     const float* v = row_of(p.v, g.b, g.kv, j0);
+    const int64_t ldk = p.k.stride[2];
     int64_t ldv = p.v.stride[2];
-    bool tile_bad = false;
-    for (int64_t j = 0; bad && j < n; ++j) tile_bad = tile_bad || bad[j0 + j] != 0;
+    const bool tile_bad = tile_flags(p, k, ldk, v, ldv, n, w.flags.data());
     if (tile_bad) {
       // A non-finite value row must not leak into rows that do not see it (0 · NaN = NaN):
       // multiply a copy with those rows zeroed; the rows that see them are poisoned below.
       for (int64_t j = 0; j < n; ++j) {
         float* dst = w.v.data() + j * p.Dv;
-        if (bad[j0 + j] & kBadValue)
+        if (w.flags[j] & kBadValue)
           std::fill(dst, dst + p.Dv, 0.0f);
         else
           std::copy(v + j * ldv, v + j * ldv + p.Dv, dst);
@@ -79,73 +106,80 @@ void forward_tile(const FlashProblem& p, const Group& g, int64_t r0, int64_t row
       ldv = p.Dv;
     }
 
-    gemm_abt(rows, n, p.Dk, 1.0f, w.q.data(), p.Dk, k, p.k.stride[2], 0.0f, w.s.data(), kKeys);
+    const bool few = rows <= kGemvRows;
+    if (few)
+      for (int64_t r = 0; r < rows; ++r)
+        gemv(n, p.Dk, 1.0f, k, ldk, w.q.data() + r * p.Dk, 0.0f, w.s.data() + r * kKeys);
+    else
+      gemm_abt(rows, n, p.Dk, 1.0f, w.q.data(), p.Dk, k, ldk, 0.0f, w.s.data(), kKeys);
 
     for (int64_t r = 0; r < rows; ++r) {
-      float* s = w.s.data() + r * kKeys;
-      const int64_t h = g.head(p, r0 + r), i = g.pos(p, r0 + r);
-      const float* bias = p.bias ? bias_row(p, g.b, h, i) : nullptr;
+      const float* bias = p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
       const int64_t e = std::clamp<int64_t>(w.end[r] - j0, 0, n);
-      scale_row(s, e, c);
-      if (bias) add_scaled_bias(p, bias, j0, s, e);
-      std::fill(s + e, s + n, -kInf);
       if (w.q_bad[r] || tile_bad) {
         // NaN or ∞ in q_i or a visible k_j / v_j makes the row NaN, whatever the scores say.
-        for (int64_t j = 0; j < e; ++j) {
-          if (!sees(p, bias, w.end[r], j0 + j)) continue;
-          w.seen[r] = 1;
-          if (w.q_bad[r] || (bad && bad[j0 + j])) w.poisoned[r] = 1;
-        }
+        for (int64_t j = 0; j < e && !w.poisoned[r]; ++j)
+          if (sees(p, bias, w.end[r], j0 + j) && (w.q_bad[r] || w.flags[j])) w.poisoned[r] = 1;
       }
-      if (w.poisoned[r]) {
-        std::fill(s, s + n, 0.0f);
-        continue;
-      }
-      // NaN or +∞ among the scores (from the bias, or overflow) makes the row NaN, as in the
-      // reference; their sum shows either (−∞ entries alone only make it −∞).
-      float sum = 0;
-      const float tile_max = max_row(s, e, &sum);
-      if (std::isnan(sum) || sum == kInf) {
-        w.poisoned[r] = 1;
-        std::fill(s, s + n, 0.0f);
-        continue;
-      }
-      const float m_new = std::max(w.m[r], tile_max);
-      if (m_new == -kInf) {  // nothing visible yet: a fully masked tile must not poison m
-        std::fill(s, s + n, 0.0f);
-        continue;
-      }
-      w.seen[r] = 1;
-      const float alpha = std::exp2(w.m[r] - m_new);  // 0 when m was −∞
-      const float tile_sum = exp2_sub_row(s, s, e, m_new);
-      std::fill(s + e, s + n, 0.0f);
-      w.l[r] = w.l[r] * alpha + tile_sum;
-      w.m[r] = m_new;
-      if (alpha != 1.0f) scale_row(w.o.data() + r * p.Dv, p.Dv, alpha);
+      softmax_step(p, bias, j0, n, e, w.s.data() + r * kKeys, w.m[r], w.l[r], w.o.data() + r * p.Dv,
+                   w.poisoned[r]);
     }
 
-    gemm_ab(rows, p.Dv, n, 1.0f, w.s.data(), kKeys, v, ldv, 1.0f, w.o.data(), p.Dv);
+    if (few)
+      for (int64_t r = 0; r < rows; ++r)
+        gemv_t(n, p.Dv, 1.0f, v, ldv, w.s.data() + r * kKeys, 1.0f, w.o.data() + r * p.Dv);
+    else
+      gemm_ab(rows, p.Dv, n, 1.0f, w.s.data(), kKeys, v, ldv, 1.0f, w.o.data(), p.Dv);
   }
+}
 
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t h = g.head(p, r0 + r), i = g.pos(p, r0 + r);
-    const int64_t row = (g.b * p.Hq + h) * p.L + i;
-    float* o = out + row * p.Dv;
-    const float* acc = w.o.data() + r * p.Dv;
-    if (w.poisoned[r]) {
-      std::fill(o, o + p.Dv, std::numeric_limits<float>::quiet_NaN());
-      if (lse) lse[row] = std::numeric_limits<float>::quiet_NaN();
-    } else if (w.m[r] == -kInf) {  // nothing to attend to: output 0, logsumexp −∞
-      std::fill(o, o + p.Dv, 0.0f);
-      if (lse) lse[row] = -kInf;
-    } else {
-      const float inv = 1.0f / w.l[r];
-      bool finite = true;
-      for (int64_t d = 0; d < p.Dv; ++d) finite = finite && std::isfinite(o[d] = acc[d] * inv);
-      if (!finite) std::fill(o, o + p.Dv, std::numeric_limits<float>::quiet_NaN());
-      if (lse) lse[row] = (w.m[r] + std::log2(w.l[r])) * kLn2;
-    }
+// Writes one row's output and logsumexp from its running max m (log2 units), sum l and
+// unnormalized output acc: NaN when poisoned, 0 and −∞ when nothing was visible.
+void finish_row(const FlashProblem& p, bool poisoned, float m, float l, const float* acc, float* o,
+                float* lse) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (poisoned) {
+    std::fill(o, o + p.Dv, nan);
+    *lse = nan;
+  } else if (m == -kInf) {  // nothing to attend to: output 0, logsumexp −∞
+    std::fill(o, o + p.Dv, 0.0f);
+    *lse = -kInf;
+  } else {
+    const float inv = 1.0f / l;
+    bool finite = true;
+    for (int64_t d = 0; d < p.Dv; ++d) finite = finite && std::isfinite(o[d] = acc[d] * inv);
+    if (!finite) std::fill(o, o + p.Dv, nan);  // ∞ in a visible value row
+    *lse = (m + std::log2(l)) * kLn2;
   }
+}
+
+int64_t out_row(const FlashProblem& p, const Group& g, int64_t r) {
+  return (g.b * p.Hq + g.head(p, r)) * p.L + g.pos(p, r);
+}
+
+// Partial results of key splits, merged in split order (FlashDecoding; Dao et al. 2023).
+struct Splits {
+  int64_t count = 1, keys = 0;  // number of splits, keys per split (a multiple of kKeys)
+  AlignedBuffer<float> m, l, o;
+  AlignedBuffer<uint8_t> poisoned;
+};
+
+// Decode-like shapes (few query rows, many keys) have too few work items to fill the machine:
+// split the keys too. The choice depends on the shape alone, never on the thread count, so the
+// bits do not either.
+Splits plan_splits(const FlashProblem& p, int64_t items, int64_t rows_total) {
+  Splits sp;
+  constexpr int64_t kWantItems = 16, kMinKeysPerSplit = 2 * kKeys;
+  if (items >= kWantItems || p.S < 2 * kMinKeysPerSplit) return sp;
+  sp.count = std::min(kWantItems / items, p.S / kMinKeysPerSplit);
+  if (sp.count <= 1) return Splits{};
+  sp.keys = ((p.S + sp.count - 1) / sp.count + kKeys - 1) / kKeys * kKeys;
+  sp.count = (p.S + sp.keys - 1) / sp.keys;
+  sp.m.resize(sp.count * rows_total);
+  sp.l.resize(sp.count * rows_total);
+  sp.o.resize(sp.count * rows_total * p.Dv);
+  sp.poisoned.resize(sp.count * rows_total);
+  return sp;
 }
 
 }  // namespace
@@ -154,17 +188,57 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
   if (p.B == 0 || p.Hq == 0 || p.L == 0) return;
   const int64_t G = p.Hq / p.Hkv;
   const int64_t tiles = (G * p.L + kRows - 1) / kRows;
-  bool any_bad = false;
-  const AlignedBuffer<uint8_t> bad = bad_keys(p, threads, &any_bad);
+  const int64_t items = p.B * p.Hkv * tiles;
   std::vector<Scratch> scratch;
   for (int t = 0; t < threads; ++t) scratch.emplace_back(p);
+  const int64_t rows_total = p.B * p.Hq * p.L;
+  Splits sp = plan_splits(p, items, rows_total);
   SingleThreadedBlas blas;
-  parallel_for(p.B * p.Hkv * tiles, threads, [&](int64_t item, int worker) {
+  parallel_for(items * sp.count, threads, [&](int64_t job, int worker) {
+    const int64_t item = job / sp.count, split = job % sp.count;
     const int64_t group = item / tiles, tile = item % tiles;
     const Group g{group / p.Hkv, group % p.Hkv, G, G * p.L};
-    const int64_t r0 = tile * kRows;
-    forward_tile(p, g, r0, std::min(kRows, g.rows - r0),
-                 any_bad ? bad.data() + group * p.S : nullptr, out, lse, scratch[worker]);
+    const int64_t r0 = tile * kRows, rows = std::min(kRows, g.rows - r0);
+    const int64_t j_begin = split * sp.keys;
+    const int64_t j_end = sp.count == 1 ? p.S : std::min(p.S, j_begin + sp.keys);
+    Scratch& w = scratch[worker];
+    accumulate(p, g, r0, rows, j_begin, j_end, w);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = out_row(p, g, r0 + r);
+      const float* acc = w.o.data() + r * p.Dv;
+      if (sp.count == 1) {
+        float row_lse;
+        finish_row(p, w.poisoned[r], w.m[r], w.l[r], acc, out + row * p.Dv, &row_lse);
+        if (lse) lse[row] = row_lse;
+        continue;
+      }
+      const int64_t at = split * rows_total + row;
+      sp.m[at] = w.m[r], sp.l[at] = w.l[r], sp.poisoned[at] = w.poisoned[r];
+      std::copy(acc, acc + p.Dv, sp.o.data() + at * p.Dv);
+    }
+  });
+  if (sp.count == 1) return;
+
+  // Merge the splits of each row: with M = max m_s, l = Σ l_s 2^(m_s − M), o = Σ o_s 2^(m_s − M).
+  parallel_for(rows_total, threads, [&](int64_t row, int worker) {
+    float m = -kInf, l = 0;
+    bool poisoned = false;
+    for (int64_t s = 0; s < sp.count; ++s) {
+      poisoned = poisoned || sp.poisoned[s * rows_total + row];
+      m = std::max(m, sp.m[s * rows_total + row]);
+    }
+    float* acc = scratch[worker].o.data();
+    std::fill(acc, acc + p.Dv, 0.0f);
+    for (int64_t s = 0; s < sp.count && m != -kInf; ++s) {
+      const int64_t at = s * rows_total + row;
+      const float factor = std::exp2(sp.m[at] - m);  // 0 for a split that saw nothing
+      l += sp.l[at] * factor;
+      const float* o = sp.o.data() + at * p.Dv;
+      for (int64_t d = 0; d < p.Dv; ++d) acc[d] += o[d] * factor;
+    }
+    float row_lse;
+    finish_row(p, poisoned, m, l, acc, out + row * p.Dv, &row_lse);
+    if (lse) lse[row] = row_lse;
   });
 }
 

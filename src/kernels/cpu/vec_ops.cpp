@@ -119,6 +119,18 @@ void SoftmaxGradRow(const float* p, float* ds, int64_t n, float dd) {
   for (; j < n; ++j) ds[j] = p[j] == 0.0f ? 0.0f : p[j] * (ds[j] - dd);
 }
 
+bool AllFiniteRow(const float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const auto zero = hn::Zero(d);
+  auto acc = zero;
+  int64_t j = 0;
+  for (; j + N <= n; j += N) acc = hn::MulAdd(hn::LoadU(d, x + j), zero, acc);
+  float total = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; j < n; ++j) total += x[j] * 0.0f;
+  return total == 0.0f;
+}
+
 float DotRow(const float* a, const float* b, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
@@ -147,6 +159,7 @@ HWY_EXPORT(MaxRow);
 HWY_EXPORT(Exp2SubRow);
 HWY_EXPORT(SoftmaxGradRow);
 HWY_EXPORT(DotRow);
+HWY_EXPORT(AllFiniteRow);
 HWY_EXPORT(Exp2Approx);
 
 void scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
@@ -165,6 +178,7 @@ void softmax_grad_row(const float* p, float* ds, int64_t n, float d) {
 float dot_row(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);
 }
+bool all_finite_row(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AllFiniteRow)(x, n); }
 float exp2_approx(float x) { return HWY_DYNAMIC_DISPATCH(Exp2Approx)(x); }
 
 }  // namespace qkv::cpu

@@ -17,6 +17,8 @@ float max_row(const float* x, int64_t n, float* sum);
 float exp2_sub_row(const float* s, float* p, int64_t n, float m);
 // ds[j] = (p[j] == 0) ? 0 : p[j]·(dp[j] − d): the softmax backward, masked entries exactly 0.
 void softmax_grad_row(const float* p, float* ds, int64_t n, float d);
+// Whether every x[j] is finite (Σ x[j]·0 is 0 unless some x[j] is NaN or ±∞).
+bool all_finite_row(const float* x, int64_t n);
 // Σ a[j]·b[j], accumulated in float32 lanes.
 float dot_row(const float* a, const float* b, int64_t n);
 
