@@ -1,0 +1,162 @@
+// The Highway row operations of the fused kernels against plain loops, over lengths around the
+// vector width and every misalignment of a 64-byte line, and the accuracy of their exp2.
+#include "kernels/cpu/vec_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace qkv::cpu {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Lengths 0..67 cover every tail of 4-, 8- and 16-lane vectors; offsets 0..15 floats every
+// alignment within a cache line.
+template <class F>
+void for_each_length_and_offset(F&& f) {
+  for (int64_t n = 0; n <= 67; ++n)
+    for (int64_t offset = 0; offset < 16; offset += (n < 20 ? 1 : 5)) f(n, offset);
+}
+
+std::vector<float> normal(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> x(n);
+  for (float& v : x) v = 3 * d(rng);
+  return x;
+}
+
+// Relative error of exp2_approx against std::exp2 in float64, in units of float's epsilon.
+TEST(VecOps, Exp2IsWithinTwoUlpOverTheSoftmaxRange) {
+  double worst = 0;
+  float worst_x = 0;
+  for (float x = -126.0f; x <= 0.0f; x += 1.0f / 1024) {  // s − max ≤ 0 in the softmax
+    const double exact = std::exp2(static_cast<double>(x));
+    const double rel = std::abs(exp2_approx(x) - exact) / exact;
+    if (rel > worst) worst = rel, worst_x = x;
+  }
+  const double ulps = worst / std::numeric_limits<float>::epsilon();
+  RecordProperty("exp2_max_error_ulp", std::to_string(ulps));
+  EXPECT_LE(ulps, 2.0) << "worst at x = " << worst_x;
+}
+
+TEST(VecOps, Exp2GivesExactZeroBelowTheNormalRangeAndOneAtZero) {
+  EXPECT_EQ(exp2_approx(0.0f), 1.0f);
+  EXPECT_EQ(exp2_approx(-126.5f), 0.0f);
+  EXPECT_EQ(exp2_approx(-1000.0f), 0.0f);
+  EXPECT_EQ(exp2_approx(-kInf), 0.0f);
+  EXPECT_FLOAT_EQ(exp2_approx(-1.0f), 0.5f);
+  EXPECT_FLOAT_EQ(exp2_approx(10.0f), 1024.0f);
+}
+
+TEST(VecOps, Exp2SubRowMatchesThePolynomialLaneByLaneAndSums) {
+  for_each_length_and_offset([](int64_t n, int64_t offset) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
+    std::vector<float> buf(n + 16), out(n + 16, -1.0f);
+    const std::vector<float> x = normal(n, 11 + n);
+    std::copy(x.begin(), x.end(), buf.begin() + offset);
+    if (n > 3) buf[offset + 2] = -kInf;  // a masked score
+    const float m = 2.5f;
+    const float sum = exp2_sub_row(buf.data() + offset, out.data() + offset, n, m);
+    double want_sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float want = exp2_approx(buf[offset + j] - m);
+      ASSERT_EQ(out[offset + j], want) << "j=" << j;
+      want_sum += want;
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * (1 + want_sum));
+    if (offset > 0) EXPECT_EQ(out[offset - 1], -1.0f);  // nothing written outside the row
+    EXPECT_EQ(out[offset + n], -1.0f);
+  });
+}
+
+TEST(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
+  for_each_length_and_offset([](int64_t n, int64_t offset) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
+    const std::vector<float> a = normal(n, 3 + n), b = normal(n, 5 + n);
+    std::vector<float> x(n + 16), bias(n + 16);
+    std::copy(a.begin(), a.end(), x.begin() + offset);
+    std::copy(b.begin(), b.end(), bias.begin() + offset);
+    if (n > 5) bias[offset + 4] = -kInf;
+
+    std::vector<float> want(a);
+    for (int64_t j = 0; j < n; ++j) want[j] *= 0.75f;
+    scale_row(x.data() + offset, n, 0.75f);
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(x[offset + j], want[j]);
+
+    for (int64_t j = 0; j < n; ++j)
+      want[j] =
+          b[j] == -kInf && j == 4 && n > 5 ? -kInf : std::fma(bias[offset + j], 1.5f, want[j]);
+    add_bias_row(x.data() + offset, bias.data() + offset, n, 1.5f);
+    for (int64_t j = 0; j < n; ++j) ASSERT_FLOAT_EQ(x[offset + j], want[j]) << "j=" << j;
+
+    float sum = 0, want_max = -kInf;
+    double want_sum = 0;
+    for (int64_t j = 0; j < n; ++j) want_max = std::max(want_max, want[j]), want_sum += want[j];
+    EXPECT_EQ(max_row(x.data() + offset, n, &sum), want_max);
+    if (std::isinf(want_sum))
+      EXPECT_EQ(sum, static_cast<float>(want_sum));
+    else
+      EXPECT_NEAR(sum, want_sum, 1e-4 * (1 + std::abs(want_sum)));
+
+    double want_dot = 0;
+    for (int64_t j = 0; j < n; ++j) want_dot += static_cast<double>(a[j]) * b[j];
+    std::vector<float> a2(n + 16), b2(n + 16);
+    std::copy(a.begin(), a.end(), a2.begin() + offset);
+    std::copy(b.begin(), b.end(), b2.begin() + offset);
+    EXPECT_NEAR(dot_row(a2.data() + offset, b2.data() + offset, n), want_dot, 1e-4 * (1 + n));
+  });
+}
+
+TEST(VecOps, MaxRowSumRevealsNaNAndPlusInfinity) {
+  std::vector<float> x = normal(40, 7);
+  float sum = 0;
+  max_row(x.data(), 40, &sum);
+  EXPECT_TRUE(std::isfinite(sum));
+  x[3] = -kInf;
+  max_row(x.data(), 40, &sum);
+  EXPECT_EQ(sum, -kInf);  // masked scores alone are no alarm
+  x[37] = std::numeric_limits<float>::quiet_NaN();
+  max_row(x.data(), 40, &sum);
+  EXPECT_TRUE(std::isnan(sum));
+  x[37] = kInf;  // +∞ next to −∞
+  max_row(x.data(), 40, &sum);
+  EXPECT_TRUE(std::isnan(sum));
+}
+
+TEST(VecOps, SoftmaxGradRowIsExactlyZeroWhereTheProbabilityIs) {
+  for_each_length_and_offset([](int64_t n, int64_t offset) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
+    std::vector<float> p = normal(n, 17 + n), dp = normal(n, 19 + n);
+    for (int64_t j = 0; j < n; j += 3) p[j] = 0;  // masked: dP may even be NaN there
+    if (n > 0) dp[0] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> pb(n + 16), ds(n + 16);
+    std::copy(p.begin(), p.end(), pb.begin() + offset);
+    std::copy(dp.begin(), dp.end(), ds.begin() + offset);
+    softmax_grad_row(pb.data() + offset, ds.data() + offset, n, 0.25f);
+    for (int64_t j = 0; j < n; ++j) {
+      const float want = p[j] == 0 ? 0.0f : p[j] * (dp[j] - 0.25f);
+      ASSERT_EQ(ds[offset + j], want) << "j=" << j;
+    }
+  });
+}
+
+TEST(VecOps, AllFiniteRowFindsEveryKindOfNonFiniteAtEveryPosition) {
+  for (int64_t n = 1; n <= 40; ++n)
+    for (int64_t at = 0; at < n; ++at)
+      for (float bad : {kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {
+        std::vector<float> x = normal(n, 23);
+        EXPECT_TRUE(all_finite_row(x.data(), n));
+        x[at] = bad;
+        ASSERT_FALSE(all_finite_row(x.data(), n)) << "n=" << n << " at=" << at << " " << bad;
+      }
+  std::vector<float> huge(33, 3e38f);  // large but finite: no overflow alarm
+  EXPECT_TRUE(all_finite_row(huge.data(), 33));
+}
+
+}  // namespace
+}  // namespace qkv::cpu
