@@ -85,6 +85,7 @@ std::string fused_unsupported(const Tensor& q, const Tensor& k, const Tensor& v,
   for (const Tensor* t : {&q, &k, &v})
     if (t->dtype() != DType::f32)
       return std::string(dtype_name(t->dtype())) + " inputs (the fused path takes float32)";
+  if (q.dim(-1) == 0 || v.dim(-1) == 0) return "a head dim of 0";
   if (o.need_weights || o.need_scores)
     return "weights or scores asked for (the fused path never stores the L×S matrix)";
   return "";
