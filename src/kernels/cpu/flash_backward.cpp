@@ -23,8 +23,9 @@ namespace {
 using namespace flash;
 
 struct Scratch {
-  AlignedBuffer<float> q, k, v, raw, prob, grad;  // packed Q, clean K/V tiles, R, P, dP → dX
-  std::vector<float> lse2, d;
+  // Packed Q; clean K and V tiles; raw scores R = Q·Kᵀ, logits X, probabilities P, dP → dX.
+  AlignedBuffer<float> q, k, v, raw, logit, prob, grad;
+  std::vector<float> d;
   std::vector<int64_t> end;
   std::vector<uint8_t> flags = std::vector<uint8_t>(kKeys);
   Scratch(const FlashProblem& p)
@@ -32,19 +33,19 @@ struct Scratch {
         k(kKeys * p.Dk),
         v(kKeys * p.Dv),
         raw(kRows * kKeys),
+        logit(kRows * kKeys),
         prob(kRows * kKeys),
         grad(kRows * kKeys) {}
 };
 
 double backward_group(const FlashProblem& p, const Group& g, const float* out, const float* dout,
                       const float* lse, float* dq, float* dk, float* dv, Scratch& w) {
-  const float c = p.scale * kLog2e;
   // The group's rows are consecutive in the contiguous out, dout, lse and dq.
   const int64_t first = (g.b * p.Hq + g.kv * g.G) * p.L;
   out += first * p.Dv, dout += first * p.Dv, lse += first, dq += first * p.Dk;
   dk += (g.b * p.Hkv + g.kv) * p.S * p.Dk;
   dv += (g.b * p.Hkv + g.kv) * p.S * p.Dv;
-  w.lse2.resize(g.rows), w.d.resize(g.rows), w.end.resize(g.rows);
+  w.d.resize(g.rows), w.end.resize(g.rows);
   for (int64_t r = 0; r < g.rows; ++r) {
     const float* q = row_of(p.q, g.b, g.head(p, r), g.pos(p, r));
     float* packed = w.q.data() + r * p.Dk;
@@ -54,7 +55,6 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       std::copy(q, q + p.Dk, packed);
     else
       std::fill(packed, packed + p.Dk, 0.0f);
-    w.lse2[r] = lse[r] * kLog2e;
     w.d[r] = dot_row(dout + r * p.Dv, out + r * p.Dv, p.Dv);
     w.end[r] = visible_end(p, g.b, g.pos(p, r));
   }
@@ -89,33 +89,36 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       if (!any_visible) continue;  // a tile wholly hidden by causality or lengths
 
       float* raw = w.raw.data();
+      float* logit = w.logit.data();
       float* prob = w.prob.data();
       float* grad = w.grad.data();
       gemm_abt(m, n, p.Dk, 1.0f, w.q.data() + r0 * p.Dk, p.Dk, k, ldk, 0.0f, raw, kKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t row = r0 + r;
+        float* x = logit + r * kKeys;
         float* pr = prob + r * kKeys;
         const int64_t e = std::clamp<int64_t>(w.end[row] - j0, 0, n);
-        std::copy(raw + r * kKeys, raw + r * kKeys + e, pr);
-        scale_row(pr, e, c);
-        if (p.bias) add_scaled_bias(p, bias_row(p, g.b, g.head(p, row), g.pos(p, row)), j0, pr, e);
-        const float m2 = w.lse2[row];
-        if (std::isnan(m2)) {  // a poisoned row: NaN wherever it sees
-          for (int64_t j = 0; j < e; ++j)
-            pr[j] = pr[j] == -kInf ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-        } else if (m2 == -kInf) {  // nothing visible: no gradient at all
-          std::fill(pr, pr + e, 0.0f);
+        std::copy(raw + r * kKeys, raw + r * kKeys + e, x);
+        scale_row(x, e, p.scale);
+        if (p.bias) add_bias(p, bias_row(p, g.b, g.head(p, row), g.pos(p, row)), j0, x, e);
+        std::fill(x + e, x + n, -kInf);
+        const float lse_row = lse[row];
+        if (std::isnan(lse_row)) {  // a poisoned row: NaN wherever it sees
+          for (int64_t j = 0; j < n; ++j)
+            pr[j] = x[j] == -kInf ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+        } else if (lse_row == -kInf) {  // nothing visible: no gradient at all
+          std::fill(pr, pr + n, 0.0f);
         } else {
-          exp2_sub_row(pr, pr, e, m2);
+          exp_sub_row(x, pr, e, lse_row);
+          std::fill(pr + e, pr + n, 0.0f);
         }
-        std::fill(pr + e, pr + n, 0.0f);
       }
       const float* dout_tile = dout + r0 * p.Dv;
       gemm_atb(n, p.Dv, m, 1.0f, prob, kKeys, dout_tile, p.Dv, 1.0f, dv + j0 * p.Dv, p.Dv);
       gemm_abt(m, n, p.Dv, 1.0f, dout_tile, p.Dv, v, ldv, 0.0f, grad, kKeys);
       for (int64_t r = 0; r < m; ++r) {
         float* gr = grad + r * kKeys;
-        softmax_grad_row(prob + r * kKeys, gr, n, w.d[r0 + r]);
+        softmax_grad_row(prob + r * kKeys, logit + r * kKeys, gr, n, w.d[r0 + r]);
         const int64_t e = std::clamp<int64_t>(w.end[r0 + r] - j0, 0, n);
         dscale += dot_row(gr, raw + r * kKeys, e);
       }

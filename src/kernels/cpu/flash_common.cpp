@@ -10,14 +10,14 @@
 
 namespace qkv::cpu::flash {
 
-void add_scaled_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n) {
+void add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n) {
   if (p.bias_stride[3] == 1) {
-    add_bias_row(s, bias + j0, n, kLog2e);
+    add_bias_row(s, bias + j0, n, 1.0f);
     return;
   }
   for (int64_t j = 0; j < n; ++j) {
     const float b = bias_at(p, bias, j0 + j);
-    s[j] = b == -kInf ? -kInf : s[j] + b * kLog2e;
+    s[j] = b == -kInf ? -kInf : s[j] + b;
   }
 }
 

@@ -15,8 +15,6 @@ namespace qkv::cpu::flash {
 // stays inside a 2 MiB L2 for head dims up to 256.
 inline constexpr int64_t kRows = 128;
 inline constexpr int64_t kKeys = 256;
-inline constexpr float kLog2e = 1.44269504088896340736f;
-inline constexpr float kLn2 = 0.69314718055994530942f;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Query rows of one (batch, kv head) work item: the Hq / Hkv query heads that share it, stacked
@@ -48,8 +46,8 @@ inline float bias_at(const FlashProblem& p, const float* row, int64_t j) {
   return row[j * p.bias_stride[3]];
 }
 
-// s[j] = s[j]·c + bias[j]·log2(e), or −∞ where the bias is −∞, for keys j0 .. j0 + n.
-void add_scaled_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
+// s[j] += bias[j], or −∞ where the bias is −∞, for keys j0 .. j0 + n.
+void add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
 
 // Flags of the keys of one tile: bit 1 when k_j has a NaN or ∞, bit 2 when v_j has one. Such keys
 // poison the rows that see them (DESIGN.md §3). Checked tile by tile, while the tile is in cache.

@@ -2,8 +2,10 @@
 //
 // For each tile of query rows, key/value tiles stream through cache; each row keeps a running max
 // m and sum l of its exponentials (the online softmax of Milakov & Gimelshein 2018), rescaling its
-// output accumulator whenever m grows. Scores live in the log2 domain (scaled by log2 e) so one
-// exp2 per score does the work. The L×S matrix is never stored: memory is O(tile) per worker.
+// output accumulator whenever m grows. Maxima and logsumexps stay in natural-log units and each
+// exponential is 2^((s − m)·log2 e), the difference taken first: scaling scores into log2 units
+// before subtracting would round away digits of large logits. The L×S matrix is never stored:
+// memory is O(tile) per worker.
 #include <cmath>
 #include <vector>
 
@@ -21,7 +23,7 @@ struct Scratch {
   AlignedBuffer<float> q, s, o, v;  // packed Q tile, score tile, output accumulator, clean V tile
   std::vector<float> m, l;
   std::vector<int64_t> end;
-  std::vector<uint8_t> q_bad, poisoned, flags;
+  std::vector<uint8_t> q_bad, poisoned, bad_value, flags;
   explicit Scratch(const FlashProblem& p)
       : q(kRows * p.Dk),
         s(kRows * kKeys),
@@ -32,6 +34,7 @@ struct Scratch {
         end(kRows),
         q_bad(kRows),
         poisoned(kRows),
+        bad_value(kRows),
         flags(kKeys) {}
 };
 
@@ -45,8 +48,8 @@ bool sees(const FlashProblem& p, const float* bias, int64_t end, int64_t j) {
 // (0 where masked) and rescales the row's accumulator when its max grows.
 void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t n, int64_t e,
                   float* s, float& m, float& l, float* o, uint8_t& poisoned) {
-  scale_row(s, e, p.scale * kLog2e);
-  if (bias) add_scaled_bias(p, bias, j0, s, e);
+  scale_row(s, e, p.scale);
+  if (bias) add_bias(p, bias, j0, s, e);
   std::fill(s + e, s + n, -kInf);
   // NaN or +∞ among the scores (from the bias, or overflow) makes the row NaN, as in the
   // reference; their sum shows either (−∞ entries alone only make it −∞).
@@ -58,8 +61,8 @@ void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t 
     std::fill(s, s + n, 0.0f);
     return;
   }
-  const float alpha = std::exp2(m - m_new);  // 0 when m was −∞
-  const float tile_sum = exp2_sub_row(s, s, e, m_new);
+  const float alpha = std::exp(m - m_new);  // 0 when m was −∞
+  const float tile_sum = exp_sub_row(s, s, e, m_new);
   std::fill(s + e, s + n, 0.0f);
   l = l * alpha + tile_sum;
   m = m_new;
@@ -67,7 +70,7 @@ void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t 
 }
 
 // Runs rows [r0, r0 + rows) of group g against keys [j_begin, j_end), leaving each row's running
-// max m (log2 units), sum l, unnormalized output o and poison flag in the worker's scratch.
+// max m, sum l, unnormalized output o and poison flags in the worker's scratch.
 void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows, int64_t j_begin,
                 int64_t j_end, Scratch& w) {
   int64_t max_end = 0;
@@ -79,7 +82,7 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     max_end = std::max(max_end, w.end[r]);
     w.m[r] = -kInf;
     w.l[r] = 0;
-    w.poisoned[r] = 0;
+    w.poisoned[r] = w.bad_value[r] = 0;
   }
   std::fill(w.o.data(), w.o.data() + rows * p.Dv, 0.0f);
 
@@ -118,8 +121,12 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
       const int64_t e = std::clamp<int64_t>(w.end[r] - j0, 0, n);
       if (w.q_bad[r] || tile_bad) {
         // NaN or ∞ in q_i or a visible k_j / v_j makes the row NaN, whatever the scores say.
-        for (int64_t j = 0; j < e && !w.poisoned[r]; ++j)
-          if (sees(p, bias, w.end[r], j0 + j) && (w.q_bad[r] || w.flags[j])) w.poisoned[r] = 1;
+        // A bad value row spoils only the output; the weights and logsumexp stay as they are.
+        for (int64_t j = 0; j < e; ++j) {
+          if (!sees(p, bias, w.end[r], j0 + j)) continue;
+          if (w.q_bad[r] || (w.flags[j] & kBadKey)) w.poisoned[r] = 1;
+          if (w.flags[j] & kBadValue) w.bad_value[r] = 1;
+        }
       }
       softmax_step(p, bias, j0, n, e, w.s.data() + r * kKeys, w.m[r], w.l[r], w.o.data() + r * p.Dv,
                    w.poisoned[r]);
@@ -133,10 +140,10 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
   }
 }
 
-// Writes one row's output and logsumexp from its running max m (log2 units), sum l and
+// Writes one row's output and logsumexp from its running max m, sum l and
 // unnormalized output acc: NaN when poisoned, 0 and −∞ when nothing was visible.
-void finish_row(const FlashProblem& p, bool poisoned, float m, float l, const float* acc, float* o,
-                float* lse) {
+void finish_row(const FlashProblem& p, bool poisoned, bool bad_value, float m, float l,
+                const float* acc, float* o, float* lse) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   if (poisoned) {
     std::fill(o, o + p.Dv, nan);
@@ -148,8 +155,8 @@ void finish_row(const FlashProblem& p, bool poisoned, float m, float l, const fl
     const float inv = 1.0f / l;
     bool finite = true;
     for (int64_t d = 0; d < p.Dv; ++d) finite = finite && std::isfinite(o[d] = acc[d] * inv);
-    if (!finite) std::fill(o, o + p.Dv, nan);  // ∞ in a visible value row
-    *lse = (m + std::log2(l)) * kLn2;
+    if (!finite || bad_value) std::fill(o, o + p.Dv, nan);  // NaN or ∞ in a visible value row
+    *lse = m + std::log(l);
   }
 }
 
@@ -161,7 +168,7 @@ int64_t out_row(const FlashProblem& p, const Group& g, int64_t r) {
 struct Splits {
   int64_t count = 1, keys = 0;  // number of splits, keys per split (a multiple of kKeys)
   AlignedBuffer<float> m, l, o;
-  AlignedBuffer<uint8_t> poisoned;
+  AlignedBuffer<uint8_t> poisoned;  // bit 1: the row is NaN; bit 2: only its output is
 };
 
 // Decode-like shapes (few query rows, many keys) have too few work items to fill the machine:
@@ -208,12 +215,14 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
       const float* acc = w.o.data() + r * p.Dv;
       if (sp.count == 1) {
         float row_lse;
-        finish_row(p, w.poisoned[r], w.m[r], w.l[r], acc, out + row * p.Dv, &row_lse);
+        finish_row(p, w.poisoned[r], w.bad_value[r], w.m[r], w.l[r], acc, out + row * p.Dv,
+                   &row_lse);
         if (lse) lse[row] = row_lse;
         continue;
       }
       const int64_t at = split * rows_total + row;
-      sp.m[at] = w.m[r], sp.l[at] = w.l[r], sp.poisoned[at] = w.poisoned[r];
+      sp.m[at] = w.m[r], sp.l[at] = w.l[r];
+      sp.poisoned[at] = w.poisoned[r] | (w.bad_value[r] << 1);
       std::copy(acc, acc + p.Dv, sp.o.data() + at * p.Dv);
     }
   });
@@ -222,22 +231,23 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
   // Merge the splits of each row: with M = max m_s, l = Σ l_s 2^(m_s − M), o = Σ o_s 2^(m_s − M).
   parallel_for(rows_total, threads, [&](int64_t row, int worker) {
     float m = -kInf, l = 0;
-    bool poisoned = false;
+    bool poisoned = false, bad_value = false;
     for (int64_t s = 0; s < sp.count; ++s) {
-      poisoned = poisoned || sp.poisoned[s * rows_total + row];
+      poisoned = poisoned || (sp.poisoned[s * rows_total + row] & 1);
+      bad_value = bad_value || (sp.poisoned[s * rows_total + row] & 2);
       m = std::max(m, sp.m[s * rows_total + row]);
     }
     float* acc = scratch[worker].o.data();
     std::fill(acc, acc + p.Dv, 0.0f);
     for (int64_t s = 0; s < sp.count && m != -kInf; ++s) {
       const int64_t at = s * rows_total + row;
-      const float factor = std::exp2(sp.m[at] - m);  // 0 for a split that saw nothing
+      const float factor = std::exp(sp.m[at] - m);  // 0 for a split that saw nothing
       l += sp.l[at] * factor;
       const float* o = sp.o.data() + at * p.Dv;
       for (int64_t d = 0; d < p.Dv; ++d) acc[d] += o[d] * factor;
     }
     float row_lse;
-    finish_row(p, poisoned, m, l, acc, out + row * p.Dv, &row_lse);
+    finish_row(p, poisoned, bad_value, m, l, acc, out + row * p.Dv, &row_lse);
     if (lse) lse[row] = row_lse;
   });
 }

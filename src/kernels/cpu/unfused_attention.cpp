@@ -17,6 +17,8 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+int I(int64_t n) { return static_cast<int>(n); }  // BLAS takes int sizes
+
 // Holds OpenBLAS at `n` threads for its lifetime, restoring the previous count afterwards.
 class BlasThreads {
  public:
@@ -54,28 +56,36 @@ inline float exp_upto88(float x) {
   return x < kLowest ? 0.0f : y * two_n;
 }
 
+// The row loops below are compiled for AVX-512, AVX2 + FMA and baseline x86-64, picked at load
+// time: the softmax is a third of the time of this path, and SSE2 alone left it so.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QKV_ROW_LOOP __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define QKV_ROW_LOOP
+#endif
+
 // Reductions over a row with 16 independent partial results: one float accumulator is a serial
 // chain of dependent adds that the compiler may not reorder, so it would not vectorize.
 constexpr int64_t kLanes = 16;
 
-// The largest s[j], or NaN when any is NaN, or −∞ when n = 0.
-float row_max(const float* s, int64_t n) {
+// The largest s[j] (NaNs skipped), or −∞ when n = 0. A NaN still reaches the output through
+// exp(NaN − max); only a row of NaN alone needs a look of its own (has_nan).
+QKV_ROW_LOOP float row_max(const float* s, int64_t n) {
   float m[kLanes];
   std::fill(m, m + kLanes, -kInf);
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const float x = s[j + l];
-      m[l] = (x > m[l] || x != x) ? x : m[l];
-    }
-  for (; j < n; ++j) m[0] = (s[j] > m[0] || s[j] != s[j]) ? s[j] : m[0];
-  float r = m[0];
-  for (int64_t l = 1; l < kLanes; ++l) r = (m[l] > r || m[l] != m[l]) ? m[l] : r;
-  return r;
+    for (int64_t l = 0; l < kLanes; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
+  for (; j < n; ++j) m[0] = s[j] > m[0] ? s[j] : m[0];
+  return *std::max_element(m, m + kLanes);
+}
+
+bool has_nan(const float* s, int64_t n) {
+  return std::any_of(s, s + n, [](float x) { return std::isnan(x); });
 }
 
 // s[j] = exp(s[j] − shift) for j < n; returns their sum.
-float exp_and_sum(float* s, int64_t n, float shift) {
+QKV_ROW_LOOP float exp_and_sum(float* s, int64_t n, float shift) {
   float acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -93,7 +103,7 @@ float exp_and_sum(float* s, int64_t n, float shift) {
   return sum;
 }
 
-float dot(const float* a, const float* b, int64_t n) {
+QKV_ROW_LOOP float dot(const float* a, const float* b, int64_t n) {
   float acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -102,6 +112,36 @@ float dot(const float* a, const float* b, int64_t n) {
   float sum = 0;
   for (int64_t l = 0; l < kLanes; ++l) sum += acc[l];
   return sum;
+}
+
+QKV_ROW_LOOP void scale_row(float* s, int64_t n, float c) {
+  for (int64_t j = 0; j < n; ++j) s[j] *= c;
+}
+
+// dp[j] = c·p[j]·(dp[j] − d)
+QKV_ROW_LOOP void dscore_row(const float* p, float* dp, int64_t n, float d, float c) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = c * p[j] * (dp[j] - d);
+}
+
+// C[m×n] = alpha·op(A)·op(B) + beta·C, row-major, op(X) = Xᵀ where trans_x. A single query row
+// (decoding, L = 1) makes two of the products matrix-vector and two rank-1 updates: OpenBLAS 0.3.21
+// would still pack the whole K or V matrix for a one-row SGEMM, ten times slower there.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  if (m == 1 && !trans_a) {  // c = alpha·op(B)ᵀ·a + beta·c
+    if (trans_b)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, b, I(ldb), a, 1, beta, c, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, b, I(ldb), a, 1, beta, c, 1);
+  } else if (k == 1 && beta == 1.0f) {  // C += alpha·x·yᵀ
+    cblas_sger(CblasRowMajor, M, N, alpha, a, trans_a ? 1 : I(lda), b, trans_b ? I(ldb) : 1, c,
+               I(ldc));
+  } else {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, I(lda), b, I(ldb), beta, c,
+                I(ldc));
+  }
 }
 
 // One (batch, query head) and the kv head it reads.
@@ -121,7 +161,6 @@ const float* rows(const View& v, int64_t b, int64_t h) {
 int ld(const View& v, int64_t n_rows, int64_t row_length) {
   return static_cast<int>(n_rows > 1 ? v.stride[2] : std::max<int64_t>(row_length, 1));
 }
-int I(int64_t n) { return static_cast<int>(n); }
 
 // Keys [0, end) are visible to query i by causality and key lengths (the bias may hide more).
 int64_t visible_end(const FlashProblem& p, int64_t b, int64_t i) {
@@ -142,9 +181,8 @@ void add_bias(const FlashProblem& p, Head hd, int64_t i, float* s, int64_t end) 
 
 // s = scale·Q_h·K_kvᵀ, [L, S] with row stride S.
 void scores(const FlashProblem& p, Head hd, float* s) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(p.L), I(p.S), I(p.Dk), p.scale,
-              rows(p.q, hd.b, hd.h), ld(p.q, p.L, p.Dk), rows(p.k, hd.b, hd.kv), ld(p.k, p.S, p.Dk),
-              0.0f, s, I(p.S));
+  gemm(false, true, p.L, p.S, p.Dk, p.scale, rows(p.q, hd.b, hd.h), ld(p.q, p.L, p.Dk),
+       rows(p.k, hd.b, hd.kv), ld(p.k, p.S, p.Dk), 0.0f, s, p.S);
 }
 
 // Rows [i0, i1) of the scores become probabilities: mask, softmax. lse: [L] of this head or null.
@@ -155,22 +193,22 @@ void softmax_rows(const FlashProblem& p, Head hd, float* s, int64_t i0, int64_t 
     std::fill(row + end, row + p.S, 0.0f);
     add_bias(p, hd, i, row, end);
     const float m = row_max(row, end);
-    if (m == -kInf) {  // nothing visible: output 0, logsumexp −∞ (DESIGN.md §3)
-      std::fill(row, row + end, 0.0f);
-      if (lse) lse[i] = -kInf;
+    if (m == -kInf) {  // nothing visible: output 0, logsumexp −∞ (DESIGN.md §3); or all NaN
+      const float fill = has_nan(row, end) ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+      std::fill(row, row + end, fill);
+      if (lse) lse[i] = fill == 0.0f ? -kInf : fill;
       continue;
     }
     const float sum = exp_and_sum(row, end, m);
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < end; ++j) row[j] *= inv;
+    scale_row(row, end, 1.0f / sum);
     if (lse) lse[i] = m + std::log(sum);
   }
 }
 
 // out_h = P·V_kv, [L, Dv].
 void weighted_sum(const FlashProblem& p, Head hd, const float* prob, float* out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(p.L), I(p.Dv), I(p.S), 1.0f, prob,
-              I(p.S), rows(p.v, hd.b, hd.kv), ld(p.v, p.S, p.Dv), 0.0f, out, I(p.Dv));
+  gemm(false, false, p.L, p.Dv, p.S, 1.0f, prob, p.S, rows(p.v, hd.b, hd.kv), ld(p.v, p.S, p.Dv),
+       0.0f, out, p.Dv);
 }
 
 // Rows [i0, i1) of recomputed scores become the forward's probabilities, P = exp(s − lse).
@@ -190,15 +228,15 @@ void dscores_rows(const FlashProblem& p, const float* prob, float* dprob, const 
                   const float* dout, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) {
     const float d = dot(dout + i * p.Dv, out + i * p.Dv, p.Dv);
-    const float* pr = prob + i * p.S;
-    float* dp = dprob + i * p.S;
-    for (int64_t j = 0; j < p.S; ++j) dp[j] = p.scale * pr[j] * (dp[j] - d);
+    dscore_row(prob + i * p.S, dprob + i * p.S, p.S, d, p.scale);
   }
 }
 
-bool per_head(BlasThreading threading, int64_t items, int threads) {
-  if (threading == BlasThreading::automatic) return items >= threads;
-  return threading == BlasThreading::per_head;
+// See BlasThreading. Below 512 rows or keys OpenBLAS's own threads cost more than they bring.
+bool per_head(const FlashProblem& p, BlasThreading threading, int64_t items, int threads) {
+  if (threading != BlasThreading::automatic) return threading == BlasThreading::per_head;
+  if (items < threads) return false;
+  return std::min(p.L, p.S) < 512;
 }
 
 // Runs rows(i0, i1) over [0, L): in one call, or split in blocks over the pool.
@@ -232,7 +270,7 @@ void unfused_forward(const FlashProblem& p, float* out, float* lse, int threads,
     weighted_sum(p, hd, s, out + bh * p.L * p.Dv);
   };
 
-  if (per_head(threading, heads, threads)) {
+  if (per_head(p, threading, heads, threads)) {
     const int workers = static_cast<int>(std::min<int64_t>(threads, heads));
     std::vector<AlignedBuffer<float>> scratch(workers);
     for (AlignedBuffer<float>& s : scratch) s.resize(LS);
@@ -255,8 +293,8 @@ void unfused_backward(const FlashProblem& p, const float* out, const float* dout
   if (p.L == 0 || p.S == 0 || items == 0) return;
   const auto LS = static_cast<std::size_t>(p.L * p.S);
 
-  // One kv head and the G query heads that read it, in order, so dK and dV sum them in a fixed
-  // order whatever the threads.
+  // One kv head and the G query heads that read it, in order, so dK and dV (zeroed above) sum
+  // them in a fixed order whatever the threads.
   auto group = [&](int64_t item, float* prob, float* dprob, int row_threads) {
     const int64_t b = item / p.Hkv, kv = item % p.Hkv;
     float* dk_kv = dk + item * p.S * p.Dk;
@@ -270,29 +308,27 @@ void unfused_backward(const FlashProblem& p, const float* out, const float* dout
       const float* out_h = out + bh * p.L * p.Dv;
       const float* dout_h = dout + bh * p.L * p.Dv;
       const float* q_h = rows(p.q, b, hd.h);
-      const float beta = 1.0f;  // dK, dV start at 0 and sum over the group
       scores(p, hd, prob);
       over_rows(p.L, row_threads,
                 [&](int64_t i0, int64_t i1) { probabilities_rows(p, hd, prob, i0, i1, lse_h); });
       // dV += Pᵀ·dO
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(p.S), I(p.Dv), I(p.L), 1.0f, prob,
-                  I(p.S), dout_h, I(p.Dv), beta, dv_kv, I(p.Dv));
+      gemm(true, false, p.S, p.Dv, p.L, 1.0f, prob, p.S, dout_h, p.Dv, 1.0f, dv_kv, p.Dv);
       // dP = dO·Vᵀ
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(p.L), I(p.S), I(p.Dv), 1.0f, dout_h,
-                  I(p.Dv), v_kv, ld(p.v, p.S, p.Dv), 0.0f, dprob, I(p.S));
+      gemm(false, true, p.L, p.S, p.Dv, 1.0f, dout_h, p.Dv, v_kv, ld(p.v, p.S, p.Dv), 0.0f, dprob,
+           p.S);
       over_rows(p.L, row_threads, [&](int64_t i0, int64_t i1) {
         dscores_rows(p, prob, dprob, out_h, dout_h, i0, i1);
       });
       // dQ = dS·K (scale is inside dS)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(p.L), I(p.Dk), I(p.S), 1.0f, dprob,
-                  I(p.S), k_kv, ld(p.k, p.S, p.Dk), 0.0f, dq + bh * p.L * p.Dk, I(p.Dk));
+      gemm(false, false, p.L, p.Dk, p.S, 1.0f, dprob, p.S, k_kv, ld(p.k, p.S, p.Dk), 0.0f,
+           dq + bh * p.L * p.Dk, p.Dk);
       // dK += dSᵀ·Q
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(p.S), I(p.Dk), I(p.L), 1.0f, dprob,
-                  I(p.S), q_h, ld(p.q, p.L, p.Dk), beta, dk_kv, I(p.Dk));
+      gemm(true, false, p.S, p.Dk, p.L, 1.0f, dprob, p.S, q_h, ld(p.q, p.L, p.Dk), 1.0f, dk_kv,
+           p.Dk);
     }
   };
 
-  if (per_head(threading, items, threads)) {
+  if (per_head(p, threading, items, threads)) {
     const int workers = static_cast<int>(std::min<int64_t>(threads, items));
     std::vector<AlignedBuffer<float>> prob(workers), dprob(workers);
     for (int w = 0; w < workers; ++w) prob[w].resize(LS), dprob[w].resize(LS);

@@ -9,10 +9,15 @@
 namespace qkv::cpu {
 
 // How the work meets OpenBLAS's own threads.
-//   per_head:    parallel_for over heads; OpenBLAS runs single-threaded inside each item.
-//   inside_gemm: one head after another; each GEMM uses all threads, the softmax rows are split.
-//   automatic:   per_head when there are at least as many heads (items) as threads, else
-//                inside_gemm. Measured on 2 cores (H=8, L=S=4096, D=64): per_head is faster there.
+//   per_head:    parallel_for over heads; OpenBLAS runs single-threaded inside each item, and each
+//                worker holds its own L×S matrix.
+//   inside_gemm: one head after another; each GEMM uses all threads, the softmax rows are split
+//                over the pool; one L×S matrix in all.
+//   automatic:   inside_gemm when L and S are both ≥ 512 or there are fewer heads than threads,
+//                else per_head. Measured on issue 3's 2-core machine (shared, so ±20%): at
+//                L = S = 4096 inside_gemm is 5–25% faster forward (H = 8, D = 64; H = 4, D = 128)
+//                and level backward; for decoding (L = 1, S = 8192, H = 32) per_head is 35%
+//                faster, and it is at L = S ≤ 256 too.
 enum class BlasThreading { automatic, per_head, inside_gemm };
 
 // The problem as the fused kernel sees it (q, k, v views, GQA, causal in both alignments, key

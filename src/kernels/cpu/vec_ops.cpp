@@ -84,14 +84,14 @@ float MaxRow(const float* x, int64_t n, float* sum) {
   return m;
 }
 
-float Exp2SubRow(const float* s, float* p, int64_t n, float m) {
+float ExpSubRow(const float* s, float* p, int64_t n, float m) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
-  const auto vm = hn::Set(d, m);
+  const auto vm = hn::Set(d, m), log2e = hn::Set(d, 1.44269504088896340736f);
   auto sum = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const auto e = Exp2(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    const auto e = Exp2(d, hn::Mul(hn::Sub(hn::LoadU(d, s + j), vm), log2e));
     hn::StoreU(e, d, p + j);
     sum = hn::Add(sum, e);
   }
@@ -99,24 +99,24 @@ float Exp2SubRow(const float* s, float* p, int64_t n, float m) {
   // The tail goes through the same polynomial, one lane at a time.
   const hn::CappedTag<float, 1> d1;
   for (; j < n; ++j) {
-    const float e = hn::GetLane(Exp2(d1, hn::Set(d1, s[j] - m)));
+    const float e = hn::GetLane(Exp2(d1, hn::Set(d1, (s[j] - m) * 1.44269504088896340736f)));
     p[j] = e;
     total += e;
   }
   return total;
 }
 
-void SoftmaxGradRow(const float* p, float* ds, int64_t n, float dd) {
+void SoftmaxGradRow(const float* p, const float* x, float* ds, int64_t n, float dd) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
-  const auto vd = hn::Set(d, dd), zero = hn::Zero(d);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const auto vd = hn::Set(d, dd), vninf = hn::Set(d, ninf);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const auto vp = hn::LoadU(d, p + j);
-    const auto g = hn::Mul(vp, hn::Sub(hn::LoadU(d, ds + j), vd));
-    hn::StoreU(hn::IfThenZeroElse(hn::Eq(vp, zero), g), d, ds + j);
+    const auto g = hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, ds + j), vd));
+    hn::StoreU(hn::IfThenZeroElse(hn::Eq(hn::LoadU(d, x + j), vninf), g), d, ds + j);
   }
-  for (; j < n; ++j) ds[j] = p[j] == 0.0f ? 0.0f : p[j] * (ds[j] - dd);
+  for (; j < n; ++j) ds[j] = x[j] == ninf ? 0.0f : p[j] * (ds[j] - dd);
 }
 
 bool AllFiniteRow(const float* x, int64_t n) {
@@ -156,7 +156,7 @@ namespace qkv::cpu {
 HWY_EXPORT(ScaleRow);
 HWY_EXPORT(AddBiasRow);
 HWY_EXPORT(MaxRow);
-HWY_EXPORT(Exp2SubRow);
+HWY_EXPORT(ExpSubRow);
 HWY_EXPORT(SoftmaxGradRow);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(AllFiniteRow);
@@ -169,11 +169,11 @@ void add_bias_row(float* x, const float* bias, int64_t n, float a) {
 float max_row(const float* x, int64_t n, float* sum) {
   return HWY_DYNAMIC_DISPATCH(MaxRow)(x, n, sum);
 }
-float exp2_sub_row(const float* s, float* p, int64_t n, float m) {
-  return HWY_DYNAMIC_DISPATCH(Exp2SubRow)(s, p, n, m);
+float exp_sub_row(const float* s, float* p, int64_t n, float m) {
+  return HWY_DYNAMIC_DISPATCH(ExpSubRow)(s, p, n, m);
 }
-void softmax_grad_row(const float* p, float* ds, int64_t n, float d) {
-  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, ds, n, d);
+void softmax_grad_row(const float* p, const float* x, float* ds, int64_t n, float d) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, x, ds, n, d);
 }
 float dot_row(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);

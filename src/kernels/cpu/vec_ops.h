@@ -13,10 +13,14 @@ void add_bias_row(float* x, const float* bias, int64_t n, float a);
 // max_j x[j] (−∞ for n = 0), and *sum = Σ_j x[j]. The max may or may not see a NaN; the sum
 // always does (NaN, or +∞ next to −∞, make it NaN), so callers test the sum.
 float max_row(const float* x, int64_t n, float* sum);
-// p[j] = 2^(s[j] − m), returning Σ p[j]. Entries with s[j] − m < −126 (−∞ included) give exactly 0.
-float exp2_sub_row(const float* s, float* p, int64_t n, float m);
-// ds[j] = (p[j] == 0) ? 0 : p[j]·(dp[j] − d): the softmax backward, masked entries exactly 0.
-void softmax_grad_row(const float* p, float* ds, int64_t n, float d);
+// p[j] = exp(s[j] − m) as 2^((s[j] − m)·log2 e), returning Σ p[j]. The difference is taken
+// before the scaling, so large |s| and |m| lose nothing to rounding; exactly 0 below e^-87
+// (−∞ included).
+float exp_sub_row(const float* s, float* p, int64_t n, float m);
+// ds[j] = (x[j] == −∞) ? 0 : p[j]·(dp[j] − d), ds holding dp on entry: the softmax backward
+// with masked entries (logit x = −∞) exactly 0, whatever dp holds there. A visible entry whose p
+// underflowed to 0 still passes a NaN in dp through, as the float64 reference does.
+void softmax_grad_row(const float* p, const float* x, float* ds, int64_t n, float d);
 // Whether every x[j] is finite (Σ x[j]·0 is 0 unless some x[j] is NaN or ±∞).
 bool all_finite_row(const float* x, int64_t n);
 // Σ a[j]·b[j], accumulated in float32 lanes.

@@ -53,7 +53,7 @@ TEST(VecOps, Exp2GivesExactZeroBelowTheNormalRangeAndOneAtZero) {
   EXPECT_FLOAT_EQ(exp2_approx(10.0f), 1024.0f);
 }
 
-TEST(VecOps, Exp2SubRowMatchesThePolynomialLaneByLaneAndSums) {
+TEST(VecOps, ExpSubRowMatchesThePolynomialLaneByLaneAndSums) {
   for_each_length_and_offset([](int64_t n, int64_t offset) {
     SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
     std::vector<float> buf(n + 16), out(n + 16, -1.0f);
@@ -61,10 +61,10 @@ TEST(VecOps, Exp2SubRowMatchesThePolynomialLaneByLaneAndSums) {
     std::copy(x.begin(), x.end(), buf.begin() + offset);
     if (n > 3) buf[offset + 2] = -kInf;  // a masked score
     const float m = 2.5f;
-    const float sum = exp2_sub_row(buf.data() + offset, out.data() + offset, n, m);
+    const float sum = exp_sub_row(buf.data() + offset, out.data() + offset, n, m);
     double want_sum = 0;
     for (int64_t j = 0; j < n; ++j) {
-      const float want = exp2_approx(buf[offset + j] - m);
+      const float want = exp2_approx((buf[offset + j] - m) * 1.44269504088896340736f);
       ASSERT_EQ(out[offset + j], want) << "j=" << j;
       want_sum += want;
     }
@@ -128,19 +128,25 @@ TEST(VecOps, MaxRowSumRevealsNaNAndPlusInfinity) {
   EXPECT_TRUE(std::isnan(sum));
 }
 
-TEST(VecOps, SoftmaxGradRowIsExactlyZeroWhereTheProbabilityIs) {
+TEST(VecOps, SoftmaxGradRowIsExactlyZeroWhereMaskedAndPassesNaNWhereVisible) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   for_each_length_and_offset([](int64_t n, int64_t offset) {
     SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
-    std::vector<float> p = normal(n, 17 + n), dp = normal(n, 19 + n);
-    for (int64_t j = 0; j < n; j += 3) p[j] = 0;  // masked: dP may even be NaN there
-    if (n > 0) dp[0] = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> pb(n + 16), ds(n + 16);
+    std::vector<float> p = normal(n, 17 + n), x = normal(n, 19 + n), dp = normal(n, 21 + n);
+    for (int64_t j = 0; j < n; j += 3) p[j] = 0, x[j] = -kInf;  // masked: dP may be NaN there
+    if (n > 0) dp[0] = kNaN;
+    if (n > 2) p[1] = 0, dp[1] = kNaN;  // visible, weight underflowed: NaN passes through
+    std::vector<float> pb(n + 16), xb(n + 16), ds(n + 16);
     std::copy(p.begin(), p.end(), pb.begin() + offset);
+    std::copy(x.begin(), x.end(), xb.begin() + offset);
     std::copy(dp.begin(), dp.end(), ds.begin() + offset);
-    softmax_grad_row(pb.data() + offset, ds.data() + offset, n, 0.25f);
+    softmax_grad_row(pb.data() + offset, xb.data() + offset, ds.data() + offset, n, 0.25f);
     for (int64_t j = 0; j < n; ++j) {
-      const float want = p[j] == 0 ? 0.0f : p[j] * (dp[j] - 0.25f);
-      ASSERT_EQ(ds[offset + j], want) << "j=" << j;
+      const float want = x[j] == -kInf ? 0.0f : p[j] * (dp[j] - 0.25f);
+      if (std::isnan(want))
+        ASSERT_TRUE(std::isnan(ds[offset + j])) << "j=" << j;
+      else
+        ASSERT_EQ(ds[offset + j], want) << "j=" << j;
     }
   });
 }
