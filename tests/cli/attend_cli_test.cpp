@@ -703,3 +703,37 @@ TEST_F(AttendCli, NothingIsWrittenUnlessAsked) {
 }
 
 }  // namespace
+
+// ---- --path: which kernel writes --out and --lse
+
+TEST_F(AttendCli, PathFusedForAScoreItDoesNotCoverIsAUsageError) {
+  expect_error(attend({"--score", "laplace", "--path", "fused"}), 2,
+               {Has("fused"), Has("laplace")});
+}
+
+TEST_F(AttendCli, UnknownPathIsAUsageError) {
+  expect_error(attend({"--path", "gpu"}), 2, {Has("--path"), Has("gpu")});
+}
+
+TEST_F(AttendCli, FusedAndReferenceOutputsAgreeWithinFloat32Rounding) {
+  // float32 inputs: auto picks the fused kernel, and says so; the reference rounds float64
+  // results to float32. Outputs are convex combinations of values in [-1, 1], so a few float32
+  // ulps of 1 bound their difference.
+  const CliResult fused = run_qkv(attend(
+      {"--causal", "bottom-right", "--out", path("fused.npy"), "--lse", path("fused_lse.npy")}));
+  ASSERT_EQ(fused.exit_code, 0) << fused.describe();
+  EXPECT_THAT(fused.out, HasSubstr("fused path"));
+  const CliResult ref = run_qkv(attend({"--causal", "bottom-right", "--path", "reference", "--out",
+                                        path("ref.npy"), "--lse", path("ref_lse.npy")}));
+  ASSERT_EQ(ref.exit_code, 0) << ref.describe();
+  EXPECT_THAT(ref.out, HasSubstr("reference path"));
+  for (const auto& [a, b] : {std::pair{"fused.npy", "ref.npy"}, {"fused_lse.npy", "ref_lse.npy"}}) {
+    const NpyFile x = read_npy_file(path(a)), r = read_npy_file(path(b));
+    ASSERT_EQ(x.shape, r.shape);
+    double worst = 0;
+    for (size_t i = 0; i < x.values.size(); ++i)
+      worst = std::max(worst, std::abs(x.values[i] - r.values[i]));
+    EXPECT_LE(worst, 4e-7) << a;
+    EXPECT_GT(x.values.size(), 0u);
+  }
+}
