@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "attend.h"
+#include "bench.h"
 #include "qkv/tensor.h"
 
 namespace {
@@ -20,11 +21,14 @@ int main(int argc, char** argv) {
   CLI::App app{
       "qkv — attention: queries, keys and values, exact and explained.\n\n"
       "  qkv attend --example phonebook     attention worked through, step by step\n"
-      "  qkv attend --help                  every option, with examples",
+      "  qkv attend --help                  every option, with examples\n"
+      "  qkv bench attention                GFLOP/s of the attention kernels on this machine",
       "qkv"};
   app.require_subcommand(1);
   qkv::cli::AttendArgs attend_args;
   CLI::App* attend = qkv::cli::add_attend_command(app, attend_args);
+  qkv::cli::BenchArgs bench_args;
+  CLI::App* bench = qkv::cli::add_bench_command(app, bench_args);
 
   try {
     app.parse(argc, argv);
@@ -37,7 +41,8 @@ int main(int argc, char** argv) {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == first;
     if (!first.empty() && first[0] != '-' && !known)
-      return error("unknown subcommand '" + first + "'; expected attend (see qkv --help)", 2);
+      return error("unknown subcommand '" + first + "'; expected attend, bench (see qkv --help)",
+                   2);
     if (argc == 1) {
       std::cerr << app.help();
       return error("expected a subcommand, e.g. qkv attend --example phonebook", 2);
@@ -47,6 +52,7 @@ int main(int argc, char** argv) {
 
   try {
     if (attend->parsed()) return qkv::cli::run_attend(attend_args);
+    if (bench->parsed()) return qkv::cli::run_bench(bench_args);
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
   } catch (const std::exception& e) {

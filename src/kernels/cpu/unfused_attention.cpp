@@ -33,11 +33,13 @@ class BlasThreads {
   int previous_;
 };
 
-// exp(x) in float for x ≤ 88, branch-free so that GCC vectorizes the loops calling it: a baseline
-// with a scalar expf spends as long in the softmax as in both GEMMs (D = 64) and would flatter the
-// fused kernel. Cephes expf: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two for an exact
-// n·ln2), exp(r) by a degree-7 polynomial, 2^n through the exponent bits; about 1 ulp. Below
-// log(FLT_MIN) (−∞ included) it gives 0; NaN stays NaN.
+// exp(x) in float for x ≤ 88, branch-free so that GCC vectorizes the loops calling it: with a
+// scalar expf the softmax takes as long as both GEMMs at D = 64 and would flatter the fused kernel
+// (H = 8, L = S = 4096: 14 GFLOP/s with branches, 30 with SSE2 vectors, 70 with the AVX-512 clone
+// below, on the 2 shared cores of issue 3). Cephes expf: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split
+// in two for an exact n·ln2), exp(r) by a degree-7 polynomial, 2^n through the exponent bits;
+// measured ≤ 0.99 ulp against exp in double over every float in [−87.3, 0.5]. Below log(FLT_MIN)
+// (−∞ included) it gives 0; NaN stays NaN.
 inline float exp_upto88(float x) {
   constexpr float kLowest = -87.33654f;  // log(FLT_MIN): n ≥ −126 keeps 2^n a normal float
   const float xc = std::min(std::max(x, kLowest), 88.0f);          // NaN passes through both
@@ -50,14 +52,14 @@ inline float exp_upto88(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  const int32_t bits = (static_cast<int32_t>(n == n ? n : 0.0f) + 127) << 23;  // y is NaN then
   float two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
   return x < kLowest ? 0.0f : y * two_n;
 }
 
-// The row loops below are compiled for AVX-512, AVX2 + FMA and baseline x86-64, picked at load
-// time: the softmax is a third of the time of this path, and SSE2 alone left it so.
+// The row loops below are compiled for AVX-512, AVX2 + FMA and baseline x86-64 (SSE2), and the
+// best the machine runs is picked at load time; exp_upto88 says what that is worth.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define QKV_ROW_LOOP __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -223,11 +225,12 @@ void probabilities_rows(const FlashProblem& p, Head hd, float* s, int64_t i0, in
   }
 }
 
-// Rows [i0, i1): dP ← scale·P ∘ (dP − Dᵢ), Dᵢ = dOᵢ·Oᵢ (= Σⱼ Pᵢⱼ dPᵢⱼ, Dao 2023 eq. 4).
-void dscores_rows(const FlashProblem& p, const float* prob, float* dprob, const float* out,
-                  const float* dout, int64_t i0, int64_t i1) {
+// Rows [i0, i1): dP ← scale·P ∘ (dP − Dᵢ), the softmax backward, with Dᵢ = Σⱼ Pᵢⱼ dPᵢⱼ from the
+// row itself (not FlashAttention's dOᵢ·Oᵢ, equal in exact arithmetic): then a row with one visible
+// key gets dS = 0 exactly, as the naive fp32 loop does.
+void dscores_rows(const FlashProblem& p, const float* prob, float* dprob, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) {
-    const float d = dot(dout + i * p.Dv, out + i * p.Dv, p.Dv);
+    const float d = dot(prob + i * p.S, dprob + i * p.S, p.S);
     dscore_row(prob + i * p.S, dprob + i * p.S, p.S, d, p.scale);
   }
 }
@@ -283,8 +286,8 @@ void unfused_forward(const FlashProblem& p, float* out, float* lse, int threads,
   }
 }
 
-void unfused_backward(const FlashProblem& p, const float* out, const float* dout, const float* lse,
-                      float* dq, float* dk, float* dv, int threads, BlasThreading threading) {
+void unfused_backward(const FlashProblem& p, const float* dout, const float* lse, float* dq,
+                      float* dk, float* dv, int threads, BlasThreading threading) {
   threads = resolve_num_threads(threads);
   const int64_t items = p.B * p.Hkv, G = p.Hkv > 0 ? p.Hq / p.Hkv : 0;
   std::fill(dq, dq + p.B * p.Hq * p.L * p.Dk, 0.0f);
@@ -305,7 +308,6 @@ void unfused_backward(const FlashProblem& p, const float* out, const float* dout
       const Head hd{b, kv * G + g, kv};
       const int64_t bh = b * p.Hq + hd.h;
       const float* lse_h = lse + bh * p.L;
-      const float* out_h = out + bh * p.L * p.Dv;
       const float* dout_h = dout + bh * p.L * p.Dv;
       const float* q_h = rows(p.q, b, hd.h);
       scores(p, hd, prob);
@@ -316,9 +318,8 @@ void unfused_backward(const FlashProblem& p, const float* out, const float* dout
       // dP = dO·Vᵀ
       gemm(false, true, p.L, p.S, p.Dv, 1.0f, dout_h, p.Dv, v_kv, ld(p.v, p.S, p.Dv), 0.0f, dprob,
            p.S);
-      over_rows(p.L, row_threads, [&](int64_t i0, int64_t i1) {
-        dscores_rows(p, prob, dprob, out_h, dout_h, i0, i1);
-      });
+      over_rows(p.L, row_threads,
+                [&](int64_t i0, int64_t i1) { dscores_rows(p, prob, dprob, i0, i1); });
       // dQ = dS·K (scale is inside dS)
       gemm(false, false, p.L, p.Dk, p.S, 1.0f, dprob, p.S, k_kv, ld(p.k, p.S, p.Dk), 0.0f,
            dq + bh * p.L * p.Dk, p.Dk);

@@ -14,31 +14,32 @@ namespace qkv::cpu {
 //   inside_gemm: one head after another; each GEMM uses all threads, the softmax rows are split
 //                over the pool; one L×S matrix in all.
 //   automatic:   inside_gemm when L and S are both ≥ 512 or there are fewer heads than threads,
-//                else per_head. Measured on issue 3's 2-core machine (shared, so ±20%): at
-//                L = S = 4096 inside_gemm is 5–25% faster forward (H = 8, D = 64; H = 4, D = 128)
-//                and level backward; for decoding (L = 1, S = 8192, H = 32) per_head is 35%
-//                faster, and it is at L = S ≤ 256 too.
+//                else per_head. Measured on issue 3's 2-core machine, shared, where paired runs
+//                moved by up to 3× from one minute to the next: at L = S = 1024–4096 neither was
+//                ahead beyond that noise (inside_gemm was in most pairs, by 5–25% forward), so the
+//                one holding a single L×S matrix wins; for decoding (L = 1, S = 8192, H = 32/8)
+//                per_head was ahead in every pair, by about 35%.
 enum class BlasThreading { automatic, per_head, inside_gemm };
 
 // The problem as the fused kernel sees it (q, k, v views, GQA, causal in both alignments, key
 // lengths, additive bias), so both run on the same inputs.
 // q: [B, Hq, L, Dk], k: [B, Hkv, S, Dk], v: [B, Hkv, S, Dv]
 // out: [B, Hq, L, Dv] contiguous; lse: [B, Hq, L] contiguous, or null (−∞ for a row that sees no
-// key, whose output is 0). Scratch: one L×S float matrix per worker, through AlignedBuffer, so it
-// counts in memory_peak_bytes(). Masked scores are set to −∞ after the GEMM, so unlike the fused
-// kernel a non-finite masked key can still reach the output (a masked 0·∞ in P·V).
+// key, whose output is 0). Scratch: the L×S matrices of BlasThreading, through AlignedBuffer, so
+// they count in memory_peak_bytes(). Masks apply after the GEMM (a masked key's P is 0), so unlike
+// the fused kernel a non-finite masked key can still reach the output (0·∞ in P·V).
 void unfused_forward(const FlashProblem& p, float* out, float* lse, int threads,
                      BlasThreading threading = BlasThreading::automatic);
 
-// Gradients given dout [B, Hq, L, Dv] and the forward's out and lse (contiguous). The math path's
+// Gradients given dout [B, Hq, L, Dv] and the forward's lse (contiguous). The math path's
 // backward, with P recomputed from lse instead of saved (five GEMMs, as the FLOP count assumes):
-//   P = exp(S − lse), dV += Pᵀ·dO, dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(dO ∘ O)),
+//   P = exp(S − lse), dV += Pᵀ·dO, dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(P ∘ dP)),
 //   dQ = scale·dS·K, dK += scale·dSᵀ·Q.
 // dq: [B, Hq, L, Dk], dk: [B, Hkv, S, Dk], dv: [B, Hkv, S, Dv], contiguous, overwritten. Work items
 // are (batch, kv head) so the query heads of a group accumulate into dK, dV in a fixed order.
 // Scratch: two L×S matrices per worker.
-void unfused_backward(const FlashProblem& p, const float* out, const float* dout, const float* lse,
-                      float* dq, float* dk, float* dv, int threads,
+void unfused_backward(const FlashProblem& p, const float* dout, const float* lse, float* dq,
+                      float* dk, float* dv, int threads,
                       BlasThreading threading = BlasThreading::automatic);
 
 }  // namespace qkv::cpu

@@ -1,0 +1,95 @@
+// `qkv bench`: parses the targets' options and runs the one named.
+#include "bench.h"
+
+#include <string>
+#include <vector>
+
+#include "qkv/tensor.h"
+
+namespace qkv::cli {
+namespace {
+
+constexpr const char* kBenchFooter =
+    "Each target validates its kernels against the float64 reference, then times them: a warm-up,\n"
+    "then the median of --repeats runs on N(0, 1) data, reported in GFLOP/s and as a share of\n"
+    "this machine's OpenBLAS SGEMM rate, measured just before each case (the machine may be\n"
+    "shared, and its load change within a run).\n\n"
+    "Examples:\n"
+    "  qkv bench attention                  every default case, as a table\n"
+    "  qkv bench attention --quick          small shapes, one run: a smoke test\n"
+    "  qkv bench attention --case 4k,decode --json\n"
+    "  qkv bench attention --case long      L = S = 65536, one head, forward only\n";
+
+constexpr const char* kAttentionFooter =
+    "Cases (B = 1; --quick divides L and S by 16):\n"
+    "  1k, 1k-causal       Hq = 8, D = 64, L = S = 1024\n"
+    "  4k, 4k-causal       Hq = 8, D = 64, L = S = 4096\n"
+    "  16k, 16k-causal     Hq = 8, D = 64, L = S = 16384\n"
+    "  4k-d128             Hq = 4, D = 128, L = S = 4096\n"
+    "  4k-gqa              Hq = 8, Hkv = 2, D = 64, L = S = 4096\n"
+    "  decode              Hq = 32, Hkv = 8, D = 128, L = 1, S = 8192\n"
+    "  long                Hq = 1, D = 64, L = S = 65536, forward only (not in the default set)\n\n"
+    "Columns: fused forward and backward GFLOP/s (forward FLOPs 4·B·Hq·L·S·D, half when causal;\n"
+    "backward 2.5× forward; the backward is timed alone, given the forward's output and\n"
+    "logsumexp); OpenBLAS SGEMM 2048³ measured just before the case, and their share of it; the\n"
+    "float64 reference path's forward (one head; skipped above L·S = 4096²); the unfused OpenBLAS\n"
+    "math path (S = Q·Kᵀ, softmax, P·V) forward and backward, and the fused kernel's speed-up\n"
+    "over it; the peak scratch memory in MiB beyond inputs and outputs.\n\n"
+    "Examples:\n"
+    "  qkv bench attention\n"
+    "  qkv bench attention --quick --json\n"
+    "  qkv bench attention --case 4k --threads 1 --repeats 5\n";
+
+void add_common_options(CLI::App* cmd, BenchCommon& c) {
+  cmd->add_flag("--json", c.json, "one JSON object per case per line instead of a table");
+  cmd->add_option("--threads", c.threads, "threads (default: $QKV_NUM_THREADS, else all cores)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--repeats", c.repeats, "timed runs after the warm-up; the median is reported")
+      ->type_name("R")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--quick", c.quick, "small shapes and one timed run: a smoke test");
+}
+
+}  // namespace
+
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
+  CLI::App* bench =
+      app.add_subcommand("bench", "benchmarks: GFLOP/s, share of this machine's GEMM, memory");
+  bench->footer(kBenchFooter);
+  // A missing or unknown target is reported by run_bench, naming the targets there are.
+  bench->require_subcommand(0, 1);
+  bench->allow_extras();
+
+  CLI::App* attention = bench->add_subcommand(
+      "attention",
+      "fused attention forward and backward against SGEMM, the unfused math path "
+      "and the reference");
+  attention->footer(kAttentionFooter);
+  attention->allow_extras(false);  // a subcommand inherits allow_extras from bench
+  add_common_options(attention, a.attention.common);
+  attention->add_option("--case", a.attention.cases, "cases to run, e.g. 4k,decode (see below)")
+      ->type_name("NAME,...")
+      ->delimiter(',');
+  a.attention_command = attention;
+  a.bench_command = bench;
+  return bench;
+}
+
+int run_bench(const BenchArgs& a) {
+  // bench allows extras so that it can name a wrong target itself (its targets do not).
+  std::vector<std::string> extra;
+  if (a.bench_command) extra = a.bench_command->remaining();
+  const bool attention = a.attention_command && a.attention_command->parsed();
+  if (!extra.empty() && attention)
+    throw Error("qkv bench: '" + extra.front() +
+                "' is not an option of qkv bench; options go after the target, e.g. qkv bench "
+                "attention --json");
+  if (!extra.empty())
+    throw Error("qkv bench: '" + extra.front() +
+                "' is not a target; expected attention (see qkv bench --help)");
+  if (attention) return run_bench_attention(a.attention);
+  throw Error("qkv bench: expected a target: attention, e.g. qkv bench attention --quick");
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,38 @@
+// `qkv bench`: benchmarks on this machine, one target a subcommand — `qkv bench attention` now,
+// `qkv bench model` later. Each target validates before it times, warms up, takes the median of
+// several runs on N(0, 1) data, and reports GFLOP/s beside this machine's SGEMM rate measured in
+// the same run (STYLE.md, habit 9).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace qkv::cli {
+
+// Options every target takes.
+struct BenchCommon {
+  bool json = false;   // one JSON object per line instead of a table
+  int threads = 0;     // 0: $QKV_NUM_THREADS, else the machine's cores
+  int repeats = 0;     // timed runs after the warm-up; 0: 3, or 1 with --quick
+  bool quick = false;  // smaller shapes and one timed run: a smoke test, not a measurement
+};
+
+struct BenchAttentionArgs {
+  BenchCommon common;
+  std::vector<std::string> cases;  // names; empty: the default set
+};
+
+struct BenchArgs {
+  BenchAttentionArgs attention;
+  CLI::App* bench_command = nullptr;      // set by add_bench_command
+  CLI::App* attention_command = nullptr;  // set by add_bench_command
+};
+
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
+int run_bench(const BenchArgs& args);
+
+// The targets (bench_<target>.cpp).
+int run_bench_attention(const BenchAttentionArgs& args);
+
+}  // namespace qkv::cli

@@ -1,0 +1,523 @@
+// `qkv bench attention`: the fused kernel's forward and backward GFLOP/s on the cases of issue 3,
+// beside this machine's SGEMM rate, the float64 reference, and the unfused OpenBLAS math path.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "bench_attention_check.h"
+#include "bench_common.h"
+#include "core/aligned.h"
+#include "kernels/cpu/flash_attention.h"
+#include "kernels/cpu/unfused_attention.h"
+#include "qkv/attention.h"
+
+namespace qkv::cli {
+namespace {
+
+using bench::Settings;
+
+struct Case {
+  std::string name;
+  int64_t B = 1, Hq = 1, Hkv = 1, L = 0, S = 0, D = 0;
+  bool causal = false;   // top-left, and always with L = S (the slices rely on it)
+  bool backward = true;  // `long` measures the forward only
+  bool in_default = true;
+};
+
+// Issue 3's cases. --quick divides L and S by 16: the same code paths in a second or two.
+std::vector<Case> all_cases(bool quick) {
+  const int64_t f = quick ? 16 : 1;
+  std::vector<Case> c{
+      {.name = "1k", .Hq = 8, .Hkv = 8, .L = 1024 / f, .S = 1024 / f, .D = 64},
+      {.name = "1k-causal",
+       .Hq = 8,
+       .Hkv = 8,
+       .L = 1024 / f,
+       .S = 1024 / f,
+       .D = 64,
+       .causal = true},
+      {.name = "4k", .Hq = 8, .Hkv = 8, .L = 4096 / f, .S = 4096 / f, .D = 64},
+      {.name = "4k-causal",
+       .Hq = 8,
+       .Hkv = 8,
+       .L = 4096 / f,
+       .S = 4096 / f,
+       .D = 64,
+       .causal = true},
+      {.name = "16k", .Hq = 8, .Hkv = 8, .L = 16384 / f, .S = 16384 / f, .D = 64},
+      {.name = "16k-causal",
+       .Hq = 8,
+       .Hkv = 8,
+       .L = 16384 / f,
+       .S = 16384 / f,
+       .D = 64,
+       .causal = true},
+      {.name = "4k-d128", .Hq = 4, .Hkv = 4, .L = 4096 / f, .S = 4096 / f, .D = 128},
+      {.name = "4k-gqa", .Hq = 8, .Hkv = 2, .L = 4096 / f, .S = 4096 / f, .D = 64},
+      {.name = "decode", .Hq = 32, .Hkv = 8, .L = 1, .S = 8192 / f, .D = 128},
+      {.name = "long",
+       .Hq = 1,
+       .Hkv = 1,
+       .L = 65536 / f,
+       .S = 65536 / f,
+       .D = 64,
+       .backward = false,
+       .in_default = false},
+  };
+  return c;
+}
+
+std::vector<Case> selected_cases(const std::vector<std::string>& names, bool quick) {
+  const std::vector<Case> all = all_cases(quick);
+  if (names.empty()) {
+    std::vector<Case> chosen;
+    for (const Case& c : all)
+      if (c.in_default) chosen.push_back(c);
+    return chosen;
+  }
+  std::vector<Case> chosen;
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const Case& c) { return c.name == name; });
+    if (it == all.end()) {
+      std::string known;
+      for (const Case& c : all) known += (known.empty() ? "" : ", ") + c.name;
+      throw Error("--case '" + name + "' is unknown; expected one of: " + known);
+    }
+    if (seen.insert(name).second) chosen.push_back(*it);
+  }
+  return chosen;
+}
+
+std::string shape_str(const Case& c) {
+  std::ostringstream s;
+  if (c.B != 1) s << "B" << c.B << " ";
+  s << "H" << c.Hq;
+  if (c.Hkv != c.Hq) s << "/" << c.Hkv;
+  s << " L" << c.L << " S" << c.S << " D" << c.D;
+  return s.str();
+}
+
+// Forward FLOPs: two matrix products of 2·L·S·D each per head, half of them under causality.
+double forward_flops(const Case& c) {
+  const double f = 4.0 * c.B * c.Hq * c.L * c.S * c.D;
+  return c.causal ? f / 2 : f;
+}
+
+// The reference path materializes float64 scores (and for causal a float64 bias) per head: timed
+// only up to 4096² per head, and on one head — it is single-threaded, so its rate is per head.
+constexpr int64_t kReferenceMaxScores = int64_t{4096} * 4096;
+// The unfused path holds one L×S float matrix per worker (two in the backward).
+constexpr double kUnfusedMaxBytes = 8.0 * (1 << 30);
+
+struct Row {
+  Case c;
+  double sgemm = 0;  // GFLOP/s, measured just before the case
+  std::optional<double> fwd{}, bwd{}, ref{}, unfused{}, unfused_bwd{};  // GFLOP/s
+  std::optional<double> fwd_ms{}, bwd_ms{}, ref_ms{}, unfused_ms{}, unfused_bwd_ms{};
+  std::optional<double> peak_mib{}, unfused_peak_mib{};
+  std::optional<double> fwd_error{}, bwd_error{};  // max|X − R| on the checked slices
+  // How much of `threads` cores the timed fused forward got (the unfused one's without it); well
+  // under 1 means other work on the machine took the rest, and the rates are low.
+  std::optional<double> cpu_share{};
+};
+
+std::optional<double> ms(std::optional<double> seconds) {
+  if (!seconds) return std::nullopt;
+  return *seconds * 1e3;
+}
+std::optional<double> gflops(double flops, std::optional<double> seconds) {
+  if (!seconds || *seconds <= 0) return std::nullopt;
+  return flops / *seconds / 1e9;
+}
+
+// Everything one case needs, generated once.
+struct Data {
+  Tensor q, k, v, dout;
+  cpu::FlashProblem problem;
+  AttentionOptions options;  // the fused path through the public API
+};
+
+cpu::View view_of(const Tensor& t) {
+  return {.data = t.data<float>(), .stride = {t.strides()[0], t.strides()[1], t.strides()[2]}};
+}
+
+cpu::FlashProblem problem_of(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal) {
+  return {.B = q.dim(0),
+          .Hq = q.dim(1),
+          .Hkv = k.dim(1),
+          .L = q.dim(2),
+          .S = k.dim(2),
+          .Dk = q.dim(3),
+          .Dv = v.dim(3),
+          .scale = static_cast<float>(default_scale(Score::scaled_dot, q.dim(3))),
+          .causal = causal,
+          .q = view_of(q),
+          .k = view_of(k),
+          .v = view_of(v)};
+}
+
+Data make_data(const Case& c, int threads, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Data d;
+  d.q = bench::normal_tensor({c.B, c.Hq, c.L, c.D}, rng);
+  d.k = bench::normal_tensor({c.B, c.Hkv, c.S, c.D}, rng);
+  d.v = bench::normal_tensor({c.B, c.Hkv, c.S, c.D}, rng);
+  if (c.backward) d.dout = bench::normal_tensor({c.B, c.Hq, c.L, c.D}, rng);
+  const Causal causal = c.causal ? Causal::top_left : Causal::none;
+  d.problem = problem_of(d.q, d.k, d.v, causal);
+  d.options.causal = causal;
+  d.options.path = Path::fused;
+  d.options.num_threads = threads;
+  return d;
+}
+
+// The same data for a case whether it runs alone (--case) or with the others: FNV-1a of its name.
+uint64_t seed_of(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+int64_t numel(const Case& c, int64_t heads, int64_t rows) { return c.B * heads * rows * c.D; }
+
+// The checked slices: the last 32 query rows of the first and the last query head (the last
+// reads the last kv head, which checks the grouped-query mapping).
+std::vector<bench::Slice> make_slices(const Case& c, const Data& d) {
+  std::vector<bench::Slice> slices;
+  for (int64_t h : {int64_t{0}, c.Hq - 1}) {
+    slices.push_back(bench::make_slice(d.q, d.k, d.v, d.dout, c.causal, h, 32, c.backward));
+    if (c.Hq == 1) break;
+  }
+  return slices;
+}
+
+// Runs f, first untimed with `check` on its result (validation, and the warm-up), then timed.
+// Returns the peak scratch MiB of the first run and the median seconds of the timed runs.
+struct Timed {
+  double peak_mib = 0, seconds = 0;
+  double cpu_share = 0;  // CPU time of the timed runs / (their wall time × threads)
+};
+template <class Run, class Check>
+Timed validate_and_time(const Settings& s, Run&& run, Check&& check) {
+  Timed t;
+  const int64_t before = memory_current_bytes();
+  memory_reset_peak();
+  run();
+  t.peak_mib = static_cast<double>(memory_peak_bytes() - before) / (1 << 20);
+  check();
+  const double cpu0 = bench::cpu_seconds(),
+               wall = bench::seconds_of(
+                   [&] { t.seconds = bench::median_seconds(run, s.repeats, /*warm_up=*/false); });
+  t.cpu_share = (bench::cpu_seconds() - cpu0) / (wall * s.threads);
+  return t;
+}
+
+class Bench {
+ public:
+  explicit Bench(const Settings& s) : s_(s) {}
+
+  Row run(const Case& c, uint64_t seed, bench::Progress& progress, const std::string& tag) {
+    Row row{.c = c};
+    auto stage = [&](const std::string& what) { progress.show(tag + " " + c.name + ": " + what); };
+    // The yardstick just before the case: on a shared machine the load changes within a run.
+    stage("OpenBLAS SGEMM 2048³");
+    row.sgemm = bench::sgemm_gflops(2048, s_.threads, s_.repeats);
+    stage("data and float64 reference slices");
+    const Data d = make_data(c, s_.threads, seed);
+    const std::vector<bench::Slice> slices = make_slices(c, d);
+    const double flops = forward_flops(c);
+    fused_error_.clear();
+    try {
+      fused(c, d, slices, row, flops, stage);
+    } catch (const Error& e) {
+      // The fused path is not there (yet) or does not apply to this case: say so, show "—".
+      // A wrong result is a runtime error and ends the benchmark.
+      if (e.kind() == Error::Kind::runtime) throw;
+      fused_error_ = e.what();
+      row.fwd = row.bwd = row.fwd_ms = row.bwd_ms = row.peak_mib = std::nullopt;
+    }
+    unfused(c, d, slices, row, flops, stage);
+    reference(c, d, row, flops, stage);
+    return row;
+  }
+
+  bool fused_unavailable() const { return !fused_error_.empty(); }
+  const std::string& fused_error() const { return fused_error_; }
+
+ private:
+  template <class Stage>
+  void fused(const Case& c, const Data& d, const std::vector<bench::Slice>& slices, Row& row,
+             double flops, Stage& stage) {
+    stage("fused forward");
+    Tensor out;
+    const Timed fwd = validate_and_time(
+        s_, [&] { out = attention(d.q, d.k, d.v, d.options).out; },
+        [&] {
+          bench::check_finite(c.name, "the fused forward's output", out.data<float>(), out.numel());
+          double e = 0;
+          for (const bench::Slice& sl : slices)
+            e = std::max(e, bench::check_forward(c.name, "fused", sl, out.data<float>()));
+          row.fwd_error = e;
+        });
+    row.fwd = gflops(flops, fwd.seconds), row.fwd_ms = ms(fwd.seconds);
+    row.peak_mib = fwd.peak_mib;
+    row.cpu_share = fwd.cpu_share;
+    if (!c.backward) return;
+
+    stage("fused backward");
+    // The backward kernel alone, given the forward's output and logsumexp (what a training step
+    // runs, and what PyTorch's backward times): the public attention_backward would also redo
+    // the forward. The timed dq is checked on the slices' rows; dk and dv, which sum over every
+    // row, on the slices as problems of their own, through the public API.
+    const cpu::FlashProblem& p = d.problem;
+    std::vector<float> o(numel(c, c.Hq, c.L)), lse(c.B * c.Hq * c.L);
+    std::vector<float> dq(numel(c, c.Hq, c.L)), dk(numel(c, c.Hkv, c.S)), dv(dk.size());
+    cpu::flash_forward(p, o.data(), lse.data(), s_.threads);
+    double dscale = 0;
+    const Timed bwd = validate_and_time(
+        s_,
+        [&] {
+          cpu::flash_backward(p, o.data(), d.dout.data<float>(), lse.data(), dq.data(), dk.data(),
+                              dv.data(), &dscale, s_.threads);
+        },
+        [&] {
+          bench::check_finite(c.name, "the fused backward's dq", dq.data(), dq.size());
+          bench::check_finite(c.name, "the fused backward's dk", dk.data(), dk.size());
+          bench::check_finite(c.name, "the fused backward's dv", dv.data(), dv.size());
+          double e = 0;
+          for (const bench::Slice& sl : slices) {
+            e = std::max(e, bench::check_dq_rows(c.name, "fused", sl, dq.data()));
+            AttentionOptions opt = sl.options;
+            opt.path = Path::fused, opt.num_threads = s_.threads;
+            const AttentionGrads g = attention_backward(sl.dout, sl.q, sl.k, sl.v, opt);
+            e = std::max(e, bench::check_backward(c.name, "fused", sl, g.dq.data<float>(),
+                                                  g.dk.data<float>(), g.dv.data<float>()));
+          }
+          row.bwd_error = e;
+        });
+    row.bwd = gflops(2.5 * flops, bwd.seconds), row.bwd_ms = ms(bwd.seconds);
+  }
+
+  template <class Stage>
+  void unfused(const Case& c, const Data& d, const std::vector<bench::Slice>& slices, Row& row,
+               double flops, Stage& stage) {
+    const double matrix =
+        4.0 * c.L * c.S * static_cast<double>(std::min<int64_t>(s_.threads, c.B * c.Hq));
+    if (matrix > kUnfusedMaxBytes) return;
+    stage("unfused forward");
+    const cpu::FlashProblem& p = d.problem;
+    std::vector<float> out(numel(c, c.Hq, c.L)), lse(c.B * c.Hq * c.L);
+    const Timed fwd = validate_and_time(
+        s_, [&] { cpu::unfused_forward(p, out.data(), lse.data(), s_.threads); },
+        [&] {
+          bench::check_finite(c.name, "the unfused forward's output", out.data(), out.size());
+          for (const bench::Slice& sl : slices)
+            bench::check_forward(c.name, "unfused", sl, out.data());
+        });
+    row.unfused = gflops(flops, fwd.seconds), row.unfused_ms = ms(fwd.seconds);
+    row.unfused_peak_mib = fwd.peak_mib;
+    if (!row.cpu_share) row.cpu_share = fwd.cpu_share;
+    if (!c.backward || 2 * matrix > kUnfusedMaxBytes) return;
+
+    stage("unfused backward");
+    std::vector<float> dq(numel(c, c.Hq, c.L)), dk(numel(c, c.Hkv, c.S)), dv(dk.size());
+    const Timed bwd = validate_and_time(
+        s_,
+        [&] {
+          cpu::unfused_backward(p, d.dout.data<float>(), lse.data(), dq.data(), dk.data(),
+                                dv.data(), s_.threads);
+        },
+        [&] {
+          bench::check_finite(c.name, "the unfused backward's dq", dq.data(), dq.size());
+          bench::check_finite(c.name, "the unfused backward's dk", dk.data(), dk.size());
+          bench::check_finite(c.name, "the unfused backward's dv", dv.data(), dv.size());
+          for (const bench::Slice& sl : slices) {
+            bench::check_dq_rows(c.name, "unfused", sl, dq.data());
+            // The slice as its own problem, through the same kernel.
+            const cpu::FlashProblem sp = problem_of(sl.q, sl.k, sl.v, sl.options.causal);
+            std::vector<float> so(sl.rows * c.D), sl_lse(sl.rows);
+            std::vector<float> sdq(sl.rows * c.D), sdk(c.S * c.D), sdv(c.S * c.D);
+            cpu::unfused_forward(sp, so.data(), sl_lse.data(), s_.threads);
+            cpu::unfused_backward(sp, sl.dout.data<float>(), sl_lse.data(), sdq.data(), sdk.data(),
+                                  sdv.data(), s_.threads);
+            bench::check_backward(c.name, "unfused", sl, sdq.data(), sdk.data(), sdv.data());
+          }
+        });
+    row.unfused_bwd = gflops(2.5 * flops, bwd.seconds), row.unfused_bwd_ms = ms(bwd.seconds);
+  }
+
+  template <class Stage>
+  void reference(const Case& c, const Data& d, Row& row, double flops, Stage& stage) {
+    if (c.L * c.S > kReferenceMaxScores) return;
+    stage("float64 reference forward (one head)");
+    // Head 0 of batch 0 (it reads kv head 0), float32 in, as a user would call it.
+    auto head = [](const Tensor& t, int64_t L, int64_t D) {
+      Tensor h({1, 1, L, D}, DType::f32);
+      std::copy_n(t.data<float>(), L * D, h.data<float>());
+      return h;
+    };
+    const Tensor q1 = head(d.q, c.L, c.D), k1 = head(d.k, c.S, c.D), v1 = head(d.v, c.S, c.D);
+    AttentionOptions o;
+    o.causal = c.causal ? Causal::top_left : Causal::none;
+    o.path = Path::reference;
+    const double t = bench::median_seconds([&] { (void)attention(q1, k1, v1, o); }, s_.repeats);
+    row.ref = gflops(flops / (c.B * c.Hq), t), row.ref_ms = ms(t);
+  }
+
+  Settings s_;
+  std::string fused_error_;
+};
+
+nlohmann::json num(std::optional<double> x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
+
+nlohmann::json to_json(const Row& r, const Settings& s) {
+  const Case& c = r.c;
+  const double sgemm = r.sgemm;
+  return {{"case", c.name},
+          {"B", c.B},
+          {"Hq", c.Hq},
+          {"Hkv", c.Hkv},
+          {"L", c.L},
+          {"S", c.S},
+          {"D", c.D},
+          {"causal", c.causal},
+          {"threads", s.threads},
+          {"repeats", s.repeats},
+          {"quick", s.quick},
+          {"fwd_gflops", num(r.fwd)},
+          {"bwd_gflops", num(r.bwd)},
+          {"sgemm_gflops", sgemm},
+          {"fwd_sgemm_ratio", num(bench::ratio(r.fwd, sgemm))},
+          {"bwd_sgemm_ratio", num(bench::ratio(r.bwd, sgemm))},
+          {"ref_gflops", num(r.ref)},
+          {"fwd_ref_speedup", num(bench::ratio(r.fwd, r.ref))},
+          {"unfused_gflops", num(r.unfused)},
+          {"unfused_bwd_gflops", num(r.unfused_bwd)},
+          {"fwd_unfused_speedup", num(bench::ratio(r.fwd, r.unfused))},
+          {"bwd_unfused_speedup", num(bench::ratio(r.bwd, r.unfused_bwd))},
+          {"peak_extra_mib", num(r.peak_mib)},
+          {"unfused_peak_extra_mib", num(r.unfused_peak_mib)},
+          {"fwd_ms", num(r.fwd_ms)},
+          {"bwd_ms", num(r.bwd_ms)},
+          {"ref_ms", num(r.ref_ms)},
+          {"unfused_ms", num(r.unfused_ms)},
+          {"unfused_bwd_ms", num(r.unfused_bwd_ms)},
+          {"cpu_share", num(r.cpu_share)},
+          {"fwd_max_error", num(r.fwd_error)},
+          {"bwd_max_error", num(r.bwd_error)}};
+}
+
+// A fixed-width table row; UTF-8 aware padding (—, × are one column wide, several bytes long).
+std::size_t columns(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+std::string pad(const std::string& s, std::size_t width, bool left) {
+  const std::size_t n = columns(s);
+  const std::string fill(width > n ? width - n : 0, ' ');
+  return left ? s + fill : fill + s;
+}
+
+struct Column {
+  const char* title;
+  const char* unit;
+  std::size_t width;
+  bool left;
+};
+constexpr Column kColumns[] = {
+    {"case", "", 10, true},
+    {"shape", "", 19, true},
+    {"fwd", "GF/s", 6, false},
+    {"bwd", "GF/s", 6, false},
+    {"sgemm", "GF/s", 6, false},
+    {"%sgemm", "fwd/bwd", 9, false},
+    {"ref", "GF/s", 6, false},
+    {"unfused", "fwd/bwd", 9, false},
+    {"×unfused", "fwd/bwd", 11, false},
+    {"MiB", "fused/unf", 9, false},
+};
+
+std::string line(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    out += (i ? " " : "") + pad(cells[i], kColumns[i].width, kColumns[i].left);
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+std::string pair(const std::string& a, const std::string& b) { return a + "/" + b; }
+
+void print_header(const Settings& s) {
+  std::cout << "qkv bench attention: float32, " << s.threads << " thread"
+            << (s.threads == 1 ? "" : "s") << ", median of " << s.repeats << " after a warm-up"
+            << (s.quick ? " (--quick: small shapes, a smoke test)" : "") << "\n\n";
+  std::vector<std::string> titles, units;
+  for (const Column& c : kColumns) titles.push_back(c.title), units.push_back(c.unit);
+  std::cout << line(titles) << "\n" << line(units) << "\n";
+}
+
+void print_row(const Row& r) {
+  using namespace bench;
+  std::cout << line({r.c.name, shape_str(r.c), rate_str(r.fwd), rate_str(r.bwd), rate_str(r.sgemm),
+                     pair(percent_str(ratio(r.fwd, r.sgemm)), percent_str(ratio(r.bwd, r.sgemm))),
+                     rate_str(r.ref), pair(rate_str(r.unfused), rate_str(r.unfused_bwd)),
+                     pair(times_str(ratio(r.fwd, r.unfused)),
+                          times_str(ratio(r.bwd, r.unfused_bwd))),
+                     pair(mib_str(r.peak_mib), mib_str(r.unfused_peak_mib))})
+            << "\n"
+            << std::flush;
+}
+
+constexpr const char* kNotes =
+    "\nfwd/bwd: the fused kernel (bwd alone, given the forward's output and logsumexp); FLOPs\n"
+    "4·B·Hq·L·S·D forward, half when causal, 2.5× that backward. sgemm: OpenBLAS SGEMM 2048³ on\n"
+    "all threads, measured just before the case (the machine may be shared). ref: the float64\n"
+    "reference path on one head (single-threaded), — above L·S = 4096². unfused: OpenBLAS SGEMM,\n"
+    "row softmax, SGEMM per head, — where its L×S matrices would pass 8 GiB. MiB: peak scratch\n"
+    "beyond inputs and outputs. Every path was checked against the float64 reference first.\n";
+
+}  // namespace
+
+int run_bench_attention(const BenchAttentionArgs& args) {
+  const Settings s = bench::resolve(args.common);
+  const std::vector<Case> cases = selected_cases(args.cases, s.quick);
+
+  bench::Progress progress;
+  if (!s.json) print_header(s);
+  Bench bench(s);
+  std::set<std::string> warned;
+  std::string starved;  // cases whose timed runs got well under `threads` cores
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string tag = "[" + std::to_string(i + 1) + "/" + std::to_string(cases.size()) + "]";
+    const Row row = bench.run(cases[i], seed_of(cases[i].name), progress, tag);
+    progress.clear();
+    if (bench.fused_unavailable() && warned.insert(bench.fused_error()).second)
+      std::cerr << "qkv: warning: bench attention: case " << cases[i].name
+                << ": the fused path is unavailable (" << bench.fused_error()
+                << "); its columns show —\n";
+    if (row.cpu_share && *row.cpu_share < 0.8)
+      starved += (starved.empty() ? "" : ", ") + row.c.name + " (" +
+                 bench::percent_str(row.cpu_share) + ")";
+    if (s.json)
+      std::cout << to_json(row, s).dump() << "\n" << std::flush;
+    else
+      print_row(row);
+  }
+  if (!s.json) std::cout << kNotes;
+  if (!starved.empty())
+    std::cerr << "qkv: warning: bench attention: the timed runs of " << starved
+              << " got under 80% of " << s.threads
+              << " cores: other work on the machine; their rates are low\n";
+  return 0;
+}
+
+}  // namespace qkv::cli

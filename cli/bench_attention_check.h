@@ -1,0 +1,53 @@
+// Validation before timing (STYLE.md, habit 9): a fast path's result on a slice of a benchmark case
+// against the float64 reference, with the tolerance rule of DESIGN.md §3 — a fast result X passes
+// when max|X − R| ≤ 2·max|N − R| + 1e-6 for outputs (4·… for gradients), R the float64 reference
+// and N a plain fp32 loop-per-formula result of the same inputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qkv/attention.h"
+
+namespace qkv::cli::bench {
+
+// One query head's last `rows` query rows and all the keys of its kv head, as [1, 1, n, D]
+// float32 tensors, with their reference and naive fp32 results. Causal cases are top-left with
+// L = S; the slice is bottom-right so that its rows see exactly the keys they see in the case.
+struct Slice {
+  int64_t L = 0, S = 0, D = 0;  // of the case
+  int64_t head = 0, first_row = 0, rows = 0;
+  Tensor q, k, v, dout;
+  AttentionOptions options;       // causal as above; path left to the caller
+  Tensor ref_out;                 // float64 [1, 1, rows, D]
+  Tensor ref_dq, ref_dk, ref_dv;  // float64; undefined without the backward
+  double naive_out_error = 0;     // max|N − R| of the output
+  double naive_dq_error = 0, naive_dk_error = 0, naive_dv_error = 0;
+};
+
+// q, k, v, dout: the case's [B, Hq, L, D], [B, Hkv, S, D], [B, Hkv, S, D], [B, Hq, L, D] float32
+// tensors (batch 0 is sliced). `causal`: top-left. `backward`: also the gradients' references.
+Slice make_slice(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, bool causal,
+                 int64_t head, int64_t rows, bool backward);
+
+// Checks the slice's rows of a whole-case output `out` ([B, Hq, L, D] contiguous float32, as the
+// timed run produced it) against the rule; throws qkv::Error (runtime) naming the case, the path
+// and the head otherwise. Returns max|X − R|.
+double check_forward(const std::string& case_name, const std::string& path, const Slice& s,
+                     const float* out);
+
+// Checks gradients computed on the slice's own problem (dq [rows, D], dk and dv [S, D]).
+// Returns the largest max|X − R| of the three.
+double check_backward(const std::string& case_name, const std::string& path, const Slice& s,
+                      const float* dq, const float* dk, const float* dv);
+
+// Checks the slice's rows of a whole-case dq ([B, Hq, L, D] contiguous, from the timed run): dqᵢ
+// depends only on row i and the keys it sees, so it is the slice's own dq.
+double check_dq_rows(const std::string& case_name, const std::string& path, const Slice& s,
+                     const float* dq);
+
+// Throws qkv::Error (runtime) when x[0, n) holds a NaN or ∞.
+void check_finite(const std::string& case_name, const std::string& what, const float* x, int64_t n);
+
+}  // namespace qkv::cli::bench

@@ -1,0 +1,125 @@
+// Timing, the SGEMM yardstick, data and formatting for the `qkv bench` targets.
+#include "bench_common.h"
+
+#include <cblas.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include "core/aligned.h"
+#include "core/parallel.h"
+
+namespace qkv::cli::bench {
+
+Settings resolve(const BenchCommon& common) {
+  Settings s;
+  s.json = common.json;
+  s.quick = common.quick;
+  s.threads = resolve_num_threads(common.threads);
+  s.repeats = common.repeats > 0 ? common.repeats : common.quick ? 1 : 3;
+  return s;
+}
+
+double seconds_of(const std::function<void()>& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+double median_seconds(const std::function<void()>& fn, int repeats, bool warm_up) {
+  if (warm_up) fn();
+  std::vector<double> runs;
+  for (int r = 0; r < std::max(repeats, 1); ++r) runs.push_back(seconds_of(fn));
+  std::sort(runs.begin(), runs.end());
+  const std::size_t n = runs.size();
+  return n % 2 ? runs[n / 2] : 0.5 * (runs[n / 2 - 1] + runs[n / 2]);
+}
+
+double sgemm_gflops(int64_t n, int threads, int repeats) {
+  // The operands are made once (the targets measure before each case).
+  static int64_t made = 0;
+  static Tensor a, b;
+  if (made != n) {
+    std::mt19937_64 rng(2048);
+    a = normal_tensor({n, n}, rng), b = normal_tensor({n, n}, rng), made = n;
+  }
+  std::vector<float> c(static_cast<std::size_t>(n * n));
+  const int previous = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
+  const int N = static_cast<int>(n);
+  const double t = median_seconds(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a.data<float>(), N,
+                    b.data<float>(), N, 0.0f, c.data(), N);
+      },
+      std::max(repeats, 3));
+  openblas_set_num_threads(previous);
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / t / 1e9;
+}
+
+Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensor t(shape, DType::f32);
+  float* x = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] = normal(rng);
+  return t;
+}
+
+Progress::Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
+Progress::~Progress() { clear(); }
+
+void Progress::show(const std::string& text) {
+  if (!enabled_) return;
+  std::cerr << "\r\033[K" << text << std::flush;
+  shown_ = true;
+}
+
+void Progress::clear() {
+  if (!enabled_ || !shown_) return;
+  std::cerr << "\r\033[K" << std::flush;
+  shown_ = false;
+}
+
+namespace {
+std::string format(const char* fmt, double x) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, fmt, x);
+  return buffer;
+}
+}  // namespace
+
+std::string rate_str(std::optional<double> g) {
+  if (!g) return "—";
+  return format(*g >= 100 ? "%.0f" : *g >= 10 ? "%.1f" : *g >= 1 ? "%.2f" : "%.3f", *g);
+}
+
+std::string percent_str(std::optional<double> r) { return r ? format("%.0f%%", 100 * *r) : "—"; }
+
+std::string times_str(std::optional<double> r) {
+  if (!r) return "—";
+  return format(*r >= 100 ? "%.0f" : *r >= 10 ? "%.1f" : "%.2f", *r) + "×";
+}
+
+std::string mib_str(std::optional<double> m) {
+  if (!m) return "—";
+  return format(*m >= 100 ? "%.0f" : *m >= 10 ? "%.1f" : "%.2f", *m);
+}
+
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b || *b <= 0) return std::nullopt;
+  return *a / *b;
+}
+
+}  // namespace qkv::cli::bench

@@ -1,0 +1,69 @@
+// What every `qkv bench` target shares: timing by median, this machine's SGEMM rate, N(0, 1)
+// data, a progress line, number formatting.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "bench.h"
+#include "qkv/tensor.h"
+
+namespace qkv::cli::bench {
+
+// The effective settings of BenchCommon: threads and repeats resolved.
+struct Settings {
+  bool json = false;
+  bool quick = false;
+  int threads = 1;
+  int repeats = 3;
+};
+Settings resolve(const BenchCommon& common);
+
+// Runs fn once untimed unless the caller just did (the warm-up: page faults, caches, thread
+// start-up), then `repeats` times; returns the median wall-clock seconds of the timed runs.
+double median_seconds(const std::function<void()>& fn, int repeats, bool warm_up = true);
+
+// Wall-clock seconds of one call.
+double seconds_of(const std::function<void()>& fn);
+
+// CPU seconds (user + system) this process has used so far, all threads together.
+double cpu_seconds();
+
+// OpenBLAS SGEMM C = A·B on n×n N(0, 1) matrices with `threads` threads: GFLOP/s (2n³ FLOPs),
+// median of max(repeats, 3) after a warm-up. The machine's practical fp32 peak, the yardstick of
+// every kernel's rate.
+double sgemm_gflops(int64_t n, int threads, int repeats);
+
+// A contiguous float32 tensor of independent N(0, 1) values. Normal data, not random integers:
+// those make the softmax one-hot and the timings meaningless (STYLE.md).
+Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng);
+
+// One line on stderr, rewritten in place, when stderr is a terminal; nothing otherwise.
+class Progress {
+ public:
+  Progress();
+  ~Progress();
+  void show(const std::string& text);
+  void clear();  // before writing a line of results to a terminal
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+};
+
+// "171", "95.3", "0.912", or "—" when absent.
+std::string rate_str(std::optional<double> gflops);
+// "69%", or "—".
+std::string percent_str(std::optional<double> ratio);
+// "1.26×", or "—".
+std::string times_str(std::optional<double> ratio);
+// "0.5", "128", or "—".
+std::string mib_str(std::optional<double> mib);
+
+// a / b when both are present and b > 0.
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b);
+
+}  // namespace qkv::cli::bench
