@@ -27,15 +27,15 @@ struct Scratch {
   AlignedBuffer<float> q, k, v, raw, logit, prob, grad;
   std::vector<float> d;
   std::vector<int64_t> end;
-  std::vector<uint8_t> flags = std::vector<uint8_t>(kKeys);
+  std::vector<uint8_t> flags = std::vector<uint8_t>(kBackwardKeys);
   Scratch(const FlashProblem& p)
       : q(std::max<int64_t>(1, p.Hq / std::max<int64_t>(p.Hkv, 1) * p.L * p.Dk)),
-        k(kKeys * p.Dk),
-        v(kKeys * p.Dv),
-        raw(kRows * kKeys),
-        logit(kRows * kKeys),
-        prob(kRows * kKeys),
-        grad(kRows * kKeys) {}
+        k(kBackwardKeys * p.Dk),
+        v(kBackwardKeys * p.Dv),
+        raw(kBackwardRows * kBackwardKeys),
+        logit(kBackwardRows * kBackwardKeys),
+        prob(kBackwardRows * kBackwardKeys),
+        grad(kBackwardRows * kBackwardKeys) {}
 };
 
 double backward_group(const FlashProblem& p, const Group& g, const float* out, const float* dout,
@@ -60,8 +60,8 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
   }
 
   double dscale = 0;
-  for (int64_t j0 = 0; j0 < p.S; j0 += kKeys) {
-    const int64_t n = std::min(kKeys, p.S - j0);
+  for (int64_t j0 = 0; j0 < p.S; j0 += kBackwardKeys) {
+    const int64_t n = std::min(kBackwardKeys, p.S - j0);
     const float* k = row_of(p.k, g.b, g.kv, j0);
     const float* v = row_of(p.v, g.b, g.kv, j0);
     int64_t ldk = p.k.stride[2], ldv = p.v.stride[2];
@@ -82,8 +82,8 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       k = w.k.data(), v = w.v.data(), ldk = p.Dk, ldv = p.Dv;
     }
 
-    for (int64_t r0 = 0; r0 < g.rows; r0 += kRows) {
-      const int64_t m = std::min(kRows, g.rows - r0);
+    for (int64_t r0 = 0; r0 < g.rows; r0 += kBackwardRows) {
+      const int64_t m = std::min(kBackwardRows, g.rows - r0);
       bool any_visible = false;
       for (int64_t r = r0; r < r0 + m && !any_visible; ++r) any_visible = w.end[r] > j0;
       if (!any_visible) continue;  // a tile wholly hidden by causality or lengths
@@ -92,15 +92,19 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       float* logit = w.logit.data();
       float* prob = w.prob.data();
       float* grad = w.grad.data();
-      gemm_abt(m, n, p.Dk, 1.0f, w.q.data() + r0 * p.Dk, p.Dk, k, ldk, 0.0f, raw, kKeys);
+      gemm_abt(m, n, p.Dk, 1.0f, w.q.data() + r0 * p.Dk, p.Dk, k, ldk, 0.0f, raw, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t row = r0 + r;
-        float* x = logit + r * kKeys;
-        float* pr = prob + r * kKeys;
+        float* x = logit + r * kBackwardKeys;
+        float* pr = prob + r * kBackwardKeys;
         const int64_t e = std::clamp<int64_t>(w.end[row] - j0, 0, n);
-        std::copy(raw + r * kKeys, raw + r * kKeys + e, x);
+        std::copy(raw + r * kBackwardKeys, raw + r * kBackwardKeys + e, x);
         scale_row(x, e, p.scale);
         if (p.bias) add_bias(p, bias_row(p, g.b, g.head(p, row), g.pos(p, row)), j0, x, e);
+        // Without a bias, P = exp(scale·raw − lse) straight from the raw scores in one FMA: the
+        // rounded logits would add their own rounding to that of lse.
+        const float* from = p.bias ? x : raw + r * kBackwardKeys;
+        const float a = p.bias ? 1.0f : p.scale;
         std::fill(x + e, x + n, -kInf);
         const float lse_row = lse[row];
         if (std::isnan(lse_row)) {  // a poisoned row: NaN wherever it sees
@@ -109,22 +113,22 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
         } else if (lse_row == -kInf) {  // nothing visible: no gradient at all
           std::fill(pr, pr + n, 0.0f);
         } else {
-          exp_sub_row(x, pr, e, lse_row);
+          exp_sub_row(from, pr, e, lse_row, kLog2e, a);
           std::fill(pr + e, pr + n, 0.0f);
         }
       }
       const float* dout_tile = dout + r0 * p.Dv;
-      gemm_atb(n, p.Dv, m, 1.0f, prob, kKeys, dout_tile, p.Dv, 1.0f, dv + j0 * p.Dv, p.Dv);
-      gemm_abt(m, n, p.Dv, 1.0f, dout_tile, p.Dv, v, ldv, 0.0f, grad, kKeys);
+      gemm_atb(n, p.Dv, m, 1.0f, prob, kBackwardKeys, dout_tile, p.Dv, 1.0f, dv + j0 * p.Dv, p.Dv);
+      gemm_abt(m, n, p.Dv, 1.0f, dout_tile, p.Dv, v, ldv, 0.0f, grad, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
-        float* gr = grad + r * kKeys;
-        softmax_grad_row(prob + r * kKeys, logit + r * kKeys, gr, n, w.d[r0 + r]);
+        float* gr = grad + r * kBackwardKeys;
+        softmax_grad_row(prob + r * kBackwardKeys, logit + r * kBackwardKeys, gr, n, w.d[r0 + r]);
         const int64_t e = std::clamp<int64_t>(w.end[r0 + r] - j0, 0, n);
-        dscale += dot_row(gr, raw + r * kKeys, e);
+        dscale += dot_row(gr, raw + r * kBackwardKeys, e);
       }
-      gemm_atb(n, p.Dk, m, p.scale, grad, kKeys, w.q.data() + r0 * p.Dk, p.Dk, 1.0f, dk + j0 * p.Dk,
-               p.Dk);
-      gemm_ab(m, p.Dk, n, p.scale, grad, kKeys, k, ldk, 1.0f, dq + r0 * p.Dk, p.Dk);
+      gemm_atb(n, p.Dk, m, p.scale, grad, kBackwardKeys, w.q.data() + r0 * p.Dk, p.Dk, 1.0f,
+               dk + j0 * p.Dk, p.Dk);
+      gemm_ab(m, p.Dk, n, p.scale, grad, kBackwardKeys, k, ldk, 1.0f, dq + r0 * p.Dk, p.Dk);
     }
   }
   return dscale;

@@ -11,10 +11,17 @@
 
 namespace qkv::cpu::flash {
 
-// Tile sizes: query rows × keys. A 128×256 score tile (128 KiB) with its Q, K, V and O tiles
-// stays inside a 2 MiB L2 for head dims up to 256.
-inline constexpr int64_t kRows = 128;
-inline constexpr int64_t kKeys = 256;
+// Tile sizes, query rows × keys, chosen by measurement (fp32, D = 64, L = S = 4096, 2 cores,
+// forward GFLOP/s as a share of the same run's SGEMM): 128×256 56%, 128×512 57%, 64×512 50%,
+// 256×256 63%, 256×512 68%, 512×512 65–69%, 256×1024 60–63%. The backward keeps four score-sized
+// tiles, so its tiles have fewer keys; its rows match the forward's, so both passes multiply
+// Q·Kᵀ in blocks of the same shape and OpenBLAS rounds the scores alike (with different shapes,
+// P = exp(X − lse) mixed two roundings of X and lost accuracy at logits of several hundred).
+inline constexpr int64_t kRows = 256;
+inline constexpr int64_t kKeys = 512;
+inline constexpr int64_t kBackwardRows = kRows;
+inline constexpr int64_t kBackwardKeys = 256;
+inline constexpr float kLog2e = 1.44269504088896340736f;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Query rows of one (batch, kv head) work item: the Hq / Hkv query heads that share it, stacked

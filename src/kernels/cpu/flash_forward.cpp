@@ -46,10 +46,15 @@ bool sees(const FlashProblem& p, const float* bias, int64_t end, int64_t j) {
 // The online softmax step of one row over one tile: s holds its raw scores q·k_j for keys
 // j0 .. j0 + n, of which [0, e) pass causality and lengths. Leaves the probabilities in s
 // (0 where masked) and rescales the row's accumulator when its max grows.
+//
+// Without a bias and with a positive scale, the scale is folded into the exponential and m is
+// kept in raw-score units (raw_units), saving a pass over the tile: max(scale·s) = scale·max(s).
 void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t n, int64_t e,
-                  float* s, float& m, float& l, float* o, uint8_t& poisoned) {
-  scale_row(s, e, p.scale);
-  if (bias) add_bias(p, bias, j0, s, e);
+                  bool raw_units, float* s, float& m, float& l, float* o, uint8_t& poisoned) {
+  if (!raw_units) {
+    scale_row(s, e, p.scale);
+    if (bias) add_bias(p, bias, j0, s, e);
+  }
   std::fill(s + e, s + n, -kInf);
   // NaN or +∞ among the scores (from the bias, or overflow) makes the row NaN, as in the
   // reference; their sum shows either (−∞ entries alone only make it −∞).
@@ -61,8 +66,9 @@ void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t 
     std::fill(s, s + n, 0.0f);
     return;
   }
-  const float alpha = std::exp(m - m_new);  // 0 when m was −∞
-  const float tile_sum = exp_sub_row(s, s, e, m_new);
+  const float unit = raw_units ? p.scale : 1.0f;     // natural units per unit of m
+  const float alpha = std::exp((m - m_new) * unit);  // 0 when m was −∞
+  const float tile_sum = exp_sub_row(s, s, e, m_new, unit * kLog2e);
   std::fill(s + e, s + n, 0.0f);
   l = l * alpha + tile_sum;
   m = m_new;
@@ -86,6 +92,7 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
   }
   std::fill(w.o.data(), w.o.data() + rows * p.Dv, 0.0f);
 
+  const bool raw_units = !p.bias && p.scale > 0;
   // Key tiles past every row's causal or length limit are skipped whole.
   max_end = std::min(max_end, j_end);
   for (int64_t j0 = j_begin; j0 < max_end; j0 += kKeys) {
@@ -128,8 +135,8 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
           if (w.flags[j] & kBadValue) w.bad_value[r] = 1;
         }
       }
-      softmax_step(p, bias, j0, n, e, w.s.data() + r * kKeys, w.m[r], w.l[r], w.o.data() + r * p.Dv,
-                   w.poisoned[r]);
+      softmax_step(p, bias, j0, n, e, raw_units, w.s.data() + r * kKeys, w.m[r], w.l[r],
+                   w.o.data() + r * p.Dv, w.poisoned[r]);
     }
 
     if (few)
@@ -138,6 +145,9 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     else
       gemm_ab(rows, p.Dv, n, 1.0f, w.s.data(), kKeys, v, ldv, 1.0f, w.o.data(), p.Dv);
   }
+  if (raw_units)  // back to natural units for finish_row and the merge of splits
+    for (int64_t r = 0; r < rows; ++r)
+      if (w.m[r] != -kInf) w.m[r] *= p.scale;
 }
 
 // Writes one row's output and logsumexp from its running max m, sum l and

@@ -84,14 +84,14 @@ float MaxRow(const float* x, int64_t n, float* sum) {
   return m;
 }
 
-float ExpSubRow(const float* s, float* p, int64_t n, float m) {
+float ExpSubRow(const float* s, float* p, int64_t n, float m, float c, float a) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
-  const auto vm = hn::Set(d, m), log2e = hn::Set(d, 1.44269504088896340736f);
+  const auto vm = hn::Set(d, m), vc = hn::Set(d, c), va = hn::Set(d, a);
   auto sum = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const auto e = Exp2(d, hn::Mul(hn::Sub(hn::LoadU(d, s + j), vm), log2e));
+    const auto e = Exp2(d, hn::Mul(hn::MulSub(hn::LoadU(d, s + j), va, vm), vc));
     hn::StoreU(e, d, p + j);
     sum = hn::Add(sum, e);
   }
@@ -99,7 +99,7 @@ float ExpSubRow(const float* s, float* p, int64_t n, float m) {
   // The tail goes through the same polynomial, one lane at a time.
   const hn::CappedTag<float, 1> d1;
   for (; j < n; ++j) {
-    const float e = hn::GetLane(Exp2(d1, hn::Set(d1, (s[j] - m) * 1.44269504088896340736f)));
+    const float e = hn::GetLane(Exp2(d1, hn::Set(d1, std::fma(s[j], a, -m) * c)));
     p[j] = e;
     total += e;
   }
@@ -169,8 +169,8 @@ void add_bias_row(float* x, const float* bias, int64_t n, float a) {
 float max_row(const float* x, int64_t n, float* sum) {
   return HWY_DYNAMIC_DISPATCH(MaxRow)(x, n, sum);
 }
-float exp_sub_row(const float* s, float* p, int64_t n, float m) {
-  return HWY_DYNAMIC_DISPATCH(ExpSubRow)(s, p, n, m);
+float exp_sub_row(const float* s, float* p, int64_t n, float m, float c, float a) {
+  return HWY_DYNAMIC_DISPATCH(ExpSubRow)(s, p, n, m, c, a);
 }
 void softmax_grad_row(const float* p, const float* x, float* ds, int64_t n, float d) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, x, ds, n, d);

@@ -13,10 +13,13 @@ void add_bias_row(float* x, const float* bias, int64_t n, float a);
 // max_j x[j] (−∞ for n = 0), and *sum = Σ_j x[j]. The max may or may not see a NaN; the sum
 // always does (NaN, or +∞ next to −∞, make it NaN), so callers test the sum.
 float max_row(const float* x, int64_t n, float* sum);
-// p[j] = exp(s[j] − m) as 2^((s[j] − m)·log2 e), returning Σ p[j]. The difference is taken
-// before the scaling, so large |s| and |m| lose nothing to rounding; exactly 0 below e^-87
-// (−∞ included).
-float exp_sub_row(const float* s, float* p, int64_t n, float m);
+// p[j] = 2^((a·s[j] − m)·c), returning Σ p[j], with a·s[j] − m in one fused multiply-add.
+// With a = 1, c = log2 e: exp(s[j] − m). With a = 1, c = scale·log2 e: exp(scale·(s[j] − m)) for
+// raw scores s and a raw max m. With a = scale, c = log2 e: exp(scale·s[j] − lse). The difference
+// is formed before any rounding of a large term, so large |s| and |m| lose nothing. Exactly 0
+// where the exponent is below −126 (−∞ included).
+float exp_sub_row(const float* s, float* p, int64_t n, float m, float c = 1.44269504088896340736f,
+                  float a = 1.0f);
 // ds[j] = (x[j] == −∞) ? 0 : p[j]·(dp[j] − d), ds holding dp on entry: the softmax backward
 // with masked entries (logit x = −∞) exactly 0, whatever dp holds there. A visible entry whose p
 // underflowed to 0 still passes a NaN in dp through, as the float64 reference does.
