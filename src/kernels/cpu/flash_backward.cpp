@@ -121,14 +121,15 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       gemm_atb(n, p.Dv, m, 1.0f, prob, kBackwardKeys, dout_tile, p.Dv, 1.0f, dv + j0 * p.Dv, p.Dv);
       gemm_abt(m, n, p.Dv, 1.0f, dout_tile, p.Dv, v, ldv, 0.0f, grad, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
-        float* gr = grad + r * kBackwardKeys;
-        softmax_grad_row(prob + r * kBackwardKeys, logit + r * kBackwardKeys, gr, n, w.d[r0 + r]);
-        const int64_t e = std::clamp<int64_t>(w.end[r0 + r] - j0, 0, n);
-        dscale += dot_row(gr, raw + r * kBackwardKeys, e);
+        const int64_t at = r * kBackwardKeys;
+        // grad becomes scale·dX: the GEMMs below then run with alpha = 1, so that a NaN still
+        // reaches dQ and dK when scale = 0 (BLAS skips the product when alpha is 0).
+        dscale +=
+            softmax_grad_row(prob + at, logit + at, raw + at, grad + at, n, w.d[r0 + r], p.scale);
       }
-      gemm_atb(n, p.Dk, m, p.scale, grad, kBackwardKeys, w.q.data() + r0 * p.Dk, p.Dk, 1.0f,
+      gemm_atb(n, p.Dk, m, 1.0f, grad, kBackwardKeys, w.q.data() + r0 * p.Dk, p.Dk, 1.0f,
                dk + j0 * p.Dk, p.Dk);
-      gemm_ab(m, p.Dk, n, p.scale, grad, kBackwardKeys, k, ldk, 1.0f, dq + r0 * p.Dk, p.Dk);
+      gemm_ab(m, p.Dk, n, 1.0f, grad, kBackwardKeys, k, ldk, 1.0f, dq + r0 * p.Dk, p.Dk);
     }
   }
   return dscale;

@@ -106,17 +106,28 @@ float ExpSubRow(const float* s, float* p, int64_t n, float m, float c, float a) 
   return total;
 }
 
-void SoftmaxGradRow(const float* p, const float* x, float* ds, int64_t n, float dd) {
+float SoftmaxGradRow(const float* p, const float* x, const float* raw, float* ds, int64_t n,
+                     float dd, float scale) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
   const float ninf = -std::numeric_limits<float>::infinity();
-  const auto vd = hn::Set(d, dd), vninf = hn::Set(d, ninf);
+  const auto vd = hn::Set(d, dd), vninf = hn::Set(d, ninf), vscale = hn::Set(d, scale);
+  auto acc = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const auto g = hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, ds + j), vd));
-    hn::StoreU(hn::IfThenZeroElse(hn::Eq(hn::LoadU(d, x + j), vninf), g), d, ds + j);
+    const auto masked = hn::Eq(hn::LoadU(d, x + j), vninf);
+    const auto g =
+        hn::IfThenZeroElse(masked, hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, ds + j), vd)));
+    acc = hn::Add(acc, hn::IfThenZeroElse(masked, hn::Mul(g, hn::LoadU(d, raw + j))));
+    hn::StoreU(hn::Mul(g, vscale), d, ds + j);
   }
-  for (; j < n; ++j) ds[j] = x[j] == ninf ? 0.0f : p[j] * (ds[j] - dd);
+  float total = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; j < n; ++j) {
+    const float g = x[j] == ninf ? 0.0f : p[j] * (ds[j] - dd);
+    if (x[j] != ninf) total += g * raw[j];
+    ds[j] = g * scale;
+  }
+  return total;
 }
 
 bool AllFiniteRow(const float* x, int64_t n) {
@@ -172,8 +183,9 @@ float max_row(const float* x, int64_t n, float* sum) {
 float exp_sub_row(const float* s, float* p, int64_t n, float m, float c, float a) {
   return HWY_DYNAMIC_DISPATCH(ExpSubRow)(s, p, n, m, c, a);
 }
-void softmax_grad_row(const float* p, const float* x, float* ds, int64_t n, float d) {
-  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, x, ds, n, d);
+float softmax_grad_row(const float* p, const float* x, const float* raw, float* ds, int64_t n,
+                       float d, float scale) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, x, raw, ds, n, d, scale);
 }
 float dot_row(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);

@@ -20,10 +20,13 @@ float max_row(const float* x, int64_t n, float* sum);
 // where the exponent is below −126 (−∞ included).
 float exp_sub_row(const float* s, float* p, int64_t n, float m, float c = 1.44269504088896340736f,
                   float a = 1.0f);
-// ds[j] = (x[j] == −∞) ? 0 : p[j]·(dp[j] − d), ds holding dp on entry: the softmax backward
-// with masked entries (logit x = −∞) exactly 0, whatever dp holds there. A visible entry whose p
-// underflowed to 0 still passes a NaN in dp through, as the float64 reference does.
-void softmax_grad_row(const float* p, const float* x, float* ds, int64_t n, float d);
+// The softmax backward of one row: with g[j] = (x[j] == −∞) ? 0 : p[j]·(dp[j] − d), writes
+// ds[j] = scale·g[j] (ds holds dp on entry) and returns Σ g[j]·raw[j], the row's share of
+// ∂loss/∂scale. Masked entries (logit x = −∞) are exactly 0 whatever dp or raw hold there; a
+// visible entry whose p underflowed to 0 still passes a NaN in dp through, as the float64
+// reference does.
+float softmax_grad_row(const float* p, const float* x, const float* raw, float* ds, int64_t n,
+                       float d, float scale);
 // Whether every x[j] is finite (Σ x[j]·0 is 0 unless some x[j] is NaN or ±∞).
 bool all_finite_row(const float* x, int64_t n);
 // Σ a[j]·b[j], accumulated in float32 lanes.

@@ -133,21 +133,31 @@ TEST(VecOps, SoftmaxGradRowIsExactlyZeroWhereMaskedAndPassesNaNWhereVisible) {
   for_each_length_and_offset([](int64_t n, int64_t offset) {
     SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
     std::vector<float> p = normal(n, 17 + n), x = normal(n, 19 + n), dp = normal(n, 21 + n);
-    for (int64_t j = 0; j < n; j += 3) p[j] = 0, x[j] = -kInf;  // masked: dP may be NaN there
+    std::vector<float> raw = normal(n, 23 + n);
+    for (int64_t j = 0; j < n; j += 3) p[j] = 0, x[j] = -kInf, raw[j] = kNaN;  // masked
     if (n > 0) dp[0] = kNaN;
-    if (n > 2) p[1] = 0, dp[1] = kNaN;  // visible, weight underflowed: NaN passes through
-    std::vector<float> pb(n + 16), xb(n + 16), ds(n + 16);
+    const bool underflow = n > 2;  // j = 1: visible, weight underflowed, NaN passes through
+    if (underflow) p[1] = 0, dp[1] = kNaN;
+    std::vector<float> pb(n + 16), xb(n + 16), rb(n + 16), ds(n + 16);
     std::copy(p.begin(), p.end(), pb.begin() + offset);
     std::copy(x.begin(), x.end(), xb.begin() + offset);
+    std::copy(raw.begin(), raw.end(), rb.begin() + offset);
     std::copy(dp.begin(), dp.end(), ds.begin() + offset);
-    softmax_grad_row(pb.data() + offset, xb.data() + offset, ds.data() + offset, n, 0.25f);
+    const float got_sum = softmax_grad_row(pb.data() + offset, xb.data() + offset,
+                                           rb.data() + offset, ds.data() + offset, n, 0.25f, -2);
+    double want_sum = 0;
     for (int64_t j = 0; j < n; ++j) {
-      const float want = x[j] == -kInf ? 0.0f : p[j] * (dp[j] - 0.25f);
-      if (std::isnan(want))
+      const float g = x[j] == -kInf ? 0.0f : p[j] * (dp[j] - 0.25f);
+      if (x[j] != -kInf) want_sum += static_cast<double>(g) * raw[j];
+      if (std::isnan(g))
         ASSERT_TRUE(std::isnan(ds[offset + j])) << "j=" << j;
       else
-        ASSERT_EQ(ds[offset + j], want) << "j=" << j;
+        ASSERT_EQ(ds[offset + j], -2 * g) << "j=" << j;
     }
+    if (underflow)
+      EXPECT_TRUE(std::isnan(got_sum));
+    else
+      EXPECT_NEAR(got_sum, want_sum, 1e-4 * (1 + std::abs(want_sum)));
   });
 }
 
