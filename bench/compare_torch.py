@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""PyTorch's scaled_dot_product_attention side by side with `qkv bench attention`.
+
+Runs `qkv bench attention --json --threads N --case ...`, then
+torch.nn.functional.scaled_dot_product_attention (CPU, fp32, the same N threads) forward and
+backward on the same cases, matches them by shape and prints GFLOP/s of both and qkv/torch.
+
+FLOPs as in qkv: forward 4·B·Hq·L·S·D (half for causal), backward 2.5× forward.
+Forward is timed under torch.inference_mode(); backward alone is timed as out.backward(dout)
+after an untimed forward with requires_grad. One warm-up, then the median of --repeats.
+
+Needs torch ≥ 2.0: run it with the venv of bench/setup_torch_venv.sh, see bench/README.md.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+TARGET = 1.5  # issue 3: ≥ 1.5× torch forward and backward on every non-decode case
+
+# (name, B, Hq, Hkv, L, S, D, causal): the default cases of `qkv bench attention` (issue 3),
+# under its names. --quick divides L and S by 16, as `qkv bench attention --quick` does.
+CASES = [
+    ("1k", 1, 8, 8, 1024, 1024, 64, False),
+    ("1k-causal", 1, 8, 8, 1024, 1024, 64, True),
+    ("4k", 1, 8, 8, 4096, 4096, 64, False),
+    ("4k-causal", 1, 8, 8, 4096, 4096, 64, True),
+    ("16k", 1, 8, 8, 16384, 16384, 64, False),
+    ("16k-causal", 1, 8, 8, 16384, 16384, 64, True),
+    ("4k-d128", 1, 4, 4, 4096, 4096, 128, False),
+    ("4k-gqa", 1, 8, 2, 4096, 4096, 64, False),
+    ("decode", 1, 32, 8, 1, 8192, 128, False),
+]
+LARGE = ("16k", "16k-causal")  # --skip-large: about 55 of torch's ~70 s on 2 cores
+
+
+def quick(case):
+    name, B, Hq, Hkv, L, S, D, causal = case
+    return (name, B, Hq, Hkv, L if L == 1 else L // 16, S // 16, D, causal)
+
+
+
+
+def is_decode(L):
+    return L == 1
+
+
+def fwd_flops(B, Hq, L, S, D, causal):
+    f = 4.0 * B * Hq * L * S * D
+    return f / 2 if causal else f
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch
+
+
+def backend_names(torch):
+    """SDPBackend value -> name ('FLASH_ATTENTION', 'MATH', ...)."""
+    try:
+        from torch.nn.attention import SDPBackend
+
+        return {int(v): k for k, v in SDPBackend.__members__.items()}
+    except Exception:
+        return {}
+
+
+def fused_choice(torch, q, k, v, causal, gqa):
+    """Which backend SDPA dispatches to for these inputs (private API; None if unavailable)."""
+    try:
+        kw = {"enable_gqa": True} if gqa else {}
+        c = torch._fused_sdp_choice(q, k, v, None, 0.0, causal, **kw)
+        return backend_names(torch).get(int(c), str(c))
+    except Exception:
+        return None
+
+
+def grad_fn_backend(out):
+    """The backend that actually ran, read off the autograd node SDPA left on its output."""
+    name = type(out.grad_fn).__name__ if out.grad_fn is not None else ""
+    if "FlashAttentionForCpu" in name:
+        return "flash-cpu"
+    if "FlashAttention" in name:
+        return "flash"
+    if "EfficientAttention" in name:
+        return "efficient"
+    return f"math ({name})" if name else "math"
+
+
+def sdpa_call(torch, gqa_mode):
+    """The SDPA call for GQA: native enable_gqa where torch has it, else repeat_interleave."""
+    F = torch.nn.functional
+
+    def call(q, k, v, causal):
+        if q.shape[1] != k.shape[1]:
+            if gqa_mode == "enable_gqa":
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            r = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return call
+
+
+def gqa_mode_of(torch):
+    q = torch.zeros(1, 2, 1, 4)
+    k = torch.zeros(1, 1, 1, 4)
+    try:
+        torch.nn.functional.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+        return "enable_gqa"
+    except TypeError:
+        return "repeat_interleave"
+
+
+def sanity_check(torch, call):
+    """Torch SDPA against a float64 softmax(QKᵀ/√d)V, values and gradients, on small cases."""
+    g = torch.Generator().manual_seed(1)
+    worst = 0.0
+    for Hq, Hkv, L, S, D, causal in [
+        (2, 2, 77, 77, 64, False),
+        (2, 2, 77, 77, 64, True),
+        (4, 2, 33, 50, 32, False),
+        (4, 1, 1, 129, 128, False),
+    ]:
+        q = torch.randn(1, Hq, L, D, generator=g, requires_grad=True)
+        k = torch.randn(1, Hkv, S, D, generator=g, requires_grad=True)
+        v = torch.randn(1, Hkv, S, D, generator=g, requires_grad=True)
+        dout = torch.randn(1, Hq, L, D, generator=g)
+        out = call(q, k, v, causal)
+        out.backward(dout)
+        got = [out.detach(), q.grad, k.grad, v.grad]
+
+        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        r = Hq // Hkv
+        kk, vv = k64.repeat_interleave(r, dim=1), v64.repeat_interleave(r, dim=1)
+        s = q64 @ kk.transpose(-1, -2) / D**0.5
+        if causal:  # top-left aligned, as torch's is_causal
+            s = s.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), float("-inf"))
+        ref_out = torch.softmax(s, dim=-1) @ vv
+        ref_out.backward(dout.double())
+        want = [ref_out.detach(), q64.grad, k64.grad, v64.grad]
+        for a, b in zip(got, want):
+            err = ((a.double() - b).abs().max() / (b.abs().max() + 1e-30)).item()
+            worst = max(worst, err)
+    return worst
+
+
+def time_case(torch, call, case, repeats):
+    name, B, Hq, Hkv, L, S, D, causal = case
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(B, Hq, L, D, generator=g)
+    k = torch.randn(B, Hkv, S, D, generator=g)
+    v = torch.randn(B, Hkv, S, D, generator=g)
+    dout = torch.randn(B, Hq, L, D, generator=g)
+    gqa = Hq != Hkv
+
+    fwd = []
+    with torch.inference_mode():
+        for i in range(repeats + 1):
+            t0 = time.perf_counter()
+            out = call(q, k, v, causal)
+            t = time.perf_counter() - t0
+            if i:  # the first is the warm-up
+                fwd.append(t)
+            del out
+
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    bwd, ran = [], None
+    for i in range(repeats + 1):
+        qg.grad = kg.grad = vg.grad = None
+        out = call(qg, kg, vg, causal)
+        ran = grad_fn_backend(out)
+        t0 = time.perf_counter()
+        out.backward(dout)
+        t = time.perf_counter() - t0
+        if i:
+            bwd.append(t)
+        del out
+
+    ff = fwd_flops(B, Hq, L, S, D, causal)
+    tf, tb = statistics.median(fwd), statistics.median(bwd)
+    return {
+        "case": name,
+        "B": B, "Hq": Hq, "Hkv": Hkv, "L": L, "S": S, "D": D, "causal": causal,
+        "torch_fwd_ms": tf * 1e3,
+        "torch_bwd_ms": tb * 1e3,
+        "torch_fwd_gflops": ff / tf / 1e9,
+        "torch_bwd_gflops": 2.5 * ff / tb / 1e9,
+        "torch_backend": ran,
+        "torch_dispatch": fused_choice(torch, q, k, v, causal, gqa),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# qkv
+
+
+def key_of(d):
+    c = d.get("causal")
+    if isinstance(c, str):
+        c = c.lower() in ("true", "1", "yes", "causal")
+    return (int(d["B"]), int(d["Hq"]), int(d["Hkv"]), int(d["L"]), int(d["S"]), int(d["D"]),
+            bool(c))
+
+
+def run_qkv(path, threads, extra):
+    cmd = [path, "bench", "attention", "--json", "--threads", str(threads)] + extra
+    log("running: " + " ".join(shlex.quote(c) for c in cmd))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit(f"compare_torch: {path} exited with {p.returncode}")
+    rows = {}
+    for line in p.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        d = json.loads(line)
+        try:
+            rows[key_of(d)] = d
+        except (KeyError, TypeError, ValueError):
+            continue
+    if not rows:
+        sys.exit(f"compare_torch: no JSON cases in the output of {' '.join(cmd)}")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def num(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def fmt(x, spec):
+    return format(x, spec) if x is not None else "—"
+
+
+def print_table(rows, have_qkv):
+    cols = ["case", "torch fwd", "torch bwd"]
+    if have_qkv:
+        cols = ["case", "torch fwd", "qkv fwd", "ratio", "torch bwd", "qkv bwd", "ratio",
+                f"≥{TARGET}×"]
+    cols.append("torch backend")
+    table = []
+    for r in rows:
+        if have_qkv:
+            line = [r["case"], fmt(r["torch_fwd_gflops"], ".1f"),
+                    fmt(r.get("qkv_fwd_gflops"), ".1f"),
+                    fmt(r.get("fwd_ratio"), ".2f") + ("×" if r.get("fwd_ratio") else ""),
+                    fmt(r["torch_bwd_gflops"], ".1f"), fmt(r.get("qkv_bwd_gflops"), ".1f"),
+                    fmt(r.get("bwd_ratio"), ".2f") + ("×" if r.get("bwd_ratio") else ""),
+                    r["target"]]
+        else:
+            line = [r["case"], fmt(r["torch_fwd_gflops"], ".1f"), fmt(r["torch_bwd_gflops"], ".1f")]
+        line.append(r["torch_backend"])
+        table.append(line)
+    w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w[i]) if i in (0, len(cols) - 1) else c.rjust(w[i])
+                    for i, c in enumerate(cols)))
+    for t in table:
+        print("  ".join(x.ljust(w[i]) if i in (0, len(cols) - 1) else x.rjust(w[i])
+                        for i, x in enumerate(t)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--qkv", default="./build/qkv", help="the qkv binary (default ./build/qkv)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for both (default $QKV_NUM_THREADS, else all cores)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timed runs per case after a warm-up, median (torch default 3; "
+                    "passed on to qkv when given)")
+    ap.add_argument("--quick", action="store_true",
+                    help="L and S divided by 16 on both sides: a smoke run")
+    ap.add_argument("--skip-large", action="store_true", help="skip " + ", ".join(LARGE))
+    ap.add_argument("--case", default=None,
+                    help="comma-separated case names: " + ",".join(c[0] for c in CASES))
+    ap.add_argument("--torch-only", action="store_true", help="do not run qkv")
+    ap.add_argument("--qkv-arg", action="append", default=[],
+                    help="extra argument for `qkv bench attention` (repeatable)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
+    args = ap.parse_args()
+
+    threads = args.threads or int(os.environ.get("QKV_NUM_THREADS", 0) or 0) or len(
+        os.sched_getaffinity(0))
+    if args.repeats is not None and args.repeats < 1:
+        ap.error("--repeats must be ≥ 1")
+    repeats = args.repeats or 3
+    names = [c[0] for c in CASES]
+    if args.case:
+        names = [n.strip() for n in args.case.split(",") if n.strip()]
+        unknown = [n for n in names if n not in {c[0] for c in CASES}]
+        if unknown:
+            ap.error(f"unknown case {', '.join(unknown)}; expected some of "
+                     + ",".join(c[0] for c in CASES))
+    if args.skip_large:
+        names = [n for n in names if n not in LARGE]
+    cases = [quick(c) if args.quick else c for c in CASES if c[0] in names]
+    if not cases:
+        ap.error("no case left to run")
+    if not args.torch_only and not (os.path.isfile(args.qkv) and os.access(args.qkv, os.X_OK)):
+        sys.exit(f"compare_torch: no qkv binary at {args.qkv} (build it, pass --qkv, or use "
+                 "--torch-only)")
+
+    try:
+        import torch
+    except ImportError:
+        sys.exit("compare_torch: no torch here; run it with the venv's python, "
+                 "see bench/README.md (bench/setup_torch_venv.sh)")
+    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        sys.exit(f"compare_torch: torch {torch.__version__} has no scaled_dot_product_attention "
+                 "(needs ≥ 2.0); use bench/setup_torch_venv.sh")
+    torch.set_num_threads(threads)
+    gqa_mode = gqa_mode_of(torch)
+    call = sdpa_call(torch, gqa_mode)
+
+    # qkv first: a broken binary fails before minutes of torch.
+    qkv_args = ["--case", ",".join(c[0] for c in cases)]
+    if args.quick:
+        qkv_args.append("--quick")
+    if args.repeats is not None:
+        qkv_args += ["--repeats", str(args.repeats)]
+    qkv_rows = None if args.torch_only else run_qkv(args.qkv, threads, qkv_args + args.qkv_arg)
+
+    err = sanity_check(torch, call)
+    log(f"torch {torch.__version__}, {threads} threads, GQA via {gqa_mode}; "
+        f"SDPA vs float64 softmax(QKᵀ/√d)V: max relative error {err:.1e} "
+        "(values and gradients)")
+    if err > 1e-4:
+        sys.exit("compare_torch: torch SDPA disagrees with the float64 reference")
+
+    load = os.getloadavg()[0]
+    if load > 0.5:
+        log(f"warning: load average {load:.1f} before starting: other work on the machine "
+            "makes these numbers low and noisy")
+    rows, busy = [], False
+    for c in cases:
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = time_case(torch, call, c, repeats)
+        took, cpu = time.perf_counter() - t0, time.process_time() - c0
+        # Our threads should keep all `threads` cores busy; much less means someone else ran.
+        util = cpu / (took * threads) if took > 0 else 1.0
+        busy |= util < 0.8 and took > 1
+        log(f"  {c[0]}: fwd {r['torch_fwd_gflops']:.1f}, bwd {r['torch_bwd_gflops']:.1f} "
+            f"GFLOP/s, {r['torch_backend']} ({took:.0f} s, cores {100 * util:.0f}% ours)"
+            + ("  [> 2 min: --skip-large skips the 16k cases]" if took > 120 else ""))
+        r.update(torch_version=torch.__version__, threads=threads, repeats=repeats,
+                 gqa=gqa_mode if c[2] != c[3] else None, cpu_util=util)
+        if qkv_rows is not None:
+            q = qkv_rows.get(key_of(r))
+            qf = num(q.get("fwd_gflops")) if q else None
+            qb = num(q.get("bwd_gflops")) if q else None
+            r["qkv_case"] = q.get("case") if q else None
+            r["qkv_fwd_gflops"], r["qkv_bwd_gflops"] = qf, qb
+            r["fwd_ratio"] = qf / r["torch_fwd_gflops"] if qf else None
+            r["bwd_ratio"] = qb / r["torch_bwd_gflops"] if qb else None
+            if q is None:
+                r["target"] = "no qkv case"
+            elif is_decode(c[4]):
+                r["target"] = "n/a (decode)"
+            elif r["fwd_ratio"] is None or r["bwd_ratio"] is None:
+                r["target"] = "no"
+            else:
+                ok = r["fwd_ratio"] >= TARGET and r["bwd_ratio"] >= TARGET
+                r["target"] = "yes" if ok else "no"
+        rows.append(r)
+
+    if busy:
+        log("warning: the cores were shared with other processes during the run "
+            "(cores % ours < 80): rerun on a quiet machine")
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    print(f"GFLOP/s, fp32, {threads} threads; torch: median of {repeats}, {torch.__version__} "
+          f"scaled_dot_product_attention" + ("" if args.torch_only else "; ratio = qkv / torch"))
+    print_table(rows, qkv_rows is not None)
+    if any(r["gqa"] for r in rows):
+        print(f"GQA in torch: {gqa_mode}" + (" (k, v copied to Hq heads, copy timed)"
+                                              if gqa_mode == "repeat_interleave" else ""))
+    if qkv_rows is not None:
+        non_decode = [r for r in rows if not is_decode(r["L"])]
+        met = sum(r["target"] == "yes" for r in non_decode)
+        print(f"target ≥{TARGET}× torch, forward and backward: {met}/{len(non_decode)} "
+              "non-decode cases")
+
+
+if __name__ == "__main__":
+    main()

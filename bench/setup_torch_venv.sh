@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# A venv with PyTorch for bench/compare_torch.py (and tests/golden/), outside the repo
+# (DESIGN.md §5). Idempotent: when the venv already works it prints its path and nothing else.
+#
+#   VENV=$(bench/setup_torch_venv.sh) && "$VENV/bin/python" bench/compare_torch.py
+#
+# Where:   ${QKV_TORCH_VENV:-$HOME/.cache/qkv/torch-venv}
+# Which:   torch ${QKV_TORCH_VERSION:-2.15.0} from PyPI, on Debian's /usr/bin/python3.
+# Why so:  Debian's python3-torch is 1.13, before scaled_dot_product_attention (torch 2.0).
+#          Every PyPI torch ≥ 2.0 wheel for Linux x86_64 links the CUDA libraries (cuBLAS,
+#          cuDNN, NCCL, ...) dynamically, so `import torch` fails without the nvidia-* wheels
+#          even on a CPU-only machine, and the CPU-only wheels live on an index we cannot reach.
+#          We install torch with --no-deps, then every dependency it declares except triton (a
+#          GPU compiler, ~1 GB, never loaded on CPU): ~4.4 GB and under a minute.
+# Stdout is the venv path only; progress goes to stderr; pip's log to $VENV/setup.log.
+set -euo pipefail
+
+VENV="${QKV_TORCH_VENV:-$HOME/.cache/qkv/torch-venv}"
+TORCH_VERSION="${QKV_TORCH_VERSION:-2.15.0}"
+PY=/usr/bin/python3
+
+check() {
+  "$VENV/bin/python" - "$TORCH_VERSION" >/dev/null 2>&1 <<'EOF'
+import sys, torch, torch.nn.functional as F
+assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
+q = torch.randn(1, 2, 8, 4, requires_grad=True)
+F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+EOF
+}
+
+if [[ -x "$VENV/bin/python" ]] && check; then
+  echo "$VENV"
+  exit 0
+fi
+
+say() { echo "setup_torch_venv: $*" >&2; }
+
+if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  if [[ $(id -u) -eq 0 ]]; then
+    say "installing python3-venv (apt)"
+    apt-get update -qq >/dev/null && apt-get install -y -qq python3-venv >/dev/null
+  else
+    say "python3-venv is missing: sudo apt-get install python3-venv"
+    exit 1
+  fi
+fi
+
+start=$SECONDS
+mkdir -p "$(dirname "$VENV")"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  say "creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+LOG="$VENV/setup.log"
+: >"$LOG"
+pip() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@" >>"$LOG" 2>&1; }
+fail() {
+  say "failed; the end of $LOG:"
+  tail -n 20 "$LOG" >&2
+  exit 1
+}
+
+say "installing torch==$TORCH_VERSION (no triton) from PyPI, about 4.4 GB; log in $LOG"
+pip install --no-deps "torch==$TORCH_VERSION" || fail
+# torch's own requirements for this platform, less triton.
+mapfile -t reqs < <("$VENV/bin/python" - <<'EOF'
+import importlib.metadata as md
+from pip._vendor.packaging.requirements import Requirement
+for line in md.requires("torch") or []:
+    r = Requirement(line)
+    if r.marker and not r.marker.evaluate({"extra": ""}):
+        continue
+    if r.name.lower() == "triton":
+        continue
+    r.marker = None
+    print(r)
+EOF
+)
+# pip complains that triton is missing: expected, hence the log.
+pip install "${reqs[@]}" numpy || fail
+
+if ! check; then
+  say "torch installed but scaled_dot_product_attention does not run:"
+  "$VENV/bin/python" -c 'import torch' >&2 || true
+  exit 1
+fi
+version=$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')
+say "done in $((SECONDS - start)) s, $(du -sh "$VENV" | cut -f1): torch $version"
+echo "$VENV"
