@@ -271,6 +271,31 @@ def print_table(rows, have_qkv):
                         for i, x in enumerate(t)))
 
 
+def print_qkv_table(qkv_rows):
+    """The qkv side of the same run, as `qkv bench attention` measured it (its --json rows)."""
+    cols = ["case", "fwd", "bwd", "sgemm", "fwd/sgemm", "bwd/sgemm", "ref", "unfused fwd",
+            "unfused bwd", "×unfused fwd", "×unfused bwd", "MiB"]
+    table = []
+    order = [c[0] for c in CASES]
+    for d in sorted(qkv_rows.values(),
+                    key=lambda d: order.index(d["case"]) if d.get("case") in order else 99):
+        table.append([str(d.get("case")), fmt(num(d.get("fwd_gflops")), ".1f"),
+                      fmt(num(d.get("bwd_gflops")), ".1f"), fmt(num(d.get("sgemm_gflops")), ".0f"),
+                      fmt(num(d.get("fwd_sgemm_ratio")), ".0%"),
+                      fmt(num(d.get("bwd_sgemm_ratio")), ".0%"), fmt(num(d.get("ref_gflops")), ".2f"),
+                      fmt(num(d.get("unfused_gflops")), ".1f"),
+                      fmt(num(d.get("unfused_bwd_gflops")), ".1f"),
+                      fmt(num(d.get("fwd_unfused_speedup")), ".2f"),
+                      fmt(num(d.get("bwd_unfused_speedup")), ".2f"),
+                      fmt(num(d.get("peak_extra_mib")), ".2f")])
+    w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
+    print("qkv bench attention, same run (GFLOP/s; sgemm: OpenBLAS 2048³ measured beside each case;"
+          " ref: float64 reference, one head; MiB: fused peak scratch)")
+    print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(cols)))
+    for t in table:
+        print("  ".join(x.ljust(w[i]) if i == 0 else x.rjust(w[i]) for i, x in enumerate(t)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qkv", default="./build/qkv", help="the qkv binary (default ./build/qkv)")
@@ -388,6 +413,9 @@ def main():
         print(f"GQA in torch: {gqa_mode}" + (" (k, v copied to Hq heads, copy timed)"
                                               if gqa_mode == "repeat_interleave" else ""))
     if qkv_rows is not None:
+        print()
+        print_qkv_table(qkv_rows)
+        print()
         non_decode = [r for r in rows if not is_decode(r["L"])]
         met = sum(r["target"] == "yes" for r in non_decode)
         print(f"target ≥{TARGET}× torch, forward and backward: {met}/{len(non_decode)} "
