@@ -10,8 +10,8 @@
 //
 // Templated on the arithmetic type: <float> is N (fp32 storage, fp32 accumulation, std::exp), the
 // yardstick of the tolerance rule; <double> is checked against the library's float64 reference in
-// flash_test_support.h and flash_*_test.cpp, which shows the formulas here are right and N differs from the
-// reference only by rounding. Masked keys are never read, as the API promises.
+// flash_test_support.h and flash_*_test.cpp, which shows the formulas here are right and N differs
+// from the reference only by rounding. Masked keys are never read, as the API promises.
 //
 // Also dscale_rounding_sigma(): the rounding error to expect in ∂loss/∂scale computed in float32
 // (a scalar, so "4× the naive error" would be a coin toss; see the function).
@@ -197,9 +197,9 @@ NaiveGrads naive_backward(const Case& c, const std::vector<double>& dout) {
 //   per row, common: δlse·(|Σ_j t_ij| + |D_i|·|Σ_j P_ij s_ij|) + δD_i·|Σ_j P_ij s_ij|
 //                    + √Σ_k (Σ_{l≤k} t_il)²   (the float32 running sum along the row)
 // σ = u·√(Σ per-term² + Σ per-row²). Rows are summed in double. Each estimate above is an upper
-// estimate of its own standard deviation, so σ over-estimates: flash_test_support.h and flash_*_test.cpp checks
-// that |N − R| ≤ σ on every case (the model must cover the textbook backward) and prints the
-// largest |N − R|/σ and |X − R|/σ it meets.
+// estimate of its own standard deviation, so σ over-estimates: flash_test_support.h and
+// flash_*_test.cpp checks that |N − R| ≤ σ on every case (the model must cover the textbook
+// backward) and prints the largest |N − R|/σ and |X − R|/σ it meets.
 inline double dscale_rounding_sigma(const Case& c, const std::vector<double>& dout) {
   constexpr double u = 0x1.0p-24;
   const NaiveFp<double> n(c);
