@@ -37,10 +37,7 @@ Tensor bias_of(const Tensor& mask, int64_t stride[4]) {
   } else {
     bias = mask.to(DType::f32);
   }
-  int64_t step = 1;
-  for (int i = 1; i <= 4; ++i) stride[4 - i] = 0;
-  for (int i = 1; i <= bias.rank(); step *= bias.dim(-i), ++i)
-    stride[4 - i] = bias.dim(-i) == 1 ? 0 : step;
+  broadcast_strides(bias.shape(), stride);
   return bias;
 }
 

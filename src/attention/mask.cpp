@@ -24,20 +24,27 @@ bool causal_visible(Causal causal, int64_t i, int64_t j, int64_t L, int64_t S) {
 
 }  // namespace
 
+void broadcast_strides(const Shape& shape, int64_t stride[4]) {
+  const int rank = static_cast<int>(shape.size());
+  int64_t step = 1;
+  for (int i = 1; i <= 4; ++i) {
+    const int64_t size = i <= rank ? shape[rank - i] : 1;
+    stride[4 - i] = size == 1 ? 0 : step;
+    step *= size;
+  }
+}
+
 Tensor logit_bias(const AttentionOptions& o, const Dims& d) {
   if (!o.mask.defined() && o.causal == Causal::none && o.key_lengths.empty()) return Tensor();
   Tensor bias({d.B, d.Hq, d.L, d.S}, DType::f64);
   double* out = bias.data<double>();
 
-  // The mask as a contiguous copy, read through strides over [B, Hq, L, S] that are 0 along each
-  // broadcast dimension (size 1, or absent on the left).
+  // The mask as a contiguous copy, read through broadcast strides over [B, Hq, L, S].
   const Tensor& m = o.mask;
   const Tensor mask_f64 = m.defined() && m.dtype() != DType::b8 ? m.to(DType::f64) : Tensor();
   const Tensor mask_bool = m.defined() && m.dtype() == DType::b8 ? m.contiguous() : Tensor();
   int64_t stride[4] = {0, 0, 0, 0};
-  int64_t step = 1;
-  for (int i = 1; m.defined() && i <= m.rank(); step *= m.dim(-i), ++i)
-    stride[4 - i] = m.dim(-i) == 1 ? 0 : step;
+  if (m.defined()) broadcast_strides(m.shape(), stride);
 
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.Hq; ++h)

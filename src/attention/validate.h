@@ -29,4 +29,8 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
 // where the bool mask, causality or key lengths hide the key. Undefined when nothing masks.
 Tensor logit_bias(const AttentionOptions& options, const Dims& dims);
 
+// Strides that read a contiguous mask of shape `shape` (rank ≤ 4) as [B, Hq, L, S]: 0 along each
+// broadcast dimension (size 1, or absent on the left).
+void broadcast_strides(const Shape& shape, int64_t stride[4]);
+
 }  // namespace qkv::attention_detail
