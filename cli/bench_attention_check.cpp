@@ -141,12 +141,22 @@ Slice make_slice(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return s;
 }
 
+namespace {
+
+// The slice's rows of one head of a full [B, H, L, D] result against the reference's.
+double check_rows(const std::string& case_name, const std::string& what, const Slice& s,
+                  const float* full, const Tensor& ref, double naive_error, double factor) {
+  const float* rows = full + (s.head * s.L + s.first_row) * s.D;
+  const double e = max_error(rows, ref.data<double>(), s.rows * s.D);
+  require(case_name, what, s, e, naive_error, factor);
+  return e;
+}
+
+}  // namespace
+
 double check_forward(const std::string& case_name, const std::string& path, const Slice& s,
                      const float* out) {
-  const float* rows = out + (s.head * s.L + s.first_row) * s.D;
-  const double e = max_error(rows, s.ref_out.data<double>(), s.rows * s.D);
-  require(case_name, "the " + path + " forward", s, e, s.naive_out_error, 2);
-  return e;
+  return check_rows(case_name, "the " + path + " forward", s, out, s.ref_out, s.naive_out_error, 2);
 }
 
 double check_backward(const std::string& case_name, const std::string& path, const Slice& s,
@@ -162,10 +172,8 @@ double check_backward(const std::string& case_name, const std::string& path, con
 
 double check_dq_rows(const std::string& case_name, const std::string& path, const Slice& s,
                      const float* dq) {
-  const float* rows = dq + (s.head * s.L + s.first_row) * s.D;
-  const double e = max_error(rows, s.ref_dq.data<double>(), s.rows * s.D);
-  require(case_name, "the " + path + " backward's dq", s, e, s.naive_dq_error, 4);
-  return e;
+  return check_rows(case_name, "the " + path + " backward's dq", s, dq, s.ref_dq, s.naive_dq_error,
+                    4);
 }
 
 void check_finite(const std::string& case_name, const std::string& what, const float* x,
