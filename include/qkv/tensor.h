@@ -85,9 +85,11 @@ class Tensor {
 
   Tensor reshape(Shape shape) const;     // a view when contiguous, else a contiguous copy
   Tensor transpose(int a, int b) const;  // a strided view with dimensions a and b swapped
-  Tensor contiguous() const;             // *this if already contiguous, else a copy
-  Tensor to(DType dtype) const;          // a contiguous converted copy (bool → 0/1, x → x != 0)
-  Tensor clone() const;                  // a contiguous deep copy
+  // A view of `length` entries of dimension `dim` starting at `start` (PyTorch's narrow).
+  Tensor narrow(int dim, int64_t start, int64_t length) const;
+  Tensor contiguous() const;     // *this if already contiguous, else a copy
+  Tensor to(DType dtype) const;  // a contiguous converted copy (bool → 0/1, x → x != 0)
+  Tensor clone() const;          // a contiguous deep copy
 
  private:
   int64_t offset_of(std::initializer_list<int64_t> index) const;

@@ -237,6 +237,22 @@ Tensor Tensor::transpose(int a, int b) const {
   return view;
 }
 
+Tensor Tensor::narrow(int dim, int64_t start, int64_t length) const {
+  const int r = rank();
+  if (dim < 0) dim += r;
+  if (dim < 0 || dim >= r)
+    throw Error("narrow(" + std::to_string(dim) + ", ...) is out of range for a tensor of shape " +
+                shape_str(shape_));
+  if (start < 0 || length < 0 || start > shape_[dim] - length)
+    throw Error("narrow(" + std::to_string(dim) + ", " + std::to_string(start) + ", " +
+                std::to_string(length) + ") does not fit dimension " + std::to_string(dim) +
+                " of shape " + shape_str(shape_));
+  Tensor view = *this;
+  view.shape_[dim] = length;
+  if (length > 0) view.offset_ += start * strides_[dim];
+  return view;
+}
+
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const { return to(dtype_); }

@@ -103,12 +103,16 @@ struct FileDType {
   std::string_view name;  // as in the header
   uint64_t size;          // bytes per element
   DType dtype;            // of the qkv tensor it becomes
+  bool loaded = true;     // false: validated, listed in `skipped`, never converted
 };
-constexpr FileDType kDTypes[] = {{"F32", 4, DType::f32},
-                                 {"F16", 2, DType::f32},
-                                 {"BF16", 2, DType::f32},
-                                 {"F64", 8, DType::f64},
-                                 {"BOOL", 1, DType::b8}};
+// Every dtype of the format, so that a file is validated whole; integer and 8-bit float tensors
+// (BERT checkpoints carry an I64 `position_ids`) are listed, not loaded.
+constexpr FileDType kDTypes[] = {
+    {"F32", 4, DType::f32}, {"F16", 2, DType::f32},    {"BF16", 2, DType::f32},
+    {"F64", 8, DType::f64}, {"BOOL", 1, DType::b8},    {"U8", 1, {}, false},
+    {"I8", 1, {}, false},   {"I16", 2, {}, false},     {"U16", 2, {}, false},
+    {"I32", 4, {}, false},  {"U32", 4, {}, false},     {"I64", 8, {}, false},
+    {"U64", 8, {}, false},  {"F8_E4M3", 1, {}, false}, {"F8_E5M2", 1, {}, false}};
 
 struct Entry {
   std::string name;
@@ -131,7 +135,8 @@ Entry parse_entry(std::string_view file, const std::string& name, const Json& in
   for (const FileDType& d : kDTypes)
     if (d.name == dtype.get_ref<const std::string&>()) entry.dtype = &d;
   if (entry.dtype == nullptr)
-    bad("dtype " + quoted(dtype) + " is not supported; expected F32, F16, BF16, F64 or BOOL");
+    bad("dtype " + quoted(dtype) +
+        " is not a safetensors dtype; expected F32, F16, BF16, F64, BOOL, an integer or F8 type");
 
   const Json& shape = info["shape"];
   if (!shape.is_array()) bad("shape is " + quoted(shape) + "; expected an array of integers");
@@ -370,6 +375,10 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view name)
 
   const auto* base = reinterpret_cast<const unsigned char*>(data.data());
   for (const Entry& e : entries) {
+    if (!e.dtype->loaded) {
+      file.skipped.emplace(e.name, std::string(e.dtype->name));
+      continue;
+    }
     try {
       file.tensors.emplace(e.name, copy_tensor(e, base + e.begin));
     } catch (const Error& error) {  // e.g. a zero-size shape whose other dimensions are huge

@@ -22,14 +22,16 @@
 namespace qkv {
 
 struct SafetensorsFile {
-  std::vector<std::string> names;  // in the order the header lists them
-  std::map<std::string, Tensor> tensors;
+  std::vector<std::string> names;               // in the order the header lists them
+  std::map<std::string, Tensor> tensors;        // the F32, F16, BF16, F64 and BOOL ones
+  std::map<std::string, std::string> skipped;   // name → dtype of integer and F8 tensors
   std::map<std::string, std::string> metadata;  // "__metadata__"; empty when absent
 };
 
 // Reads a safetensors file through a read-only mmap. F32, F16 and BF16 become float32 tensors
-// (F16 and BF16 converted exactly), F64 float64, BOOL bool; any other dtype is an error naming
-// the tensor. `path` starts every error message.
+// (F16 and BF16 converted exactly), F64 float64, BOOL bool; integer and F8 tensors are validated
+// and listed in `skipped`; an unknown dtype is an error naming the tensor. `path` starts every
+// error message.
 SafetensorsFile read_safetensors(const std::string& path);
 // The same from the bytes of a file; `name` (a path or a label) starts every error message.
 SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view name);

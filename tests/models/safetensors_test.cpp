@@ -195,9 +195,20 @@ TEST(SafetensorsTest, RejectsBadJsonAndNonObjects) {
   EXPECT_EQ(parse_error(make_file(R"({"__metadata__":null}   )")), "");
 }
 
+TEST(SafetensorsTest, ListsIntegerTensorsWithoutLoadingThem) {
+  const SafetensorsFile file = parse_safetensors(
+      make_file(one_tensor("\"I64\"", "[1]", "[0,8]"), std::string(8, 'x')), "t.safetensors");
+  EXPECT_TRUE(file.tensors.empty());
+  ASSERT_EQ(file.skipped.size(), 1u);
+  EXPECT_EQ(file.skipped.at("a"), "I64");
+  // Still validated: an I64 of 1 element needs 8 bytes.
+  EXPECT_THAT(parse_error(make_file(one_tensor("\"I64\"", "[1]", "[0,4]"), std::string(4, 'x'))),
+              HasSubstr("needs 8 bytes"));
+}
+
 TEST(SafetensorsTest, RejectsUnknownDtypes) {
-  EXPECT_THAT(parse_error(make_file(one_tensor("\"I64\"", "[1]", "[0,8]"), std::string(8, 'x'))),
-              AllOf(HasSubstr("\"a\""), HasSubstr("\"I64\""), HasSubstr("not supported")));
+  EXPECT_THAT(parse_error(make_file(one_tensor("\"Q4\"", "[1]", "[0,8]"), std::string(8, 'x'))),
+              AllOf(HasSubstr("\"a\""), HasSubstr("\"Q4\""), HasSubstr("not a safetensors dtype")));
   EXPECT_THAT(parse_error(make_file(one_tensor("4", "[1]", "[0,4]"), std::string(4, 'x'))),
               HasSubstr("dtype is 4"));
 }

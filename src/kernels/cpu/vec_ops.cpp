@@ -153,6 +153,43 @@ float DotRow(const float* a, const float* b, int64_t n) {
   return total;
 }
 
+// GELU(x) = x·Φ(x) = ½x·erfc(−x/√2), with erfc by the Chebyshev fit of Numerical Recipes (2nd ed.,
+// §6.2, erfcc): erfc(z) = t·exp(−z² + P(t)), t = 1/(1 + z/2), fractional error < 1.2e-7 for z ≥ 0;
+// erfc(−z) = 2 − erfc(z). Working with erfc keeps the relative accuracy where GELU is tiny
+// (x ≪ 0), which 1 + erf(x/√2) would lose to cancellation.
+template <class D, class V>
+HWY_INLINE V GeluErf(D d, V x) {
+  const V z = hn::Abs(hn::Mul(x, hn::Set(d, 0.70710678118654752f)));
+  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(z, hn::Set(d, 0.5f), hn::Set(d, 1.0f)));
+  V p = hn::Set(d, 0.17087277f);
+  p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.13520398f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.27886807f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.18628806f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.09678418f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
+  // exp(y) = 2^(y·log2 e); y ≤ −1.26 + small, so Exp2's range suffices (underflow → 0).
+  const V y = hn::Sub(p, hn::Mul(z, z));
+  const V erfc_z = hn::Mul(t, Exp2(d, hn::Mul(y, hn::Set(d, 1.44269504088896341f))));
+  // Φ(x) = ½·erfc(−x/√2): for x ≥ 0 that is 1 − ½·erfc(z), for x < 0 it is ½·erfc(z).
+  const V half_erfc = hn::Mul(erfc_z, hn::Set(d, 0.5f));
+  const V phi =
+      hn::IfThenElse(hn::Lt(x, hn::Zero(d)), half_erfc, hn::Sub(hn::Set(d, 1.0f), half_erfc));
+  return hn::Mul(x, phi);
+}
+
+void GeluRow(float* x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) hn::StoreU(GeluErf(d, hn::LoadU(d, x + j)), d, x + j);
+  const hn::CappedTag<float, 1> d1;
+  for (; j < n; ++j) x[j] = hn::GetLane(GeluErf(d1, hn::Set(d1, x[j])));
+}
+
 float Exp2Approx(float x) {
   const hn::CappedTag<float, 1> d1;
   return hn::GetLane(Exp2(d1, hn::Set(d1, x)));
@@ -172,6 +209,7 @@ HWY_EXPORT(SoftmaxGradRow);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(AllFiniteRow);
 HWY_EXPORT(Exp2Approx);
+HWY_EXPORT(GeluRow);
 
 void scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
 void add_bias_row(float* x, const float* bias, int64_t n, float a) {
@@ -192,6 +230,7 @@ float dot_row(const float* a, const float* b, int64_t n) {
 }
 bool all_finite_row(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AllFiniteRow)(x, n); }
 float exp2_approx(float x) { return HWY_DYNAMIC_DISPATCH(Exp2Approx)(x); }
+void gelu_row(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluRow)(x, n); }
 
 }  // namespace qkv::cpu
 #endif  // HWY_ONCE

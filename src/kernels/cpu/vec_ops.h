@@ -32,6 +32,10 @@ bool all_finite_row(const float* x, int64_t n);
 // Σ a[j]·b[j], accumulated in float32 lanes.
 float dot_row(const float* a, const float* b, int64_t n);
 
+// x[j] = GELU(x[j]) = x[j]·Φ(x[j]), Φ the standard normal CDF (the erf form BERT uses, not the
+// tanh approximation). Relative error a few 1e-7 (tests/kernels/cpu/vec_ops_test.cpp).
+void gelu_row(float* x, int64_t n);
+
 // 2^x for one float by the same polynomial as exp2_sub_row (for tests of its accuracy).
 float exp2_approx(float x);
 

@@ -1,0 +1,20 @@
+// Fast float32 dense layers around attention: linear maps through OpenBLAS SGEMM, layer
+// normalization and GELU over rows, split across the process's worker threads. The float64
+// oracles with the same signatures are in kernels/reference/dense.h.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+// y = x·Wᵀ + b — x: [N, I], w: [O, I], b: [O] or null, y: [N, O]. OpenBLAS threads itself.
+void linear(float* y, const float* x, const float* w, const float* b, int64_t n, int64_t in,
+            int64_t out);
+// Each row of x (+ residual, when not null): (x − mean) / √(var + eps) · gamma + beta.
+// x, y: [N, D] (may alias); residual: [N, D] or null.
+void layer_norm(float* y, const float* x, const float* residual, const float* gamma,
+                const float* beta, int64_t n, int64_t d, double eps, int num_threads = 0);
+// x = GELU(x), in place.
+void gelu(float* x, int64_t n, int num_threads = 0);
+
+}  // namespace qkv::cpu

@@ -1,0 +1,287 @@
+#include "models/bert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "models/safetensors.h"
+
+namespace qkv {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t positive_field(const Json& config, const std::string& path, const char* key) {
+  if (!config.contains(key) || !config[key].is_number_integer() || config[key].get<int64_t>() <= 0)
+    throw Error(path + ": \"" + key + "\" is " +
+                (config.contains(key) ? config[key].dump() : "missing") +
+                "; expected a positive integer");
+  return config[key].get<int64_t>();
+}
+
+// Stacks [n_i, ...] tensors along the first dimension.
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  Shape shape = parts[0].shape();
+  shape[0] = 0;
+  for (const Tensor& p : parts) shape[0] += p.dim(0);
+  Tensor out(shape, parts[0].dtype());
+  float* dst = out.data<float>();
+  for (const Tensor& p : parts) {
+    const Tensor c = p.contiguous();
+    dst = std::copy(c.data<float>(), c.data<float>() + c.numel(), dst);
+  }
+  return out;
+}
+
+// The checkpoint's tensors, each taken (checked for shape) at most once; leftovers are errors.
+class Checkpoint {
+ public:
+  Checkpoint(const std::string& path) : path_(path), file_(read_safetensors(path)) {
+    // BertModel checkpoints name tensors "embeddings..."; task models prefix them with "bert.".
+    bool all_prefixed = !file_.names.empty();
+    for (const std::string& name : file_.names) all_prefixed &= name.rfind("bert.", 0) == 0;
+    if (all_prefixed) prefix_ = "bert.";
+  }
+
+  Tensor take(const std::string& name, const Shape& shape) {
+    const std::string full = prefix_ + name;
+    if (const auto skipped = file_.skipped.find(full); skipped != file_.skipped.end())
+      throw Error(path_ + ": tensor \"" + full + "\" has dtype " + skipped->second +
+                  "; expected F32, F16 or BF16");
+    const auto it = file_.tensors.find(full);
+    if (it == file_.tensors.end())
+      throw Error(path_ + ": tensor \"" + full + "\" is missing; a BERT encoder needs it");
+    if (it->second.shape() != shape)
+      throw Error(path_ + ": tensor \"" + full + "\" has shape " + shape_str(it->second.shape()) +
+                  "; expected " + shape_str(shape) + " for this config");
+    if (it->second.dtype() != DType::f32)
+      throw Error(path_ + ": tensor \"" + full + "\" is float64; expected F32, F16 or BF16");
+    taken_.insert(full);
+    return it->second;
+  }
+
+  // Every tensor not taken must be one the encoder knowingly ignores.
+  void check_no_extra() const {
+    for (const std::string& name : file_.names) {
+      if (taken_.count(name)) continue;
+      const std::string bare = name.substr(name.rfind(prefix_, 0) == 0 ? prefix_.size() : 0);
+      if (bare == "embeddings.position_ids" || bare.rfind("pooler.", 0) == 0) continue;
+      throw Error(path_ + ": tensor \"" + name + "\" is not part of a BERT encoder of this config");
+    }
+  }
+
+ private:
+  std::string path_;
+  SafetensorsFile file_;
+  std::string prefix_;
+  std::set<std::string> taken_;
+};
+
+template <class T>
+void embed_tokens(T* h, const BertWeights& w, const std::vector<std::vector<int32_t>>& ids,
+                  int64_t length, int64_t hidden) {
+  const T* word = w.word_embeddings.data<T>();
+  const T* position = w.position_embeddings.data<T>();
+  const T* type = w.token_type_embeddings.data<T>();  // every token is of type 0 (one segment)
+  for (std::size_t b = 0; b < ids.size(); ++b)
+    for (int64_t i = 0; i < length; ++i) {
+      T* row = h + (static_cast<int64_t>(b) * length + i) * hidden;
+      // Padding positions get the [PAD] (id 0) embedding; attention never reads them.
+      const int64_t id = i < static_cast<int64_t>(ids[b].size()) ? ids[b][i] : 0;
+      for (int64_t j = 0; j < hidden; ++j)
+        row[j] = word[id * hidden + j] + position[i * hidden + j] + type[j];
+    }
+}
+
+}  // namespace
+
+BertConfig read_bert_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open the model config", Error::Kind::runtime);
+  Json json;
+  try {
+    json = Json::parse(in);
+  } catch (const Json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what(), Error::Kind::runtime);
+  }
+  if (!json.is_object()) throw Error(path + ": expected a JSON object", Error::Kind::runtime);
+  if (json.contains("hidden_act") && json["hidden_act"] != "gelu")
+    throw Error(path + ": \"hidden_act\" is " + json["hidden_act"].dump() +
+                    "; only \"gelu\" (the erf form) is supported",
+                Error::Kind::runtime);
+  if (json.contains("position_embedding_type") && json["position_embedding_type"] != "absolute")
+    throw Error(path + ": \"position_embedding_type\" is " +
+                    json["position_embedding_type"].dump() + "; expected \"absolute\"",
+                Error::Kind::runtime);
+  BertConfig c;
+  try {
+    c.vocab_size = positive_field(json, path, "vocab_size");
+    c.hidden_size = positive_field(json, path, "hidden_size");
+    c.num_layers = positive_field(json, path, "num_hidden_layers");
+    c.num_heads = positive_field(json, path, "num_attention_heads");
+    c.intermediate_size = positive_field(json, path, "intermediate_size");
+    c.max_positions = positive_field(json, path, "max_position_embeddings");
+    c.type_vocab_size = positive_field(json, path, "type_vocab_size");
+  } catch (const Error& e) {
+    throw Error(e.what(), Error::Kind::runtime);
+  }
+  if (json.contains("layer_norm_eps") && json["layer_norm_eps"].is_number())
+    c.layer_norm_eps = json["layer_norm_eps"].get<double>();
+  if (c.hidden_size % c.num_heads != 0)
+    throw Error(path + ": hidden_size " + std::to_string(c.hidden_size) +
+                    " is not a multiple of num_attention_heads " + std::to_string(c.num_heads),
+                Error::Kind::runtime);
+  return c;
+}
+
+BertWeights read_bert_weights(const std::string& safetensors_path, const BertConfig& c) {
+  try {
+    Checkpoint ckpt(safetensors_path);
+    const int64_t hid = c.hidden_size, inter = c.intermediate_size;
+    auto norm = [&](const std::string& name) {
+      return nn::LayerNorm{ckpt.take(name + ".weight", {hid}), ckpt.take(name + ".bias", {hid}),
+                           c.layer_norm_eps};
+    };
+    auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+      return nn::Linear{ckpt.take(name + ".weight", {out, in}), ckpt.take(name + ".bias", {out})};
+    };
+    BertWeights w;
+    w.word_embeddings = ckpt.take("embeddings.word_embeddings.weight", {c.vocab_size, hid});
+    w.position_embeddings =
+        ckpt.take("embeddings.position_embeddings.weight", {c.max_positions, hid});
+    w.token_type_embeddings =
+        ckpt.take("embeddings.token_type_embeddings.weight", {c.type_vocab_size, hid});
+    w.embedding_norm = norm("embeddings.LayerNorm");
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const std::string p = "encoder.layer." + std::to_string(l) + ".";
+      const nn::Linear q = linear(p + "attention.self.query", hid, hid);
+      const nn::Linear k = linear(p + "attention.self.key", hid, hid);
+      const nn::Linear v = linear(p + "attention.self.value", hid, hid);
+      BertLayer layer;
+      layer.qkv = {concat_rows({q.weight, k.weight, v.weight}),
+                   concat_rows({q.bias, k.bias, v.bias})};
+      layer.attention_out = linear(p + "attention.output.dense", hid, hid);
+      layer.attention_norm = norm(p + "attention.output.LayerNorm");
+      layer.intermediate = linear(p + "intermediate.dense", inter, hid);
+      layer.output = linear(p + "output.dense", hid, inter);
+      layer.output_norm = norm(p + "output.LayerNorm");
+      w.layers.push_back(std::move(layer));
+    }
+    ckpt.check_no_extra();
+    return w;
+  } catch (const Error& e) {
+    throw Error(e.what(), Error::Kind::runtime);  // a bad model file is a runtime failure
+  }
+}
+
+BertWeights to(const BertWeights& w, DType dtype) {
+  BertWeights out;
+  out.word_embeddings = w.word_embeddings.to(dtype);
+  out.position_embeddings = w.position_embeddings.to(dtype);
+  out.token_type_embeddings = w.token_type_embeddings.to(dtype);
+  out.embedding_norm = nn::to(w.embedding_norm, dtype);
+  for (const BertLayer& l : w.layers)
+    out.layers.push_back({nn::to(l.qkv, dtype), nn::to(l.attention_out, dtype),
+                          nn::to(l.attention_norm, dtype), nn::to(l.intermediate, dtype),
+                          nn::to(l.output, dtype), nn::to(l.output_norm, dtype)});
+  return out;
+}
+
+Tensor bert_encode(const BertWeights& w, const BertConfig& c,
+                   const std::vector<std::vector<int32_t>>& ids, const BertOptions& options) {
+  const int64_t batch = static_cast<int64_t>(ids.size());
+  const int64_t hid = c.hidden_size, heads = c.num_heads, dh = c.head_dim();
+  int64_t length = 0;
+  std::vector<int64_t> lengths;
+  for (const auto& seq : ids) {
+    for (int32_t id : seq)
+      if (id < 0 || id >= c.vocab_size)
+        throw Error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                    std::to_string(c.vocab_size) + ")");
+    lengths.push_back(static_cast<int64_t>(seq.size()));
+    length = std::max(length, lengths.back());
+  }
+  if (length > c.max_positions)
+    throw Error("a sequence of " + std::to_string(length) + " tokens exceeds the model's " +
+                std::to_string(c.max_positions) + " positions");
+  const DType dtype = w.word_embeddings.dtype();
+
+  Tensor h({batch, length, hid}, dtype);
+  if (dtype == DType::f32)
+    embed_tokens<float>(h.data<float>(), w, ids, length, hid);
+  else
+    embed_tokens<double>(h.data<double>(), w, ids, length, hid);
+  nn::layer_norm(h, w.embedding_norm);
+  BertCapture* capture = options.capture;
+  if (capture != nullptr) {
+    capture->embeddings = h.clone();
+    capture->layers.clear();
+  }
+
+  const bool keep = capture != nullptr;
+  for (const BertLayer& layer : w.layers) {
+    // One GEMM projects h to [q | k | v]; each is a strided [B, H, L, D] view of it.
+    const Tensor qkv = nn::linear(h, layer.qkv).reshape({batch, length, 3 * heads, dh});
+    const Tensor q = qkv.narrow(2, 0, heads).transpose(1, 2);
+    const Tensor k = qkv.narrow(2, heads, heads).transpose(1, 2);
+    const Tensor v = qkv.narrow(2, 2 * heads, heads).transpose(1, 2);
+    const AttentionResult r = attention(q, k, v,
+                                        {.key_lengths = lengths,
+                                         .need_weights = keep,
+                                         .need_scores = keep,
+                                         .path = keep ? Path::reference : options.attention_path});
+    // [B, H, L, D] → [B, L, H·D]: heads side by side again, as W_O expects them.
+    const Tensor merged = r.out.transpose(1, 2).contiguous().reshape({batch, length, hid});
+    Tensor a = nn::linear(merged, layer.attention_out);
+    nn::layer_norm(a, layer.attention_norm, h);
+    Tensor f = nn::linear(a, layer.intermediate);
+    nn::gelu(f);
+    h = nn::linear(f, layer.output);
+    nn::layer_norm(h, layer.output_norm, a);
+    if (keep)
+      capture->layers.push_back({q.contiguous(), k.contiguous(), v.contiguous(), r.scores, r.logits,
+                                 r.weights, r.out, h.clone()});
+  }
+  return h;
+}
+
+Tensor mean_pool_normalize(const Tensor& hidden, const std::vector<int64_t>& lengths) {
+  const int64_t batch = hidden.dim(0), length = hidden.dim(1), d = hidden.dim(2);
+  if (static_cast<int64_t>(lengths.size()) != batch)
+    throw Error("mean_pool_normalize: " + std::to_string(lengths.size()) +
+                " lengths for a batch of " + std::to_string(batch));
+  const Tensor h = hidden.contiguous().to(DType::f64);
+  Tensor out({batch, d}, hidden.dtype());
+  std::vector<double> mean(static_cast<std::size_t>(d));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = std::min(lengths[b], length);
+    std::fill(mean.begin(), mean.end(), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < d; ++j) mean[j] += h.data<double>()[(b * length + i) * d + j];
+    double norm = 0;
+    for (double& m : mean) {
+      m /= static_cast<double>(std::max<int64_t>(n, 1));
+      norm += m * m;
+    }
+    // torch.nn.functional.normalize: x / max(‖x‖, 1e-12).
+    const double inv = 1.0 / std::max(std::sqrt(norm), 1e-12);
+    for (int64_t j = 0; j < d; ++j) {
+      if (hidden.dtype() == DType::f32)
+        out.data<float>()[b * d + j] = static_cast<float>(mean[j] * inv);
+      else
+        out.data<double>()[b * d + j] = mean[j] * inv;
+    }
+  }
+  return out;
+}
+
+}  // namespace qkv

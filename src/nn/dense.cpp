@@ -1,0 +1,102 @@
+#include "nn/dense.h"
+
+#include <string>
+
+#include "kernels/cpu/dense.h"
+#include "kernels/reference/dense.h"
+
+namespace qkv::nn {
+namespace {
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+
+void check_floating(const Tensor& x, const char* name) {
+  require(x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::f64),
+          std::string(name) + " must be a float32 or float64 tensor");
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Linear& layer) {
+  check_floating(x, "linear: x");
+  require(layer.weight.defined() && layer.weight.rank() == 2 && layer.weight.dtype() == x.dtype(),
+          "linear: the weight must be a [out, in] tensor of the input's dtype");
+  require(x.rank() >= 1 && x.dim(-1) == layer.in(),
+          "linear: x has shape " + shape_str(x.shape()) + " but the weight " +
+              shape_str(layer.weight.shape()) + " expects a last dimension of " +
+              std::to_string(layer.in()));
+  const bool has_bias = layer.bias.defined();
+  require(!has_bias || (layer.bias.rank() == 1 && layer.bias.dim(0) == layer.out() &&
+                        layer.bias.dtype() == x.dtype()),
+          "linear: the bias must be a [out] tensor of the input's dtype");
+  const Tensor input = x.contiguous();
+  Shape shape = x.shape();
+  shape.back() = layer.out();
+  Tensor y(shape, x.dtype());
+  int64_t rows = 1;  // every dimension but the last
+  for (int i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
+  const Tensor w = layer.weight.contiguous();
+  const Tensor b = has_bias ? layer.bias.contiguous() : Tensor();
+  if (x.dtype() == DType::f32)
+    cpu::linear(y.data<float>(), input.data<float>(), w.data<float>(),
+                has_bias ? b.data<float>() : nullptr, rows, layer.in(), layer.out());
+  else
+    reference::linear(y.data<double>(), input.data<double>(), w.data<double>(),
+                      has_bias ? b.data<double>() : nullptr, rows, layer.in(), layer.out());
+  return y;
+}
+
+void layer_norm(Tensor& x, const LayerNorm& norm, const Tensor& residual) {
+  check_floating(x, "layer_norm: x");
+  require(x.is_contiguous() && x.rank() >= 1, "layer_norm: x must be contiguous");
+  const int64_t d = x.dim(-1);
+  for (const Tensor* p : {&norm.weight, &norm.bias})
+    require(p->defined() && p->rank() == 1 && p->dim(0) == d && p->dtype() == x.dtype(),
+            "layer_norm: weight and bias must be [" + std::to_string(d) +
+                "] tensors of the input's dtype");
+  const bool has_residual = residual.defined();
+  require(!has_residual || (residual.shape() == x.shape() && residual.dtype() == x.dtype()),
+          "layer_norm: the residual must have the input's shape and dtype");
+  const Tensor r = has_residual ? residual.contiguous() : Tensor();
+  int64_t n = 1;
+  for (int i = 0; i + 1 < x.rank(); ++i) n *= x.dim(i);
+  if (x.dtype() == DType::f32) {
+    float* data = x.data<float>();
+    cpu::layer_norm(data, data, has_residual ? r.data<float>() : nullptr,
+                    norm.weight.contiguous().data<float>(), norm.bias.contiguous().data<float>(), n,
+                    d, norm.eps);
+  } else {
+    double* data = x.data<double>();
+    if (has_residual)
+      for (int64_t i = 0; i < x.numel(); ++i) data[i] += r.data<double>()[i];
+    reference::layer_norm(data, data, norm.weight.contiguous().data<double>(),
+                          norm.bias.contiguous().data<double>(), n, d, norm.eps);
+  }
+}
+
+void gelu(Tensor& x) {
+  check_floating(x, "gelu: x");
+  require(x.is_contiguous(), "gelu: x must be contiguous");
+  if (x.dtype() == DType::f32)
+    cpu::gelu(x.data<float>(), x.numel());
+  else
+    reference::gelu(x.data<double>(), x.data<double>(), x.numel());
+}
+
+Linear to(const Linear& layer, DType dtype) {
+  return {layer.weight.to(dtype), layer.bias.defined() ? layer.bias.to(dtype) : Tensor()};
+}
+
+LayerNorm to(const LayerNorm& norm, DType dtype) {
+  return {norm.weight.to(dtype), norm.bias.to(dtype), norm.eps};
+}
+
+}  // namespace qkv::nn

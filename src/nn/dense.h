@@ -1,0 +1,37 @@
+// nn/dense.h — the dense layers of a transformer block, on tensors: Linear, LayerNorm, GELU.
+// float32 tensors run the fast kernels (kernels/cpu/dense.h); float64 tensors run the float64
+// reference (kernels/reference/dense.h), so a whole model can run either way.
+#pragma once
+
+#include "qkv/tensor.h"
+
+namespace qkv::nn {
+
+// y = x·Wᵀ + b, PyTorch's nn.Linear.
+struct Linear {
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out], or undefined for none
+  int64_t in() const { return weight.dim(1); }
+  int64_t out() const { return weight.dim(0); }
+};
+
+// y = (x − mean) / √(var + eps) · weight + bias over the last dimension, PyTorch's nn.LayerNorm.
+struct LayerNorm {
+  Tensor weight;  // [D]
+  Tensor bias;    // [D]
+  double eps = 1e-5;
+};
+
+// x: [..., in] → [..., out]; x of any strides, the result contiguous, of x's dtype (the layer's
+// tensors must have it too).
+Tensor linear(const Tensor& x, const Linear& layer);
+// x ← LayerNorm(x + residual) in place; x contiguous [..., D]; residual of x's shape or undefined.
+void layer_norm(Tensor& x, const LayerNorm& norm, const Tensor& residual = {});
+// x ← GELU(x) = x·Φ(x) in place; x contiguous.
+void gelu(Tensor& x);
+
+// The same layer with its tensors converted to `dtype` (float64 for the reference run).
+Linear to(const Linear& layer, DType dtype);
+LayerNorm to(const LayerNorm& norm, DType dtype);
+
+}  // namespace qkv::nn

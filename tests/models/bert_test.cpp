@@ -1,0 +1,179 @@
+// The BERT encoder against Hugging Face transformers (tests/golden/minilm, made by
+// tests/golden/make_minilm_goldens.py): hidden states, attention weights and sentence embeddings
+// of all-MiniLM-L6-v2, on the token ids of the golden tokenizer (the tokenizer has its own test).
+#include "models/bert.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/model_files.h"
+#include "qkv/npy.h"
+
+namespace qkv {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Minilm {
+  BertConfig config;
+  BertWeights weights;
+};
+
+const Minilm& minilm() {
+  static const Minilm model = [] {
+    const std::string dir = test::minilm_dir();
+    Minilm m;
+    m.config = read_bert_config(dir + "/config.json");
+    m.weights = read_bert_weights(dir + "/model.safetensors", m.config);
+    return m;
+  }();
+  return model;
+}
+
+std::vector<int32_t> golden_ids(int text) {
+  return test::read_golden_json("tokens.json")[text]["ids"].get<std::vector<int32_t>>();
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const Tensor x = a.contiguous().to(DType::f64), y = b.contiguous().to(DType::f64);
+  double worst = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    worst = std::max(worst, std::abs(x.data<double>()[i] - y.data<double>()[i]));
+  return worst;
+}
+
+TEST(BertConfigTest, ReadsMiniLM) {
+  const BertConfig& c = minilm().config;
+  EXPECT_EQ(c.hidden_size, 384);
+  EXPECT_EQ(c.num_layers, 6);
+  EXPECT_EQ(c.num_heads, 12);
+  EXPECT_EQ(c.head_dim(), 32);
+  EXPECT_EQ(c.intermediate_size, 1536);
+  EXPECT_EQ(c.vocab_size, 30522);
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-12);
+}
+
+// Every layer's hidden states and attention weights of the golden texts, fast path (fp32) and
+// the capture run (float64 attention), within 1e-5 of transformers' float64 run.
+TEST(BertEncodeTest, MatchesTransformersLayerByLayer) {
+  const Minilm& m = minilm();
+  for (int text : test::read_golden_json("attention_texts.json").get<std::vector<int>>()) {
+    SCOPED_TRACE("golden text " + std::to_string(text));
+    const std::string base = test::golden_dir() + "/";
+    const Tensor hidden = read_npy(base + "hidden_" + std::to_string(text) + ".npy");
+    const Tensor attentions = read_npy(base + "attentions_" + std::to_string(text) + ".npy");
+    const std::vector<int32_t> ids = golden_ids(text);
+    const int64_t L = static_cast<int64_t>(ids.size());
+
+    const Tensor last = bert_encode(m.weights, m.config, {ids});
+    EXPECT_LE(max_abs_diff(last.reshape({L, 384}), hidden.narrow(0, 6, 1).reshape({L, 384})), 1e-5);
+
+    BertCapture capture;
+    bert_encode(m.weights, m.config, {ids}, {.capture = &capture});
+    ASSERT_EQ(capture.layers.size(), 6u);
+    EXPECT_LE(max_abs_diff(capture.embeddings.reshape({L, 384}),
+                           hidden.narrow(0, 0, 1).reshape({L, 384})),
+              1e-5);
+    for (int l = 0; l < 6; ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l));
+      const BertLayerCapture& c = capture.layers[static_cast<std::size_t>(l)];
+      EXPECT_LE(max_abs_diff(c.weights.reshape({12, L, L}),
+                             attentions.narrow(0, l, 1).reshape({12, L, L})),
+                1e-5);
+      EXPECT_LE(
+          max_abs_diff(c.hidden.reshape({L, 384}), hidden.narrow(0, l + 1, 1).reshape({L, 384})),
+          1e-5);
+    }
+  }
+}
+
+std::vector<std::vector<int32_t>> all_golden_ids() {
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& t : test::read_golden_json("tokens.json"))
+    ids.push_back(t["ids"].get<std::vector<int32_t>>());
+  return ids;
+}
+
+std::vector<int64_t> lengths_of(const std::vector<std::vector<int32_t>>& ids) {
+  std::vector<int64_t> lengths;
+  for (const auto& seq : ids) lengths.push_back(static_cast<int64_t>(seq.size()));
+  return lengths;
+}
+
+// Every golden text, batched with padding (13 at a time, so batches mix lengths 2 to 256):
+// cosine ≥ 0.99999 and max |diff| ≤ 1e-5 against transformers' float64 embeddings.
+TEST(BertEmbedTest, PaddedBatchesMatchTransformersForEveryText) {
+  const Minilm& m = minilm();
+  const std::vector<std::vector<int32_t>> ids = all_golden_ids();
+  const Tensor golden = read_npy(test::golden_dir() + "/embeddings_f64.npy");
+  ASSERT_EQ(golden.dim(0), static_cast<int64_t>(ids.size()));
+  double worst_diff = 0, worst_cos = 1;
+  for (std::size_t begin = 0; begin < ids.size(); begin += 13) {
+    const std::vector<std::vector<int32_t>> batch(
+        ids.begin() + static_cast<std::ptrdiff_t>(begin),
+        ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), begin + 13)));
+    const Tensor e =
+        mean_pool_normalize(bert_encode(m.weights, m.config, batch), lengths_of(batch));
+    for (int64_t b = 0; b < e.dim(0); ++b) {
+      const int64_t text = static_cast<int64_t>(begin) + b;
+      double dot = 0, diff = 0;
+      for (int64_t j = 0; j < 384; ++j) {
+        const double x = e.at<float>(b, j), y = golden.at<double>(text, j);
+        dot += x * y;  // both unit length
+        diff = std::max(diff, std::abs(x - y));
+      }
+      EXPECT_GE(dot, 0.99999) << "text " << text;
+      EXPECT_LE(diff, 1e-5) << "text " << text;
+      worst_diff = std::max(worst_diff, diff);
+      worst_cos = std::min(worst_cos, dot);
+    }
+  }
+  RecordProperty("worst_max_abs_diff", ::testing::PrintToString(worst_diff));
+  RecordProperty("worst_one_minus_cosine", ::testing::PrintToString(1 - worst_cos));
+}
+
+// The public reference values of sentence-transformers/all-MiniLM-L6-v2.
+TEST(BertEmbedTest, PublicReferenceValues) {
+  const Minilm& m = minilm();
+  const std::vector<int32_t> ids = {101, 2023, 2003, 2019, 2742, 6251, 102};
+  const Tensor e = mean_pool_normalize(bert_encode(m.weights, m.config, {ids}), {7});
+  EXPECT_NEAR(e.at<float>(0, 0), 0.06765693, 2e-7);
+  EXPECT_NEAR(e.at<float>(0, 1), 0.06349593, 2e-7);
+  EXPECT_NEAR(e.at<float>(0, 2), 0.04871314, 2e-7);
+}
+
+// The whole encoder in float64 (weights converted; the reference attention) agrees with
+// transformers' float64 run to float64 accuracy; the float32 fast path is checked above.
+TEST(BertEmbedTest, Float64ReferenceRunMatchesTransformersFloat64) {
+  const Minilm& m = minilm();
+  const BertWeights w64 = to(m.weights, DType::f64);
+  const Tensor golden = read_npy(test::golden_dir() + "/embeddings_f64.npy");
+  for (int text : {0, 1, 3, 15}) {
+    const std::vector<int32_t> ids = golden_ids(text);
+    const Tensor e =
+        mean_pool_normalize(bert_encode(w64, m.config, {ids}, {.attention_path = Path::reference}),
+                            {static_cast<int64_t>(ids.size())});
+    ASSERT_EQ(e.dtype(), DType::f64);
+    double diff = 0;
+    for (int64_t j = 0; j < 384; ++j)
+      diff = std::max(diff, std::abs(e.at<double>(0, j) - golden.at<double>(text, j)));
+    EXPECT_LE(diff, 1e-12) << "text " << text;
+  }
+}
+
+TEST(BertEncodeTest, RejectsIdsOutsideTheVocabularyAndOverlongSequences) {
+  const Minilm& m = minilm();
+  EXPECT_THAT(
+      [&] {
+        bert_encode(m.weights, m.config, {{101, 30522, 102}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("token id 30522 is outside")));
+  EXPECT_THAT([&] { bert_encode(m.weights, m.config, {std::vector<int32_t>(513, 1000)}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("exceeds the model's 512 positions")));
+}
+
+}  // namespace
+}  // namespace qkv
