@@ -6,6 +6,8 @@
 
 #include "attend.h"
 #include "bench.h"
+#include "embed.h"
+#include "explain.h"
 #include "qkv/tensor.h"
 
 namespace {
@@ -20,7 +22,11 @@ int error(const std::string& message, int code) {
 int main(int argc, char** argv) {
   CLI::App app{
       "qkv — attention: queries, keys and values, exact and explained.\n\n"
+      "  qkv explain \"a sentence\"          a real model's attention (all-MiniLM-L6-v2), "
+      "explained\n"
       "  qkv attend --example phonebook     attention worked through, step by step\n"
+      "  qkv search QUERY --corpus FILE     queries and keys as retrieval: rank lines by "
+      "similarity\n"
       "  qkv attend --help                  every option, with examples\n"
       "  qkv bench attention                GFLOP/s of the attention kernels on this machine",
       "qkv"};
@@ -29,6 +35,14 @@ int main(int argc, char** argv) {
   CLI::App* attend = qkv::cli::add_attend_command(app, attend_args);
   qkv::cli::BenchArgs bench_args;
   CLI::App* bench = qkv::cli::add_bench_command(app, bench_args);
+  qkv::cli::ExplainArgs explain_args;
+  CLI::App* explain = qkv::cli::add_explain_command(app, explain_args);
+  qkv::cli::EmbedArgs embed_args;
+  CLI::App* embed = qkv::cli::add_embed_command(app, embed_args);
+  qkv::cli::SimilarityArgs similarity_args;
+  CLI::App* similarity = qkv::cli::add_similarity_command(app, similarity_args);
+  qkv::cli::SearchArgs search_args;
+  CLI::App* search = qkv::cli::add_search_command(app, search_args);
 
   try {
     app.parse(argc, argv);
@@ -39,10 +53,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const std::string first = argc > 1 ? argv[1] : "";
     bool known = false;
-    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == first;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == first;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
     if (!first.empty() && first[0] != '-' && !known)
-      return error("unknown subcommand '" + first + "'; expected attend, bench (see qkv --help)",
-                   2);
+      return error(
+          "unknown subcommand '" + first + "'; expected one of " + names + " (see qkv --help)", 2);
     if (argc == 1) {
       std::cerr << app.help();
       return error("expected a subcommand, e.g. qkv attend --example phonebook", 2);
@@ -53,6 +71,10 @@ int main(int argc, char** argv) {
   try {
     if (attend->parsed()) return qkv::cli::run_attend(attend_args);
     if (bench->parsed()) return qkv::cli::run_bench(bench_args);
+    if (explain->parsed()) return qkv::cli::run_explain(explain_args);
+    if (embed->parsed()) return qkv::cli::run_embed(embed_args);
+    if (similarity->parsed()) return qkv::cli::run_similarity(similarity_args);
+    if (search->parsed()) return qkv::cli::run_search(search_args);
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
   } catch (const std::exception& e) {

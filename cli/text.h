@@ -1,38 +1,19 @@
-// Text helpers for terminal output: numbers, display widths, labelled matrices.
+// The terminal text helpers live in the explain layer (src/explain/text.h); the command uses them
+// under its own namespace.
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
+#include "explain/text.h"
 
 namespace qkv::cli {
-
-// A number with `digits` decimals; −∞, +∞ and NaN spelled "-inf", "inf", "nan".
-std::string fixed(double x, int digits);
-// A number in at most 4 significant digits: 0.3780 → "0.378", 3 → "3".
-std::string short_number(double x);
-
-// Columns a string takes on a terminal (UTF-8 code points; good enough for labels).
-int display_width(const std::string& s);
-std::string pad_left(const std::string& s, int width);
-std::string pad_right(const std::string& s, int width);
-// Shortens s to at most `width` columns, ending in "…" when cut.
-std::string clip(const std::string& s, int width);
-
-// A matrix with row and column labels, numbers right-aligned:
-//              John   Joan
-//   Jon        0.71   0.24
-struct Table {
-  std::vector<std::string> row_labels, column_labels;
-  std::vector<std::vector<std::string>> cells;  // [rows][columns], already formatted
-  int indent = 2;
-};
-std::string render(const Table& table);
-
-// Breaks text into lines of at most `width` columns at spaces; lines after the first get `indent`.
-std::string wrap(const std::string& text, int width, int indent);
-
-// Splits "a,b,c" on commas (no trimming; empty input → empty list).
-std::vector<std::string> split_commas(const std::string& s);
-
+using explain::bar;
+using explain::clip;
+using explain::display_width;
+using explain::fixed;
+using explain::pad_left;
+using explain::pad_right;
+using explain::render;
+using explain::short_number;
+using explain::split_commas;
+using explain::Table;
+using explain::wrap;
 }  // namespace qkv::cli

@@ -1,11 +1,11 @@
 // Text helpers for terminal output.
-#include "text.h"
+#include "explain/text.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-namespace qkv::cli {
+namespace qkv::explain {
 
 std::string fixed(double x, int digits) {
   if (std::isnan(x)) return "nan";
@@ -103,4 +103,14 @@ std::vector<std::string> split_commas(const std::string& s) {
   return parts;
 }
 
-}  // namespace qkv::cli
+std::string bar(double value, int width) {
+  static const char* const kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+  if (!(value > 0)) return "";
+  const int eighths = static_cast<int>(std::lround(std::min(value, 1.0) * width * 8));
+  std::string s;
+  for (int i = 0; i < eighths / 8; ++i) s += "█";
+  s += kEighths[eighths % 8];
+  return s;
+}
+
+}  // namespace qkv::explain

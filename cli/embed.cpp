@@ -1,0 +1,81 @@
+// `qkv embed`: sentence embeddings, printed, as JSON, or written to a .npy file.
+#include "embed.h"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench_common.h"
+#include "qkv/npy.h"
+#include "text.h"
+
+namespace qkv::cli {
+
+CLI::App* add_embed_command(CLI::App& app, EmbedArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "embed",
+      "sentence embeddings from the model: unit vectors whose dot products are Q·K-style "
+      "similarities");
+  cmd->add_option("texts", args.texts, "texts to embed; none: one text per line of stdin");
+  cmd->add_option("--npy", args.npy, "write the embeddings [N, 384] (float32) to FILE")
+      ->option_text("FILE");
+  cmd->add_flag("--json", args.json, "print texts, tokens and vectors as JSON");
+  cmd->add_option("--batch-size", args.batch_size, "texts per forward pass (default 32)")
+      ->check(CLI::Range(1, 4096))
+      ->option_text("N");
+  add_model_option(*cmd, args.model);
+  cmd->footer(
+      "\nExamples:\n"
+      "  qkv embed \"The cat sat on the mat\" \"A dog slept on the rug\"\n"
+      "  qkv embed --npy vectors.npy < sentences.txt\n"
+      "  qkv embed --json \"river bank\" | jq '.embeddings[0].vector[:4]'\n");
+  return cmd;
+}
+
+int run_embed(const EmbedArgs& args) {
+  const std::vector<std::string> texts = texts_or_stdin(args.texts, "texts");
+  const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
+  for (std::size_t i = 0; i < texts.size(); ++i) model.tokenize(texts[i]);  // bad UTF-8 → error
+  bench::Progress progress;
+  const Tensor e = model.embed(texts, [&](std::size_t done, std::size_t all) {
+    if (all > static_cast<std::size_t>(args.batch_size))
+      progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all) + " texts");
+  });
+  progress.clear();
+  const int64_t n = e.dim(0), d = e.dim(1);
+  if (!args.npy.empty()) write_npy(args.npy, e);
+  if (args.json) {
+    nlohmann::json out = {
+        {"model", model.dir()}, {"dim", d}, {"embeddings", nlohmann::json::array()}};
+    for (int64_t i = 0; i < n; ++i) {
+      nlohmann::json tokens = nlohmann::json::array();
+      for (const Token& t : model.tokenize(texts[static_cast<std::size_t>(i)]).tokens)
+        tokens.push_back(t.text);
+      std::vector<float> v(e.data<float>() + i * d, e.data<float>() + (i + 1) * d);
+      out["embeddings"].push_back(
+          {{"text", texts[static_cast<std::size_t>(i)]}, {"tokens", tokens}, {"vector", v}});
+    }
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  if (!args.npy.empty()) {
+    std::cout << "wrote " << args.npy << ": " << n << " × " << d
+              << " float32, one unit-length embedding a row\n";
+    return 0;
+  }
+  std::cout << "all-MiniLM-L6-v2 · " << d
+            << "-dimensional unit vectors (the mean of the last layer's token states, "
+               "normalized)\n\n";
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string& text = texts[static_cast<std::size_t>(i)];
+    std::string head;
+    for (int64_t j = 0; j < 6; ++j) head += pad_left(fixed(e.at<float>(i, j), 4), 8);
+    std::cout << "  " << pad_right(clip("\"" + text + "\"", 30), 30) << " "
+              << pad_left(std::to_string(model.tokenize(text).tokens.size()), 3) << " tokens  ["
+              << head << "  … ]\n";
+  }
+  std::cout << "\n  --json prints every number; --npy FILE writes them; qkv similarity A B "
+               "compares two.\n";
+  return 0;
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,94 @@
+// `qkv explain`: run the model with capture on, pick the focus token, draw the overview or one
+// head, or dump everything as JSON.
+#include "explain.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "explain/json.h"
+#include "explain/terminal.h"
+
+namespace qkv::cli {
+
+constexpr const char* kDefaultSentence =
+    "The animal didn't cross the street because it was too tired";
+
+CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "explain",
+      "a real model's attention on your sentence: which tokens each head's query "
+      "finds, layer by layer");
+  cmd->add_option("text", args.text,
+                  "the sentence (default: \"" + std::string(kDefaultSentence) + "\")");
+  cmd->add_option("--token", args.token,
+                  "the focus token: its text (\"it\", \"it:2\" for the second) or index; "
+                  "default: a pronoun, else the last word")
+      ->option_text("TOKEN");
+  cmd->add_option("--layer", args.layer, "zoom into this layer (0-based, with --head)")
+      ->check(CLI::NonNegativeNumber)
+      ->option_text("L");
+  cmd->add_option("--head", args.head, "zoom into this head (0-based, with --layer)")
+      ->check(CLI::NonNegativeNumber)
+      ->option_text("H");
+  cmd->add_option("--top", args.top, "keys shown per head in the overview (default 3)")
+      ->check(CLI::Range(1, 3))
+      ->option_text("K");
+  cmd->add_flag("--json", args.json,
+                "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
+  cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
+  cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
+  add_model_option(*cmd, args.model);
+  cmd->footer(
+      "\nLayers and heads count from 0, as in transformers' output_attentions.\n\n"
+      "Examples:\n"
+      "  qkv explain\n"
+      "  qkv explain \"I sat on the river bank\" --token bank\n"
+      "  qkv explain --layer 2 --head 5\n"
+      "  qkv explain \"Hans said he was tired\" --json > capture.json\n");
+  return cmd;
+}
+
+int run_explain(const ExplainArgs& args) {
+  if ((args.layer >= 0) != (args.head >= 0))
+    throw Error(args.layer >= 0
+                    ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"
+                    : "--head is given without --layer; expected both, e.g. --layer 2 --head 5");
+  const std::string text = args.text.empty() ? kDefaultSentence : args.text;
+  const SentenceModel model = load_model(args.model);
+  const BertConfig& c = model.config();
+  if (args.layer >= c.num_layers)
+    throw Error("--layer " + std::to_string(args.layer) +
+                " is out of range; the model has layers 0 to " + std::to_string(c.num_layers - 1));
+  if (args.head >= c.num_heads)
+    throw Error("--head " + std::to_string(args.head) +
+                " is out of range; the model has heads 0 to " + std::to_string(c.num_heads - 1));
+  const explain::Explained e = explain::run(model, text);
+  int64_t focus = explain::default_focus(e);
+  if (!args.token.empty()) {
+    const auto found = explain::find_token(e, args.token);
+    if (!found) {
+      std::string tokens;
+      for (const auto& t : e.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
+      throw Error("--token '" + args.token + "' is not a token of the text; expected one of: " +
+                  clip(tokens, 120) + " (or an index 0-" + std::to_string(e.size() - 1) + ")");
+    }
+    focus = *found;
+  }
+  if (args.json) {
+    std::cout << explain::to_json(e, focus).dump() << "\n";
+    return 0;
+  }
+  const bool color = args.color || (!args.no_color && ::isatty(STDOUT_FILENO) == 1 &&
+                                    std::getenv("NO_COLOR") == nullptr);
+  const explain::Style style{.color = color, .top = args.top};
+  std::cout << explain::render_tokens(e, focus, style);
+  if (args.layer >= 0)
+    std::cout << explain::render_head(e, args.layer, args.head, focus, style);
+  else
+    std::cout << explain::render_overview(e, focus, style);
+  return 0;
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,29 @@
+// What the model commands (embed, similarity, search, explain) share: the --model option, loading
+// the model with a clear error, reading texts from arguments or stdin, and a progress line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "models/sentence_model.h"
+#include "text.h"
+
+namespace qkv::cli {
+
+struct ModelArgs {
+  std::string dir;  // empty: default_model_dir()
+};
+
+// Adds --model DIR to a subcommand.
+void add_model_option(CLI::App& command, ModelArgs& args);
+SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options = {});
+
+// The texts given as arguments, else one text per line of stdin (a final newline ends the last
+// line; \r\n is accepted). `what` names them in errors.
+std::vector<std::string> texts_or_stdin(const std::vector<std::string>& args, const char* what);
+
+// Reads a text file one line per entry, skipping empty lines; errors name `option` and the file.
+std::vector<std::string> read_lines(const std::string& option, const std::string& path);
+
+}  // namespace qkv::cli

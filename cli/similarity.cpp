@@ -1,0 +1,39 @@
+// `qkv similarity A B`: the cosine of two sentence embeddings.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "embed.h"
+#include "text.h"
+
+namespace qkv::cli {
+
+CLI::App* add_similarity_command(CLI::App& app, SimilarityArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "similarity", "cosine similarity of two texts' embeddings (1: same meaning, ~0: unrelated)");
+  cmd->add_option("a", args.a, "the first text")->required();
+  cmd->add_option("b", args.b, "the second text")->required();
+  cmd->add_flag("--json", args.json, "print {\"a\", \"b\", \"cosine\"} as JSON");
+  add_model_option(*cmd, args.model);
+  cmd->footer(
+      "\nExample:\n"
+      "  qkv similarity \"I sat on the river bank\" \"I deposited money at the bank\"\n");
+  return cmd;
+}
+
+int run_similarity(const SimilarityArgs& args) {
+  const SentenceModel model = load_model(args.model);
+  const Tensor e = model.embed({args.a, args.b});
+  const double c = cosine(e, 0, e, 1);
+  if (args.json) {
+    std::cout << nlohmann::json{{"a", args.a}, {"b", args.b}, {"cosine", c}}.dump() << "\n";
+    return 0;
+  }
+  std::cout << "cos(a, b) = " << fixed(c, 4) << "  " << bar(c, 20) << "\n"
+            << "  a: " << clip(args.a, 72) << "\n"
+            << "  b: " << clip(args.b, 72) << "\n"
+            << "Both are unit vectors, so this is their dot product: the same q·k that attention\n"
+               "scores with, here between whole sentences (1 = same direction, 0 = unrelated).\n";
+  return 0;
+}
+
+}  // namespace qkv::cli
