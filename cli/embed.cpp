@@ -62,18 +62,18 @@ int run_embed(const EmbedArgs& args) {
               << " float32, one unit-length embedding a row\n";
     return 0;
   }
-  std::cout << "all-MiniLM-L6-v2 · " << d
-            << "-dimensional unit vectors (the mean of the last layer's token states, "
-               "normalized)\n\n";
+  std::cout << "all-MiniLM-L6-v2: " << d
+            << "-dimensional unit vectors: the mean of the last layer's\n"
+               "token states, scaled to length 1\n\n";
   for (int64_t i = 0; i < n; ++i) {
     const std::string& text = texts[static_cast<std::size_t>(i)];
     std::string head;
-    for (int64_t j = 0; j < 6; ++j) head += pad_left(fixed(e.at<float>(i, j), 4), 8);
-    std::cout << "  " << pad_right(clip("\"" + text + "\"", 30), 30) << " "
-              << pad_left(std::to_string(model.tokenize(text).tokens.size()), 3) << " tokens  ["
-              << head << "  … ]\n";
+    for (int64_t j = 0; j < 5; ++j) head += pad_left(fixed(e.at<float>(i, j), 3), 7);
+    std::cout << "  " << pad_right(clip("\"" + text + "\"", 26), 26) << " "
+              << pad_left(std::to_string(model.tokenize(text).tokens.size()), 3) << " tokens ["
+              << head << " …]\n";
   }
-  std::cout << "\n  --json prints every number; --npy FILE writes them; qkv similarity A B "
+  std::cout << "\n--json prints every number, --npy FILE writes them, and qkv similarity A B\n"
                "compares two.\n";
   return 0;
 }

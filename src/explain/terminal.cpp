@@ -77,10 +77,10 @@ std::string render_tokens(const Explained& e, int64_t focus, const Style& style)
   }
   s << "\n\n";
   const std::string f = quoted(label(e, focus));
-  s << "focus " << f << " (token " << focus << "). In every head its query q = W_Q·h + b_Q\n"
-    << "is scored against every token's key k = W_K·h + b_K: weight = softmax(q·k / √" << e.head_dim
-    << "),\nand the head's output for " << f
-    << " is the weighted sum of the values v = W_V·h + b_V.\n";
+  s << "focus " << f << " (token " << focus << "). In every head, its query\n"
+    << "q = W_Q·h + b_Q is scored against every token's key k = W_K·h + b_K:\n"
+    << "weight = softmax(q·k / √" << e.head_dim << "), and the head's output for " << f
+    << " is the\nweighted sum of the values v = W_V·h + b_V.\n";
   return s.str();
 }
 
@@ -143,11 +143,12 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
       << "\n";
   }
   const HeadPick& zoom = best != nullptr ? *best : all.front();
-  s << "\nMost heads put much of their weight on [CLS] or [SEP]: when nothing in the sentence\n"
-       "matches a head's query, the softmax must still sum to 1, and these tokens serve as a\n"
-       "place to park it (Clark et al. 2019, \"What does BERT look at?\").\n";
+  s << "\nMany heads put most of their weight on [CLS] or [SEP]: when nothing in the\n"
+       "sentence matches a head's query, the softmax must still sum to 1, and these\n"
+       "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"
+       "at?\").\n";
   s << "\nZoom into one head: qkv explain --layer " << zoom.layer << " --head " << zoom.head
-    << "  (--token WORD for another focus)\n";
+    << "\nAnother focus token:  qkv explain --token WORD\n";
   return s.str();
 }
 
@@ -161,7 +162,7 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   const int cell_width = label_width + 3 * n <= kWidth ? 3 : 2;
   const int64_t shown = std::min<int64_t>(n, (kWidth - label_width) / cell_width);
   s << "\nlayer " << layer << ", head " << head
-    << ": attention weights (row: the query's token, column: the key's token index)\n";
+    << ": attention weights\n(row: the query's token; column: the key's token index)\n";
   std::string header(label_width, ' ');
   for (int64_t j = 0; j < shown; ++j)
     header += pad_right(pad_left(std::to_string(j % 100), 2), cell_width);
@@ -183,8 +184,8 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   s << "\n" << f << " step by step in layer " << layer << ", head " << head << "\n";
   s << "1. query  q = W_Q·h(" << label(e, focus) << ") + b_Q, " << d << " numbers:\n   "
     << vector_head(q, d, 10) << "\n";
-  s << "2. keys   k_j = W_K·h_j + b_K for every token j; score q·k_j, scaled by 1/√" << d << " = "
-    << fixed(e.scale, 4) << ",\n   then softmax over j:\n";
+  s << "2. keys   k_j = W_K·h_j + b_K for every token j; the score q·k_j is scaled by\n"
+    << "   1/√" << d << " = " << fixed(e.scale, 4) << ", then softmax over j gives the weights:\n";
   s << "        key          q·k_j    ×1/√" << d << "   weight\n";
   std::vector<int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
@@ -219,8 +220,9 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   s << "3. output out(" << label(e, focus)
     << ") = Σ_j weight_j · v_j\n   = " << wrap(sum, kWidth - 5, 5) << "\n   "
     << vector_head(row(c.head_out, head, focus, n, d), d, 10) << "\n";
-  s << "   The 12 heads' outputs, side by side, go through W_O and the feed-forward layer into\n"
-       "   the next layer's h.\n";
+  s << "   The " << e.heads
+    << " heads' outputs, side by side, go through W_O and the feed-forward\n"
+    << "   layer into the next layer's h.\n";
   return s.str();
 }
 

@@ -55,8 +55,9 @@ inline std::string read_all(int fd) {
 
 }  // namespace detail
 
-// Runs `binary args...` and waits for it.
-inline CliResult run_program(const std::string& binary, const std::vector<std::string>& args) {
+// Runs `binary args...` and waits for it; `input` (if not empty) is its stdin, else /dev/null.
+inline CliResult run_program(const std::string& binary, const std::vector<std::string>& args,
+                             const std::string& input = {}) {
   CliResult result;
   result.command = binary;
   std::vector<char*> argv{const_cast<char*>(binary.c_str())};
@@ -70,13 +71,23 @@ inline CliResult run_program(const std::string& binary, const std::vector<std::s
   const int err_fd = detail::anonymous_temp_file();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  int in_fd = -1;
+  if (input.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  } else {
+    in_fd = detail::anonymous_temp_file();
+    if (::write(in_fd, input.data(), input.size()) != static_cast<ssize_t>(input.size()))
+      throw std::runtime_error("cannot write the child's stdin");
+    ::lseek(in_fd, 0, SEEK_SET);
+    posix_spawn_file_actions_adddup2(&actions, in_fd, STDIN_FILENO);
+  }
   posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
   pid_t pid = 0;
   const int spawn_error =
       posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  if (in_fd >= 0) ::close(in_fd);
   if (spawn_error != 0) {
     ::close(out_fd);
     ::close(err_fd);
@@ -96,8 +107,8 @@ inline CliResult run_program(const std::string& binary, const std::vector<std::s
 
 #ifdef QKV_BINARY
 // Runs the `qkv` built with these tests.
-inline CliResult run_qkv(const std::vector<std::string>& args) {
-  return run_program(QKV_BINARY, args);
+inline CliResult run_qkv(const std::vector<std::string>& args, const std::string& input = {}) {
+  return run_program(QKV_BINARY, args, input);
 }
 #endif
 

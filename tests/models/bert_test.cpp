@@ -7,13 +7,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "models/model_files.h"
+#include "models/safetensors.h"
 #include "qkv/npy.h"
 
 namespace qkv {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 struct Minilm {
@@ -173,6 +177,102 @@ TEST(BertEncodeTest, RejectsIdsOutsideTheVocabularyAndOverlongSequences) {
       ::testing::ThrowsMessage<Error>(HasSubstr("token id 30522 is outside")));
   EXPECT_THAT([&] { bert_encode(m.weights, m.config, {std::vector<int32_t>(513, 1000)}); },
               ::testing::ThrowsMessage<Error>(HasSubstr("exceeds the model's 512 positions")));
+}
+
+// ---- loading: a tiny BERT (hidden 4, 2 heads, 1 layer) written with our safetensors writer ----
+
+BertConfig tiny_config() {
+  BertConfig c;
+  c.vocab_size = 10;
+  c.hidden_size = 4;
+  c.num_layers = 1;
+  c.num_heads = 2;
+  c.intermediate_size = 8;
+  c.max_positions = 16;
+  c.type_vocab_size = 2;
+  return c;
+}
+
+std::vector<std::pair<std::string, Tensor>> tiny_tensors(const std::string& prefix = "") {
+  std::vector<std::pair<std::string, Tensor>> t;
+  auto add = [&](const std::string& name, Shape shape) {
+    t.emplace_back(prefix + name, Tensor::full(std::move(shape), 0.1));
+  };
+  add("embeddings.word_embeddings.weight", {10, 4});
+  add("embeddings.position_embeddings.weight", {16, 4});
+  add("embeddings.token_type_embeddings.weight", {2, 4});
+  add("embeddings.LayerNorm.weight", {4});
+  add("embeddings.LayerNorm.bias", {4});
+  const std::string l = "encoder.layer.0.";
+  for (const char* m : {"query", "key", "value"}) {
+    add(l + "attention.self." + m + ".weight", {4, 4});
+    add(l + "attention.self." + m + ".bias", {4});
+  }
+  add(l + "attention.output.dense.weight", {4, 4});
+  add(l + "attention.output.dense.bias", {4});
+  add(l + "attention.output.LayerNorm.weight", {4});
+  add(l + "attention.output.LayerNorm.bias", {4});
+  add(l + "intermediate.dense.weight", {8, 4});
+  add(l + "intermediate.dense.bias", {8});
+  add(l + "output.dense.weight", {4, 8});
+  add(l + "output.dense.bias", {4});
+  add(l + "output.LayerNorm.weight", {4});
+  add(l + "output.LayerNorm.bias", {4});
+  add("pooler.dense.weight", {4, 4});  // unused by the encoder, allowed
+  return t;
+}
+
+std::string load_error(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "qkv-tiny-bert.safetensors").string();
+  write_safetensors(path, tensors);
+  try {
+    read_bert_weights(path, tiny_config());
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::runtime);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BertWeightsTest, LoadsACompleteCheckpointWithOrWithoutThePrefix) {
+  EXPECT_EQ(load_error(tiny_tensors()), "");
+  EXPECT_EQ(load_error(tiny_tensors("bert.")), "");
+}
+
+TEST(BertWeightsTest, MissingExtraAndMisshapenTensorsAreNamed) {
+  auto missing = tiny_tensors();
+  missing.erase(missing.begin() + 6);  // encoder.layer.0.attention.self.query.bias
+  EXPECT_THAT(load_error(missing),
+              HasSubstr("\"encoder.layer.0.attention.self.query.bias\" is missing"));
+  auto extra = tiny_tensors();
+  extra.emplace_back("encoder.layer.1.output.dense.bias", Tensor({4}));
+  EXPECT_THAT(load_error(extra), HasSubstr("\"encoder.layer.1.output.dense.bias\" is not part of"));
+  auto wrong = tiny_tensors();
+  wrong[11].second = Tensor({4, 5});  // attention.output.dense.weight
+  EXPECT_THAT(load_error(wrong),
+              AllOf(HasSubstr("attention.output.dense.weight\" has shape [4, 5]"),
+                    HasSubstr("expected [4, 4]")));
+}
+
+TEST(BertConfigTest, BadConfigsAreNamed) {
+  const std::string path = (std::filesystem::temp_directory_path() / "qkv-config.json").string();
+  auto error_of = [&](const std::string& text) -> std::string {
+    std::ofstream(path) << text;
+    try {
+      read_bert_config(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_THAT(error_of("{"), HasSubstr("not valid JSON"));
+  EXPECT_THAT(error_of(R"({"hidden_act": "relu"})"), HasSubstr("only \"gelu\""));
+  EXPECT_THAT(error_of(R"({"vocab_size": 10})"), HasSubstr("\"hidden_size\" is missing"));
+  EXPECT_THAT(error_of(R"({"vocab_size": 10, "hidden_size": 5, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 16,
+      "type_vocab_size": 2})"),
+              HasSubstr("not a multiple"));
 }
 
 }  // namespace

@@ -1,0 +1,229 @@
+// `qkv explain`, `qkv embed`, `qkv similarity`, `qkv search` end to end: their numbers against
+// the transformers goldens (tests/golden/minilm), their text fitting 80 columns, their errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "explain/text.h"
+#include "models/model_files.h"
+#include "qkv/npy.h"
+
+namespace qkv {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::run_qkv;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("qkv-model-cli-" + name)).string();
+}
+
+void expect_one_line_error(const testing::CliResult& r, int code, const std::string& what) {
+  EXPECT_EQ(r.exit_code, code) << r.describe();
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr(what)) << r.describe();
+  EXPECT_TRUE(r.out.empty()) << r.describe();
+}
+
+void expect_fits_80_columns(const std::string& text) {
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    EXPECT_LE(explain::display_width(line), 80) << line;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+}
+
+// ---- explain ----
+
+TEST(ExplainCli, DefaultSentenceFocusesOnItAndFindsTheAnimalHeads) {
+  test::minilm_dir();
+  const auto r = run_qkv({"explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("The animal didn't cross the street because it was too tired"));
+  EXPECT_THAT(r.out, HasSubstr("10:it"));
+  EXPECT_THAT(r.out, HasSubstr("focus \"it\" (token 10)"));
+  for (const char* s : {"layer 0", "layer 5", "h11", "heads look first at another word"})
+    EXPECT_THAT(r.out, HasSubstr(s));
+  // From the golden attentions of transformers: layer 3 head 1 and layer 5 head 11 put ≈ .64 and
+  // ≈ .65 of "it"'s weight on "animal" (tests/golden/minilm/attentions_1.npy).
+  EXPECT_THAT(r.out, HasSubstr("L3h1 .64"));
+  EXPECT_THAT(r.out, HasSubstr("L5h11 .65"));
+  EXPECT_THAT(r.out, Not(HasSubstr("\x1b[")));  // no colour into a pipe
+  expect_fits_80_columns(r.out);
+}
+
+TEST(ExplainCli, JsonWeightsMatchTransformersAttentions) {
+  const Tensor golden = read_npy(test::golden_dir() + "/attentions_1.npy");  // [6, 12, 15, 15]
+  const auto r = run_qkv({"explain", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tokens"].size(), 15u);
+  EXPECT_EQ(j["focus"], 10);
+  EXPECT_EQ(j["tokens"][2]["text"], "animal");
+  EXPECT_EQ(j["tokens"][2]["surface"], "animal");
+  ASSERT_EQ(j["layers"].size(), 6u);
+  double worst = 0;
+  for (int l = 0; l < 6; ++l)
+    for (int h = 0; h < 12; ++h)
+      for (int i = 0; i < 15; ++i)
+        for (int k = 0; k < 15; ++k)
+          worst = std::max(worst, std::abs(j["layers"][l]["weights"][h][i][k].get<double>() -
+                                           golden.at<float>(l, h, i, k)));
+  EXPECT_LE(worst, 1e-5);
+  // scores are q·k: the logits are them scaled by 1/√32.
+  const double s = j["layers"][5]["scores"][11][10][2], logit = j["layers"][5]["logits"][11][10][2];
+  EXPECT_NEAR(logit, s / std::sqrt(32.0), 1e-5 * std::abs(s));
+  EXPECT_EQ(j["layers"][0]["q"].size(), 12u);
+  EXPECT_EQ(j["layers"][0]["q"][0].size(), 15u);
+  EXPECT_EQ(j["layers"][0]["q"][0][0].size(), 32u);
+}
+
+TEST(ExplainCli, ZoomShowsTheHeatmapAndTheFocusStepByStep) {
+  const Tensor golden = read_npy(test::golden_dir() + "/attentions_1.npy");
+  const auto r = run_qkv({"explain", "--layer", "5", "--head", "11"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("layer 5, head 11: attention weights"));
+  EXPECT_THAT(r.out, HasSubstr("1. query"));
+  EXPECT_THAT(r.out, HasSubstr("2. keys"));
+  EXPECT_THAT(r.out, HasSubstr("3. output out(it)"));
+  char expected[32];
+  std::snprintf(expected, sizeof expected, "%.2f·v(animal)", golden.at<float>(5, 11, 10, 2));
+  EXPECT_THAT(r.out, HasSubstr(expected));
+  expect_fits_80_columns(r.out);
+  const auto colored = run_qkv({"explain", "--layer", "5", "--head", "11", "--color"});
+  EXPECT_THAT(colored.out, HasSubstr("\x1b[48;5;"));
+}
+
+TEST(ExplainCli, TokenPicksTheFocus) {
+  const auto r = run_qkv({"explain", "I sat on the river bank", "--token", "bank", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"][j["focus"].get<int>()]["text"], "bank");
+  const auto by_index = run_qkv({"explain", "I sat on the river bank", "--token", "5", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(by_index.out)["focus"], 5);
+  // Without a pronoun the focus is the last word.
+  const auto last = run_qkv({"explain", "Boats rest on the river bank."});
+  EXPECT_THAT(last.out, HasSubstr("focus \"bank\""));
+}
+
+TEST(ExplainCli, BadInputGetsOneLineAndExitTwo) {
+  expect_one_line_error(run_qkv({"explain", "--layer", "6", "--head", "0"}), 2,
+                        "--layer 6 is out of range; the model has layers 0 to 5");
+  expect_one_line_error(run_qkv({"explain", "--layer", "1"}), 2, "--layer is given without --head");
+  expect_one_line_error(run_qkv({"explain", "--head", "12", "--layer", "0"}), 2, "heads 0 to 11");
+  expect_one_line_error(run_qkv({"explain", "--token", "zebra"}), 2,
+                        "--token 'zebra' is not a token of the text");
+  expect_one_line_error(run_qkv({"explain", "caf\xc3"}), 2, "not valid UTF-8");
+  expect_one_line_error(run_qkv({"explain", "--top", "9"}), 2, "--top");
+}
+
+TEST(ExplainCli, MissingModelSaysHowToInstallIt) {
+  expect_one_line_error(run_qkv({"explain", "--model", "/nonexistent/model"}), 1,
+                        "/nonexistent/model has no config.json");
+  const std::string empty_home = temp_path("empty-home");
+  std::filesystem::create_directories(empty_home);
+  const char* old = std::getenv("QKV_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("QKV_HOME", empty_home.c_str(), 1);
+  const auto r = run_qkv({"explain"});
+  if (old)
+    ::setenv("QKV_HOME", saved.c_str(), 1);
+  else
+    ::unsetenv("QKV_HOME");
+  expect_one_line_error(r, 1, "is not installed");
+  EXPECT_THAT(r.err, HasSubstr("scripts/fetch_model"));
+}
+
+// ---- embed, similarity, search ----
+
+std::vector<float> vector_of(const nlohmann::json& e) {
+  return e["vector"].get<std::vector<float>>();
+}
+
+TEST(EmbedCli, PublicReferenceValuesAndUnitLength) {
+  const auto r = run_qkv({"embed", "This is an example sentence", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const std::vector<float> v = vector_of(j["embeddings"][0]);
+  ASSERT_EQ(v.size(), 384u);
+  EXPECT_NEAR(v[0], 0.06765693, 2e-7);
+  EXPECT_NEAR(v[1], 0.06349593, 2e-7);
+  EXPECT_NEAR(v[2], 0.04871314, 2e-7);
+  double norm = 0;
+  for (float x : v) norm += static_cast<double>(x) * x;
+  EXPECT_NEAR(norm, 1.0, 1e-6);
+  EXPECT_EQ(j["embeddings"][0]["tokens"].size(), 7u);
+}
+
+TEST(EmbedCli, StdinLinesAndNpyMatchTheArguments) {
+  const std::string npy = temp_path("embed.npy");
+  std::filesystem::remove(npy);
+  const auto from_stdin = run_qkv({"embed", "--npy", npy}, "The cat sat\r\nA dog slept\n");
+  ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.describe();
+  EXPECT_THAT(from_stdin.out, HasSubstr("wrote " + npy + ": 2 × 384"));
+  const Tensor e = read_npy(npy);
+  ASSERT_EQ(e.shape(), (Shape{2, 384}));
+  const auto args = run_qkv({"embed", "The cat sat", "A dog slept", "--json"});
+  const nlohmann::json j = nlohmann::json::parse(args.out);
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 384; ++k) ASSERT_EQ(e.at<float>(i, k), vector_of(j["embeddings"][i])[k]);
+  const auto plain = run_qkv({"embed", "The cat sat"});
+  EXPECT_THAT(plain.out, HasSubstr("\"The cat sat\""));
+  expect_fits_80_columns(plain.out);
+}
+
+TEST(EmbedCli, Errors) {
+  expect_one_line_error(run_qkv({"embed"}), 2, "stdin is empty; expected texts");  // /dev/null
+  expect_one_line_error(run_qkv({"embed", "ok", "--batch-size", "0"}), 2, "--batch-size");
+  expect_one_line_error(run_qkv({"embed", "ok", "--npy", "/nonexistent/dir/x.npy"}), 1,
+                        "/nonexistent/dir/x.npy");
+}
+
+TEST(SimilarityCli, MatchesTheGoldenEmbeddings) {
+  const nlohmann::json texts = test::read_golden_json("texts.json");
+  const Tensor golden = read_npy(test::golden_dir() + "/embeddings_f64.npy");
+  double expected = 0;
+  for (int k = 0; k < 384; ++k) expected += golden.at<double>(1, k) * golden.at<double>(3, k);
+  const auto r = run_qkv({"similarity", texts[1], texts[3], "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NEAR(nlohmann::json::parse(r.out)["cosine"].get<double>(), expected, 1e-5);
+  const auto same = run_qkv({"similarity", "river bank", "river bank"});
+  EXPECT_THAT(same.out, HasSubstr("cos(a, b) = 1.0000"));
+  expect_one_line_error(run_qkv({"similarity", "only one"}), 2, "b is required");
+}
+
+TEST(SearchCli, RanksTheExactMatchFirst) {
+  const std::string corpus = temp_path("corpus.txt");
+  {
+    std::ofstream out(corpus);
+    out << "The bank raised its interest rates.\n\nI sat on the river bank.\n"
+           "Cats sleep most of the day.\nWhere can I withdraw cash?\n";
+  }
+  const auto r = run_qkv({"search", "I sat on the river bank.", "--corpus", corpus, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 4u);  // the empty line is skipped
+  EXPECT_EQ(j["results"][0]["text"], "I sat on the river bank.");
+  EXPECT_NEAR(j["results"][0]["cosine"].get<double>(), 1.0, 1e-6);
+  double total = 0;
+  for (const auto& x : j["results"]) total += x["weight"].get<double>();
+  EXPECT_NEAR(total, 1.0, 1e-9);
+  const auto top = run_qkv({"search", "money", "--corpus", corpus, "--top", "2"});
+  EXPECT_THAT(top.out, HasSubstr("… 2 more"));
+  expect_fits_80_columns(top.out);
+  expect_one_line_error(run_qkv({"search", "q", "--corpus", "/nonexistent.txt"}), 2,
+                        "--corpus /nonexistent.txt: cannot open");
+}
+
+}  // namespace
+}  // namespace qkv
