@@ -7,7 +7,7 @@ MAKEFLAGS += --no-print-directory
 .PHONY: demo test build bootstrap format format-check bench clean
 
 demo: build
-	./$(BUILD)/qkv attend --example phonebook
+	./$(BUILD)/qkv explain
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
