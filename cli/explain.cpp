@@ -55,7 +55,9 @@ int run_explain(const ExplainArgs& args) {
     throw Error(args.layer >= 0
                     ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"
                     : "--head is given without --layer; expected both, e.g. --layer 2 --head 5");
-  const std::string text = args.text.empty() ? kDefaultSentence : args.text;
+  const std::string text = args.text.value_or(kDefaultSentence);
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
   const SentenceModel model = load_model(args.model);
   const BertConfig& c = model.config();
   if (args.layer >= c.num_layers)

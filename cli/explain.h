@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "model_args.h"
@@ -10,7 +11,7 @@ namespace qkv::cli {
 
 struct ExplainArgs {
   ModelArgs model;
-  std::string text;
+  std::optional<std::string> text;  // empty: the default sentence
   std::string token;
   int layer = -1, head = -1;
   int top = 3;

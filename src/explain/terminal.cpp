@@ -60,7 +60,7 @@ std::string render_tokens(const Explained& e, int64_t focus, const Style& style)
   std::ostringstream s;
   s << "qkv explain · all-MiniLM-L6-v2 · " << e.layers << " layers × " << e.heads
     << " heads, head dim " << e.head_dim << "\n\n";
-  s << wrap(quoted(e.text), kWidth - 2, 2) << "\n";
+  s << wrap(quoted(clip(e.text, 480)), kWidth - 2, 2) << "\n";
   if (e.truncated) s << "(cut to " << e.size() << " tokens, the model's limit)\n";
   s << "\ntokens (index: token)\n";
   int column = 1;
@@ -165,16 +165,22 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
     << ": attention weights\n(row: the query's token; column: the key's token index)\n";
   std::string header(label_width, ' ');
   for (int64_t j = 0; j < shown; ++j)
-    header += pad_right(pad_left(std::to_string(j % 100), 2), cell_width);
+    // Narrow cells leave room for every fifth index only.
+    header += cell_width == 3 || j % 5 == 0
+                  ? pad_right(pad_left(std::to_string(j % 100), 2), cell_width)
+                  : std::string(static_cast<std::size_t>(cell_width), ' ');
   s << header << "\n";
   for (int64_t i = 0; i < n; ++i) {
+    if (i >= shown && i != focus) continue;  // a square of the first keys, and the focus row
     std::string name = pad_left(std::to_string(i), 3) + " " + pad_right(clip(label(e, i), 9), 9);
     s << (i == focus ? paint(name, "1;33", style) : name) << " ";
     for (int64_t j = 0; j < shown; ++j)
       s << cell(e.weight(layer, head, i, j), style) << (cell_width == 3 ? " " : "");
     s << "\n";
   }
-  if (shown < n) s << "  (the first " << shown << " of " << n << " keys; --json has them all)\n";
+  if (shown < n)
+    s << "  (the first " << shown << " of " << n
+      << " tokens, and the focus; --json has them all)\n";
   s << (style.color ? "  dark blue = 0 … yellow = 1\n"
                     : "  weight:  '  ' < .02 ≤ ·· < .2 ≤ ░░ < .4 ≤ ▒▒ < .6 ≤ ▓▓ < .8 ≤ ██\n");
 

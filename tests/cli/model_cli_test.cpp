@@ -125,6 +125,7 @@ TEST(ExplainCli, BadInputGetsOneLineAndExitTwo) {
                         "--token 'zebra' is not a token of the text");
   expect_one_line_error(run_qkv({"explain", "caf\xc3"}), 2, "not valid UTF-8");
   expect_one_line_error(run_qkv({"explain", "--top", "9"}), 2, "--top");
+  expect_one_line_error(run_qkv({"explain", " "}), 2, "the text is empty");
 }
 
 TEST(ExplainCli, MissingModelSaysHowToInstallIt) {
