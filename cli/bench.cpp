@@ -11,14 +11,16 @@ namespace {
 
 constexpr const char* kBenchFooter =
     "Each target validates its kernels against the float64 reference, then times them: a warm-up,\n"
-    "then the median of --repeats runs on N(0, 1) data, reported in GFLOP/s and as a share of\n"
-    "this machine's OpenBLAS SGEMM rate, measured just before each case (the machine may be\n"
-    "shared, and its load change within a run).\n\n"
+    "then the median of several runs (attention: N(0, 1) data; model: English-like text),\n"
+    "reported in GFLOP/s and as a share of this machine's OpenBLAS SGEMM rate, measured just\n"
+    "before each case (the machine may be shared, and its load change within a run).\n\n"
     "Examples:\n"
     "  qkv bench attention                  every default case, as a table\n"
     "  qkv bench attention --quick          small shapes, one run: a smoke test\n"
     "  qkv bench attention --case 4k,decode --json\n"
-    "  qkv bench attention --case long      L = S = 65536, one head, forward only\n";
+    "  qkv bench attention --case long      L = S = 65536, one head, forward only\n"
+    "  qkv bench model                      all-MiniLM-L6-v2: latency and sentences/s\n"
+    "  qkv bench model --quick --json       a smoke test\n";
 
 constexpr const char* kAttentionFooter =
     "Cases (B = 1; --quick divides L and S by 16):\n"
@@ -40,14 +42,35 @@ constexpr const char* kAttentionFooter =
     "  qkv bench attention --quick --json\n"
     "  qkv bench attention --case 4k --threads 1 --repeats 5\n";
 
-void add_common_options(CLI::App* cmd, BenchCommon& c) {
+constexpr const char* kModelFooter =
+    "First a check: a few texts' embeddings (both latency sentences, the 128-token one\n"
+    "not with --quick, and 3 of the corpus) must be unit length and within 1e-5 of the\n"
+    "float64 reference run of the same weights. Then, text in, unit-length embedding out\n"
+    "(tokenizing, the encoder, mean pooling), on --threads threads:\n"
+    "  latency-12     one sentence of 12 tokens ([CLS] and [SEP] included), batch 1,\n"
+    "                 median of 20 runs after a warm-up (3 with --quick)\n"
+    "  latency-128    the same with a sentence of 128 tokens\n"
+    "  throughput     1,000 generated English-like sentences of 5 to 40 words (fixed\n"
+    "                 seed; 64 with --quick), or --corpus FILE, at batch 32, sorted by\n"
+    "                 length as sentence-transformers does: sentences/s, tokens/s\n"
+    "GFLOP/s counts the encoder's matrix products per sequence of n tokens (padding\n"
+    "excluded), per layer n·2·(4·H² + 2·H·I) + 4·n²·H, over the whole time. The SGEMM\n"
+    "rate (OpenBLAS 2048³, 512³ with --quick) is measured just before each case.\n"
+    "bench/compare_torch.py model runs sentence-transformers on the same texts.\n\n"
+    "Examples:\n"
+    "  qkv bench model\n"
+    "  qkv bench model --threads 2 --json\n"
+    "  qkv bench model --dump-corpus corpus.txt   the generated corpus, one a line\n"
+    "  qkv bench model --corpus my_sentences.txt --repeats 5\n";
+
+void add_common_options(
+    CLI::App* cmd, BenchCommon& c,
+    const char* repeats_help = "timed runs after the warm-up; the median is reported") {
   cmd->add_flag("--json", c.json, "one JSON object per case per line instead of a table");
   cmd->add_option("--threads", c.threads, "threads (default: $QKV_NUM_THREADS, else all cores)")
       ->type_name("N")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--repeats", c.repeats, "timed runs after the warm-up; the median is reported")
-      ->type_name("R")
-      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--repeats", c.repeats, repeats_help)->type_name("R")->check(CLI::Range(1, 1000));
   cmd->add_flag("--quick", c.quick, "small shapes and one timed run: a smoke test");
 }
 
@@ -72,6 +95,25 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
       ->type_name("NAME,...")
       ->delimiter(',');
   a.attention_command = attention;
+
+  CLI::App* model = bench->add_subcommand(
+      "model", "all-MiniLM-L6-v2 end to end: the latency of one sentence, sentences/s at batch 32");
+  model->footer(kModelFooter);
+  model->allow_extras(false);
+  add_common_options(model, a.model.common,
+                     "timed runs of the throughput corpus after a warm-up (default 3, 1 with "
+                     "--quick); the median is reported");
+  model
+      ->add_option("--corpus", a.model.corpus,
+                   "the throughput's sentences, one a line (default: 1,000 generated ones)")
+      ->type_name("FILE");
+  model
+      ->add_option("--dump-corpus", a.model.dump_corpus,
+                   "write the throughput's sentences to FILE, one a line (for "
+                   "bench/compare_torch.py)")
+      ->type_name("FILE");
+  add_model_option(*model, a.model.model);
+  a.model_command = model;
   a.bench_command = bench;
   return bench;
 }
@@ -81,15 +123,17 @@ int run_bench(const BenchArgs& a) {
   std::vector<std::string> extra;
   if (a.bench_command) extra = a.bench_command->remaining();
   const bool attention = a.attention_command && a.attention_command->parsed();
-  if (!extra.empty() && attention)
+  const bool model = a.model_command && a.model_command->parsed();
+  if (!extra.empty() && (attention || model))
     throw Error("qkv bench: '" + extra.front() +
                 "' is not an option of qkv bench; options go after the target, e.g. qkv bench "
                 "attention --json");
   if (!extra.empty())
     throw Error("qkv bench: '" + extra.front() +
-                "' is not a target; expected attention (see qkv bench --help)");
+                "' is not a target; expected attention or model (see qkv bench --help)");
   if (attention) return run_bench_attention(a.attention);
-  throw Error("qkv bench: expected a target: attention, e.g. qkv bench attention --quick");
+  if (model) return run_bench_model(a.model);
+  throw Error("qkv bench: expected a target: attention or model, e.g. qkv bench attention --quick");
 }
 
 }  // namespace qkv::cli

@@ -1,12 +1,14 @@
-// `qkv bench`: benchmarks on this machine, one target a subcommand — `qkv bench attention` now,
-// `qkv bench model` later. Each target validates before it times, warms up, takes the median of
-// several runs on N(0, 1) data, and reports GFLOP/s beside this machine's SGEMM rate measured in
-// the same run (STYLE.md, habit 9).
+// `qkv bench`: benchmarks on this machine, one target a subcommand — `qkv bench attention` (the
+// kernels, on N(0, 1) data) and `qkv bench model` (all-MiniLM-L6-v2 end to end, on text). Each
+// target validates before it times, warms up, takes the median of several runs, and reports
+// GFLOP/s beside this machine's SGEMM rate measured in the same run (STYLE.md, habit 9).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
+
+#include "model_args.h"
 
 namespace qkv::cli {
 
@@ -23,10 +25,19 @@ struct BenchAttentionArgs {
   std::vector<std::string> cases;  // names; empty: the default set
 };
 
+struct BenchModelArgs {
+  BenchCommon common;       // repeats: the throughput's timed runs
+  ModelArgs model;          // --model DIR
+  std::string corpus;       // --corpus FILE: the throughput's texts, one a line; empty: generated
+  std::string dump_corpus;  // --dump-corpus FILE: write the throughput's texts there
+};
+
 struct BenchArgs {
   BenchAttentionArgs attention;
+  BenchModelArgs model;
   CLI::App* bench_command = nullptr;      // set by add_bench_command
   CLI::App* attention_command = nullptr;  // set by add_bench_command
+  CLI::App* model_command = nullptr;      // set by add_bench_command
 };
 
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
@@ -34,5 +45,6 @@ int run_bench(const BenchArgs& args);
 
 // The targets (bench_<target>.cpp).
 int run_bench_attention(const BenchAttentionArgs& args);
+int run_bench_model(const BenchModelArgs& args);
 
 }  // namespace qkv::cli
