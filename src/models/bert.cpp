@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kernels/cpu/blas_threads.h"
 #include "models/safetensors.h"
 
 namespace qkv {
@@ -100,6 +101,23 @@ void embed_tokens(T* h, const BertWeights& w, const std::vector<std::vector<int3
       for (int64_t j = 0; j < hidden; ++j)
         row[j] = word[id * hidden + j] + position[i * hidden + j] + type[j];
     }
+}
+
+// [B, H, L, D] → [B, L, H·D]: the heads side by side again, as W_O expects them. Rows of D are
+// copied whole (Tensor::contiguous's element-wise gather is several times slower here).
+template <class T>
+Tensor merge_heads(const Tensor& heads_first) {
+  const Tensor o = heads_first.contiguous();
+  const int64_t batch = o.dim(0), heads = o.dim(1), length = o.dim(2), d = o.dim(3);
+  Tensor out({batch, length, heads * d}, o.dtype());
+  const T* src = o.data<T>();
+  T* dst = out.data<T>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t l = 0; l < length; ++l)
+        std::copy_n(src + ((b * heads + h) * length + l) * d, d,
+                    dst + ((b * length + l) * heads + h) * d);
+  return out;
 }
 
 }  // namespace
@@ -214,6 +232,8 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
     throw Error("a sequence of " + std::to_string(length) + " tokens exceeds the model's " +
                 std::to_string(c.max_positions) + " positions");
   const DType dtype = w.word_embeddings.dtype();
+  // One pool on the cores: qkv's workers split each GEMM, OpenBLAS stays single-threaded.
+  const cpu::SingleThreadedBlas blas;
 
   Tensor h({batch, length, hid}, dtype);
   if (dtype == DType::f32)
@@ -239,8 +259,8 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
                                          .need_weights = keep,
                                          .need_scores = keep,
                                          .path = keep ? Path::reference : options.attention_path});
-    // [B, H, L, D] → [B, L, H·D]: heads side by side again, as W_O expects them.
-    const Tensor merged = r.out.transpose(1, 2).contiguous().reshape({batch, length, hid});
+    const Tensor merged =
+        dtype == DType::f32 ? merge_heads<float>(r.out) : merge_heads<double>(r.out);
     Tensor a = nn::linear(merged, layer.attention_out);
     nn::layer_norm(a, layer.attention_norm, h);
     Tensor f = nn::linear(a, layer.intermediate);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/parallel.h"
+#include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/vec_ops.h"
 
 namespace qkv::cpu {
@@ -17,7 +18,7 @@ int64_t rows_per_item(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<
 }  // namespace
 
 void linear(float* y, const float* x, const float* w, const float* b, int64_t n, int64_t in,
-            int64_t out) {
+            int64_t out, int num_threads) {
   if (n == 0 || out == 0) return;
   // y starts as the bias broadcast over rows, then SGEMM adds x·Wᵀ (beta = 1).
   for (int64_t i = 0; i < n; ++i) {
@@ -28,9 +29,28 @@ void linear(float* y, const float* x, const float* w, const float* b, int64_t n,
       std::fill(row, row + out, 0.0f);
   }
   if (in == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(out),
-              static_cast<int>(in), 1.0f, x, static_cast<int>(in), w, static_cast<int>(in), 1.0f, y,
-              static_cast<int>(out));
+  const int threads = resolve_num_threads(num_threads);
+  // Blocks of rows while each keeps ≥ 64 of them (SGEMM's packing pays off); else of columns,
+  // in multiples of 16 (one AVX-512 vector).
+  const bool by_rows = n >= 256 * threads;
+  const int64_t parts = threads == 1 ? 1
+                        : by_rows    ? threads
+                                     : std::min<int64_t>(threads, (out + 15) / 16);
+  const int64_t extent = by_rows ? n : out;
+  const int64_t step =
+      by_rows ? (extent + parts - 1) / parts : ((extent + parts - 1) / parts + 15) / 16 * 16;
+  SingleThreadedBlas blas;
+  parallel_for(parts, threads, [&](int64_t part, int) {
+    const int64_t begin = part * step, size = std::min(extent, begin + step) - begin;
+    if (size <= 0) return;
+    const int64_t rows = by_rows ? size : n, cols = by_rows ? out : size;
+    const float* xs = by_rows ? x + begin * in : x;
+    const float* ws = by_rows ? w : w + begin * in;
+    float* ys = by_rows ? y + begin * out : y + begin;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+                static_cast<int>(cols), static_cast<int>(in), 1.0f, xs, static_cast<int>(in), ws,
+                static_cast<int>(in), 1.0f, ys, static_cast<int>(out));
+  });
 }
 
 void layer_norm(float* y, const float* x, const float* residual, const float* gamma,
@@ -38,24 +58,9 @@ void layer_norm(float* y, const float* x, const float* residual, const float* ga
   const int64_t block = rows_per_item(d);
   const int64_t items = (n + block - 1) / block;
   parallel_for(items, resolve_num_threads(num_threads), [&](int64_t item, int) {
-    for (int64_t i = item * block; i < std::min(n, (item + 1) * block); ++i) {
-      const float* row = x + i * d;
-      float* dst = y + i * d;
-      if (residual != nullptr)
-        for (int64_t j = 0; j < d; ++j) dst[j] = row[j] + residual[i * d + j];
-      else if (dst != row)
-        std::copy(row, row + d, dst);
-      // Two passes in float64: mean, then the variance about it (no cancellation).
-      double mean = 0;
-      for (int64_t j = 0; j < d; ++j) mean += dst[j];
-      mean /= static_cast<double>(d);
-      double var = 0;
-      for (int64_t j = 0; j < d; ++j) var += (dst[j] - mean) * (dst[j] - mean);
-      var /= static_cast<double>(d);
-      const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
-      const float m = static_cast<float>(mean);
-      for (int64_t j = 0; j < d; ++j) dst[j] = (dst[j] - m) * inv * gamma[j] + beta[j];
-    }
+    for (int64_t i = item * block; i < std::min(n, (item + 1) * block); ++i)
+      layer_norm_row(y + i * d, x + i * d, residual != nullptr ? residual + i * d : nullptr, gamma,
+                     beta, d, static_cast<float>(eps));
   });
 }
 

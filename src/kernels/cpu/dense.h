@@ -7,9 +7,12 @@
 
 namespace qkv::cpu {
 
-// y = x·Wᵀ + b — x: [N, I], w: [O, I], b: [O] or null, y: [N, O]. OpenBLAS threads itself.
+// y = x·Wᵀ + b — x: [N, I], w: [O, I], b: [O] or null, y: [N, O]. qkv's workers each run a
+// single-threaded SGEMM on a block: of rows when there are many, of output features when there
+// are few (one short sentence: each core then streams half of W). Callers hold OpenBLAS at one
+// thread (SingleThreadedBlas) around a whole model run.
 void linear(float* y, const float* x, const float* w, const float* b, int64_t n, int64_t in,
-            int64_t out);
+            int64_t out, int num_threads = 0);
 // Each row of x (+ residual, when not null): (x − mean) / √(var + eps) · gamma + beta.
 // x, y: [N, D] (may alias); residual: [N, D] or null.
 void layer_norm(float* y, const float* x, const float* residual, const float* gamma,

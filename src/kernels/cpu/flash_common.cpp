@@ -65,9 +65,4 @@ void gemm_atb(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
               ldc);
 }
 
-SingleThreadedBlas::SingleThreadedBlas() : previous_(openblas_get_num_threads()) {
-  openblas_set_num_threads(1);
-}
-SingleThreadedBlas::~SingleThreadedBlas() { openblas_set_num_threads(previous_); }
-
 }  // namespace qkv::cpu::flash

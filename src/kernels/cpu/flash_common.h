@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/aligned.h"
+#include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/flash_attention.h"
 
 namespace qkv::cpu::flash {
@@ -79,15 +80,5 @@ void gemm_ab(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64
              const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm_atb(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-
-// Holds OpenBLAS at one thread for its lifetime, restoring the previous count afterwards.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas();
-  ~SingleThreadedBlas();
-
- private:
-  int previous_;
-};
 
 }  // namespace qkv::cpu::flash

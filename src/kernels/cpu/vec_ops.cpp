@@ -190,6 +190,45 @@ void GeluRow(float* x, int64_t n) {
   for (; j < n; ++j) x[j] = hn::GetLane(GeluErf(d1, hn::Set(d1, x[j])));
 }
 
+// LayerNorm of one row in three vector passes: dst = x (+ residual) while summing, the variance
+// about the mean (two-pass: no cancellation), then the normalization. Sums run in float32 lanes;
+// each lane adds d/N terms, so the mean's error stays near ε·(d/N)·max|x|.
+void LayerNormRow(float* dst, const float* x, const float* residual, const float* gamma,
+                  const float* beta, int64_t d, float eps) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = hn::Lanes(df);
+  auto acc = hn::Zero(df);
+  int64_t j = 0;
+  for (; j + N <= d; j += N) {
+    auto v = hn::LoadU(df, x + j);
+    if (residual != nullptr) v = hn::Add(v, hn::LoadU(df, residual + j));
+    hn::StoreU(v, df, dst + j);
+    acc = hn::Add(acc, v);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(df, acc));
+  for (; j < d; ++j) {
+    dst[j] = residual != nullptr ? x[j] + residual[j] : x[j];
+    sum += dst[j];
+  }
+  const float mean = sum / static_cast<float>(d);
+  const auto m = hn::Set(df, mean);
+  acc = hn::Zero(df);
+  for (j = 0; j + N <= d; j += N) {
+    const auto c = hn::Sub(hn::LoadU(df, dst + j), m);
+    acc = hn::MulAdd(c, c, acc);
+  }
+  float var = hn::GetLane(hn::SumOfLanes(df, acc));
+  for (; j < d; ++j) var += (dst[j] - mean) * (dst[j] - mean);
+  var /= static_cast<float>(d);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  const auto vinv = hn::Set(df, inv);
+  for (j = 0; j + N <= d; j += N) {
+    const auto c = hn::Mul(hn::Sub(hn::LoadU(df, dst + j), m), vinv);
+    hn::StoreU(hn::MulAdd(c, hn::LoadU(df, gamma + j), hn::LoadU(df, beta + j)), df, dst + j);
+  }
+  for (; j < d; ++j) dst[j] = (dst[j] - mean) * inv * gamma[j] + beta[j];
+}
+
 float Exp2Approx(float x) {
   const hn::CappedTag<float, 1> d1;
   return hn::GetLane(Exp2(d1, hn::Set(d1, x)));
@@ -210,6 +249,7 @@ HWY_EXPORT(DotRow);
 HWY_EXPORT(AllFiniteRow);
 HWY_EXPORT(Exp2Approx);
 HWY_EXPORT(GeluRow);
+HWY_EXPORT(LayerNormRow);
 
 void scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
 void add_bias_row(float* x, const float* bias, int64_t n, float a) {
@@ -231,6 +271,10 @@ float dot_row(const float* a, const float* b, int64_t n) {
 bool all_finite_row(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AllFiniteRow)(x, n); }
 float exp2_approx(float x) { return HWY_DYNAMIC_DISPATCH(Exp2Approx)(x); }
 void gelu_row(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluRow)(x, n); }
+void layer_norm_row(float* dst, const float* x, const float* residual, const float* gamma,
+                    const float* beta, int64_t d, float eps) {
+  HWY_DYNAMIC_DISPATCH(LayerNormRow)(dst, x, residual, gamma, beta, d, eps);
+}
 
 }  // namespace qkv::cpu
 #endif  // HWY_ONCE

@@ -36,6 +36,11 @@ float dot_row(const float* a, const float* b, int64_t n);
 // tanh approximation). Relative error a few 1e-7 (tests/kernels/cpu/vec_ops_test.cpp).
 void gelu_row(float* x, int64_t n);
 
+// dst = LayerNorm(x + residual)·gamma + beta over one row of d (residual may be null; dst may
+// alias x or residual): (v − mean)/√(var + eps), var the biased variance, sums in float32 lanes.
+void layer_norm_row(float* dst, const float* x, const float* residual, const float* gamma,
+                    const float* beta, int64_t d, float eps);
+
 // 2^x for one float by the same polynomial as exp2_sub_row (for tests of its accuracy).
 float exp2_approx(float x);
 
