@@ -1,9 +1,14 @@
 // The process's thread pool: workers sleep on a condition variable between jobs and claim the
-// items of a job from an atomic counter. One job runs at a time; a parallel_for called from inside
-// a job runs serially on its caller, so nesting never deadlocks.
+// items of a job from an atomic counter. Before sleeping, a worker (and a caller waiting for its
+// helpers) spins for a moment: a model runs dozens of short jobs back to back, and a futex
+// wake-up between each costs tens of microseconds on this VM (measured: one 12-token sentence
+// through MiniLM took 5.7 ms with sleeping workers, ~4 ms with spinning ones). One job runs at a
+// time; a parallel_for called from inside a job runs serially on its caller, so nesting never
+// deadlocks.
 #include "core/parallel.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -16,6 +21,22 @@ namespace qkv {
 namespace {
 
 thread_local bool t_inside_job = false;
+
+// Spins until done() or `kSpin` has passed; true if done() came first.
+template <class Done>
+bool spin_until(Done done) {
+  constexpr auto kSpin = std::chrono::microseconds(200);
+  const auto start = std::chrono::steady_clock::now();
+  while (!done()) {
+    for (int i = 0; i < 16; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() - start > kSpin) return false;
+  }
+  return true;
+}
 
 class Pool {
  public:
@@ -43,9 +64,11 @@ class Pool {
       running_ = threads - 1;
       error_ = nullptr;
       ++generation_;
+      published_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
     work(0);
+    spin_until([this] { return running_.load(std::memory_order_acquire) == 0; });
     std::unique_lock lock(mutex_);
     done_.wait(lock, [this] { return running_ == 0; });
     body_ = nullptr;
@@ -56,6 +79,7 @@ class Pool {
   void worker(int id) {
     uint64_t seen = 0;
     while (true) {
+      spin_until([&] { return published_.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && id <= helpers_); });
@@ -88,8 +112,10 @@ class Pool {
   const std::function<void(int64_t, int)>* body_ = nullptr;
   int64_t n_ = 0;
   std::atomic<int64_t> next_{0};
-  int helpers_ = 0, running_ = 0;
+  int helpers_ = 0;
+  std::atomic<int> running_{0};  // helpers still working; changed under mutex_
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> published_{0};  // generation_, readable without the lock
   bool stopping_ = false;
   std::exception_ptr error_;
 };
