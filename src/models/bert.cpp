@@ -166,11 +166,11 @@ BertWeights read_bert_weights(const std::string& safetensors_path, const BertCon
     Checkpoint ckpt(safetensors_path);
     const int64_t hid = c.hidden_size, inter = c.intermediate_size;
     auto norm = [&](const std::string& name) {
-      return nn::LayerNorm{ckpt.take(name + ".weight", {hid}), ckpt.take(name + ".bias", {hid}),
+      return nn::NormWeights{ckpt.take(name + ".weight", {hid}), ckpt.take(name + ".bias", {hid}),
                            c.layer_norm_eps};
     };
     auto linear = [&](const std::string& name, int64_t out, int64_t in) {
-      return nn::Linear{ckpt.take(name + ".weight", {out, in}), ckpt.take(name + ".bias", {out})};
+      return nn::LinearWeights{ckpt.take(name + ".weight", {out, in}), ckpt.take(name + ".bias", {out})};
     };
     BertWeights w;
     w.word_embeddings = ckpt.take("embeddings.word_embeddings.weight", {c.vocab_size, hid});
@@ -181,9 +181,9 @@ BertWeights read_bert_weights(const std::string& safetensors_path, const BertCon
     w.embedding_norm = norm("embeddings.LayerNorm");
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const std::string p = "encoder.layer." + std::to_string(l) + ".";
-      const nn::Linear q = linear(p + "attention.self.query", hid, hid);
-      const nn::Linear k = linear(p + "attention.self.key", hid, hid);
-      const nn::Linear v = linear(p + "attention.self.value", hid, hid);
+      const nn::LinearWeights q = linear(p + "attention.self.query", hid, hid);
+      const nn::LinearWeights k = linear(p + "attention.self.key", hid, hid);
+      const nn::LinearWeights v = linear(p + "attention.self.value", hid, hid);
       BertLayer layer;
       layer.qkv = {concat_rows({q.weight, k.weight, v.weight}),
                    concat_rows({q.bias, k.bias, v.bias})};

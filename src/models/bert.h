@@ -35,19 +35,19 @@ struct BertConfig {
 BertConfig read_bert_config(const std::string& path);
 
 struct BertLayer {
-  nn::Linear qkv;  // W_Q, W_K and W_V stacked: [3·hidden, hidden], one GEMM for all three
-  nn::Linear attention_out;
-  nn::LayerNorm attention_norm;
-  nn::Linear intermediate;  // [intermediate, hidden]
-  nn::Linear output;        // [hidden, intermediate]
-  nn::LayerNorm output_norm;
+  nn::LinearWeights qkv;  // W_Q, W_K and W_V stacked: [3·hidden, hidden], one GEMM for all three
+  nn::LinearWeights attention_out;
+  nn::NormWeights attention_norm;
+  nn::LinearWeights intermediate;  // [intermediate, hidden]
+  nn::LinearWeights output;        // [hidden, intermediate]
+  nn::NormWeights output_norm;
 };
 
 struct BertWeights {
   Tensor word_embeddings;        // [vocab, hidden]
   Tensor position_embeddings;    // [max_positions, hidden]
   Tensor token_type_embeddings;  // [type_vocab, hidden]
-  nn::LayerNorm embedding_norm;
+  nn::NormWeights embedding_norm;
   std::vector<BertLayer> layers;
 };
 

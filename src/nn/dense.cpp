@@ -25,7 +25,7 @@ void check_floating(const Tensor& x, const char* name) {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Linear& layer) {
+Tensor linear(const Tensor& x, const LinearWeights& layer) {
   check_floating(x, "linear: x");
   require(layer.weight.defined() && layer.weight.rank() == 2 && layer.weight.dtype() == x.dtype(),
           "linear: the weight must be a [out, in] tensor of the input's dtype");
@@ -54,7 +54,7 @@ Tensor linear(const Tensor& x, const Linear& layer) {
   return y;
 }
 
-void layer_norm(Tensor& x, const LayerNorm& norm, const Tensor& residual) {
+void layer_norm(Tensor& x, const NormWeights& norm, const Tensor& residual) {
   check_floating(x, "layer_norm: x");
   require(x.is_contiguous() && x.rank() >= 1, "layer_norm: x must be contiguous");
   const int64_t d = x.dim(-1);
@@ -91,11 +91,11 @@ void gelu(Tensor& x) {
     reference::gelu(x.data<double>(), x.data<double>(), x.numel());
 }
 
-Linear to(const Linear& layer, DType dtype) {
+LinearWeights to(const LinearWeights& layer, DType dtype) {
   return {layer.weight.to(dtype), layer.bias.defined() ? layer.bias.to(dtype) : Tensor()};
 }
 
-LayerNorm to(const LayerNorm& norm, DType dtype) {
+NormWeights to(const NormWeights& norm, DType dtype) {
   return {norm.weight.to(dtype), norm.bias.to(dtype), norm.eps};
 }
 

@@ -8,7 +8,7 @@
 namespace qkv::nn {
 
 // y = x·Wᵀ + b, PyTorch's nn.Linear.
-struct Linear {
+struct LinearWeights {
   Tensor weight;  // [out, in]
   Tensor bias;    // [out], or undefined for none
   int64_t in() const { return weight.dim(1); }
@@ -16,7 +16,7 @@ struct Linear {
 };
 
 // y = (x − mean) / √(var + eps) · weight + bias over the last dimension, PyTorch's nn.LayerNorm.
-struct LayerNorm {
+struct NormWeights {
   Tensor weight;  // [D]
   Tensor bias;    // [D]
   double eps = 1e-5;
@@ -24,14 +24,14 @@ struct LayerNorm {
 
 // x: [..., in] → [..., out]; x of any strides, the result contiguous, of x's dtype (the layer's
 // tensors must have it too).
-Tensor linear(const Tensor& x, const Linear& layer);
+Tensor linear(const Tensor& x, const LinearWeights& layer);
 // x ← LayerNorm(x + residual) in place; x contiguous [..., D]; residual of x's shape or undefined.
-void layer_norm(Tensor& x, const LayerNorm& norm, const Tensor& residual = {});
+void layer_norm(Tensor& x, const NormWeights& norm, const Tensor& residual = {});
 // x ← GELU(x) = x·Φ(x) in place; x contiguous.
 void gelu(Tensor& x);
 
 // The same layer with its tensors converted to `dtype` (float64 for the reference run).
-Linear to(const Linear& layer, DType dtype);
-LayerNorm to(const LayerNorm& norm, DType dtype);
+LinearWeights to(const LinearWeights& layer, DType dtype);
+NormWeights to(const NormWeights& norm, DType dtype);
 
 }  // namespace qkv::nn

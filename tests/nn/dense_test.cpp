@@ -29,7 +29,7 @@ double max_diff(const Tensor& a, const Tensor& b) {
 
 TEST(Dense, ReferenceWorkedByHand) {
   // y = x·Wᵀ + b with x = [1, 2], W = [[1, 0], [1, −1], [0.5, 2]], b = [0, 1, −1].
-  const Linear layer{Tensor::from({3, 2}, {1.0, 0.0, 1.0, -1.0, 0.5, 2.0}),
+  const LinearWeights layer{Tensor::from({3, 2}, {1.0, 0.0, 1.0, -1.0, 0.5, 2.0}),
                      Tensor::from({3}, {0.0, 1.0, -1.0})};
   const Tensor y = linear(Tensor::from({1, 2}, {1.0, 2.0}), layer);
   EXPECT_EQ(y.value(0), 1.0);
@@ -49,7 +49,7 @@ TEST(Dense, ReferenceWorkedByHand) {
 }
 
 // A plain float32 loop: the naive result whose error sets the tolerance.
-Tensor naive_linear_f32(const Tensor& x, const Linear& l) {
+Tensor naive_linear_f32(const Tensor& x, const LinearWeights& l) {
   const int64_t n = x.dim(0), in = l.in(), out = l.out();
   Tensor y({n, out}, DType::f64);
   for (int64_t i = 0; i < n; ++i)
@@ -68,7 +68,7 @@ TEST(Dense, FastLinearIsWithinTheFp32BoundOfTheReference) {
            {1, 1, 1}, {7, 384, 1152}, {17, 1536, 384}, {3, 21, 97}}) {
     SCOPED_TRACE(::testing::Message() << "n=" << n << " in=" << in << " out=" << out);
     const Tensor x = normal({n, in}, 1);
-    const Linear l64{normal({out, in}, 2, 0.05), normal({out}, 3)};
+    const LinearWeights l64{normal({out, in}, 2, 0.05), normal({out}, 3)};
     const Tensor ref = linear(x, l64);
     const Tensor fast = linear(x.to(DType::f32), to(l64, DType::f32));
     const double bound = 2 * max_diff(naive_linear_f32(x, l64), ref) + 1e-6;
@@ -82,7 +82,7 @@ TEST(Dense, FastLinearIsWithinTheFp32BoundOfTheReference) {
 
 TEST(Dense, FastLayerNormWithResidualAndGeluMatchTheReference) {
   const Tensor x = normal({33, 384}, 4, 3.0), r = normal({33, 384}, 5);
-  const LayerNorm n64{normal({384}, 6), normal({384}, 7), 1e-12};
+  const NormWeights n64{normal({384}, 6), normal({384}, 7), 1e-12};
   Tensor ref = x.clone();
   layer_norm(ref, n64, r);
   Tensor fast = x.to(DType::f32);
@@ -97,7 +97,7 @@ TEST(Dense, FastLayerNormWithResidualAndGeluMatchTheReference) {
 }
 
 TEST(Dense, ShapeErrorsNameTheShapes) {
-  const Linear l{Tensor({3, 2}), Tensor({3})};
+  const LinearWeights l{Tensor({3, 2}), Tensor({3})};
   EXPECT_THAT(
       [&] {
         linear(Tensor({4, 5}), l);
