@@ -30,7 +30,7 @@ double max_diff(const Tensor& a, const Tensor& b) {
 TEST(Dense, ReferenceWorkedByHand) {
   // y = x·Wᵀ + b with x = [1, 2], W = [[1, 0], [1, −1], [0.5, 2]], b = [0, 1, −1].
   const LinearWeights layer{Tensor::from({3, 2}, {1.0, 0.0, 1.0, -1.0, 0.5, 2.0}),
-                     Tensor::from({3}, {0.0, 1.0, -1.0})};
+                            Tensor::from({3}, {0.0, 1.0, -1.0})};
   const Tensor y = linear(Tensor::from({1, 2}, {1.0, 2.0}), layer);
   EXPECT_EQ(y.value(0), 1.0);
   EXPECT_EQ(y.value(1), 0.0);

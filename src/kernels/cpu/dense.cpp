@@ -53,6 +53,24 @@ void linear(float* y, const float* x, const float* w, const float* b, int64_t n,
   });
 }
 
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                     const float* w, int64_t n, int64_t in, int64_t out) {
+  if (n == 0 || out == 0 || in == 0) {
+    if (dx != nullptr) std::fill(dx, dx + n * in, 0.0f);
+    return;
+  }
+  const int ni = static_cast<int>(n), ii = static_cast<int>(in), oi = static_cast<int>(out);
+  if (dx != nullptr)  // [n, in] = [n, out]·[out, in]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ii, oi, 1.0f, dy, oi, w, ii, 0.0f,
+                dx, ii);
+  // [out, in] += [n, out]ᵀ·[n, in]
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oi, ii, ni, 1.0f, dy, oi, x, ii, 1.0f, dw,
+              ii);
+  if (db != nullptr)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t o = 0; o < out; ++o) db[o] += dy[i * out + o];
+}
+
 void layer_norm(float* y, const float* x, const float* residual, const float* gamma,
                 const float* beta, int64_t n, int64_t d, double eps, int num_threads) {
   const int64_t block = rows_per_item(d);

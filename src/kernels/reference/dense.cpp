@@ -1,5 +1,6 @@
 #include "kernels/reference/dense.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace qkv::reference {
@@ -11,6 +12,20 @@ void linear(double* y, const double* x, const double* w, const double* b, int64_
       double sum = b != nullptr ? b[o] : 0.0;
       for (int64_t k = 0; k < in; ++k) sum += x[i * in + k] * w[o * in + k];
       y[i * out + o] = sum;
+    }
+}
+
+void linear_backward(double* dx, double* dw, double* db, const double* dy, const double* x,
+                     const double* w, int64_t n, int64_t in, int64_t out) {
+  if (dx != nullptr) std::fill(dx, dx + n * in, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      const double g = dy[i * out + o];
+      if (db != nullptr) db[o] += g;
+      for (int64_t k = 0; k < in; ++k) {
+        dw[o * in + k] += g * x[i * in + k];
+        if (dx != nullptr) dx[i * in + k] += g * w[o * in + k];
+      }
     }
 }
 

@@ -1,0 +1,282 @@
+// qkv/nn.h — trainable transformer layers: explicit forward/backward pairs (llm.c style).
+//
+// Every layer's forward saves what its backward needs (one forward, then at most one backward);
+// backward takes ∂loss/∂output, accumulates (+=) into its parameters' gradients and returns
+// ∂loss/∂input. Layers run in the dtype they were built with: float32 for training (the fast
+// kernels), float64 for the finite-difference gradient checks (the reference kernels).
+// Tensors are [B, L, D] (batch, sequence, features) unless a comment says otherwise.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qkv/attention.h"
+#include "qkv/tensor.h"
+
+namespace qkv::nn {
+
+// A learnable tensor, its gradient (same shape and dtype, accumulated by backward), and the name
+// it is saved under ("encoder.0.attention.q.weight").
+struct Parameter {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+};
+
+// Deterministic random numbers (SplitMix64): the same seed gives the same initialization, the
+// same dropout masks and the same task data on every machine and thread count.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next();
+  double uniform();                    // [0, 1)
+  double normal();                     // N(0, 1)
+  int64_t below(int64_t n);            // uniform in [0, n)
+  Rng split() { return Rng(next()); }  // an independent stream
+
+ private:
+  uint64_t state_;
+};
+
+// Something with parameters.
+class Module {
+ public:
+  virtual ~Module() = default;
+  // Appends this module's parameters, then its children's, in a fixed order.
+  virtual void collect(std::vector<Parameter*>& out) = 0;
+  std::vector<Parameter*> parameters();
+  void zero_grad();
+  int64_t parameter_count();
+};
+
+// A parameter of `shape` filled with N(0, std²) (std = 0: zeros), gradient zeroed.
+Parameter make_parameter(std::string name, Shape shape, double std, Rng& rng, DType dtype);
+
+// y = x·Wᵀ + b (torch.nn.Linear). Weights N(0, 1/in) (Xavier-like), bias zero.
+class Linear : public Module {
+ public:
+  Linear(std::string name, int64_t in, int64_t out, bool bias, Rng& rng, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x);    // x: [..., in] → [..., out]; saves x
+  Tensor backward(const Tensor& dy);  // dy: [..., out] → dx; dW += dyᵀ·x, db += Σ dy
+  void collect(std::vector<Parameter*>& out) override;
+  int64_t in() const { return weight.value.dim(1); }
+  int64_t out() const { return weight.value.dim(0); }
+
+  Parameter weight;  // [out, in]
+  Parameter bias;    // [out], undefined when built without bias
+
+ private:
+  Tensor x_;
+};
+
+// Rows of a table looked up by id (torch.nn.Embedding). Weights N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(std::string name, int64_t vocab, int64_t dim, Rng& rng, DType dtype = DType::f32);
+  // ids: B sequences of equal length L → [B, L, dim]; saves the ids.
+  Tensor forward(const std::vector<std::vector<int32_t>>& ids);
+  void backward(const Tensor& dy);  // weight.grad[id] += dy rows
+  void collect(std::vector<Parameter*>& out) override;
+
+  Parameter weight;  // [vocab, dim]
+
+ private:
+  std::vector<std::vector<int32_t>> ids_;
+};
+
+// The sinusoidal position table of Vaswani et al. 2017 §3.5: [length, dim],
+// PE(p, 2i) = sin(p / 10000^(2i/dim)), PE(p, 2i+1) = cos(p / 10000^(2i/dim)).
+Tensor sinusoidal_positions(int64_t length, int64_t dim, DType dtype = DType::f32);
+
+// torch.nn.LayerNorm over the last dimension; weight 1, bias 0.
+class LayerNorm : public Module {
+ public:
+  LayerNorm(std::string name, int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x);  // saves x̂ and 1/σ per row
+  Tensor backward(const Tensor& dy);
+  void collect(std::vector<Parameter*>& out) override;
+
+  Parameter weight, bias;  // [dim]
+  double eps;
+
+ private:
+  Tensor xhat_, inv_std_;
+};
+
+// Inverted dropout: zero each entry with probability p while training, scale the rest by
+// 1/(1 − p); the identity otherwise.
+class Dropout {
+ public:
+  explicit Dropout(double p = 0.0) : p_(p) {}
+  Tensor forward(const Tensor& x, bool training, Rng& rng);
+  Tensor backward(const Tensor& dy);
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  Tensor mask_;  // the scale applied to each entry (0 or 1/(1 − p)); undefined: identity
+};
+
+enum class Activation { relu, gelu };
+
+// Linear → activation → dropout → Linear (the transformer's position-wise FFN).
+class FeedForward : public Module {
+ public:
+  FeedForward(std::string name, int64_t dim, int64_t hidden, Activation activation, double dropout,
+              Rng& rng, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x, bool training, Rng& rng);
+  Tensor backward(const Tensor& dy);
+  void collect(std::vector<Parameter*>& out) override;
+
+  Linear in, out;
+  Activation activation;
+
+ private:
+  Dropout dropout_;
+  Tensor pre_activation_;
+};
+
+struct MultiHeadAttentionOptions {
+  int64_t d_model = 64;  // = heads · d_k
+  int64_t heads = 4;
+  int64_t kv_heads = 0;  // grouped-query attention; 0: heads
+  int64_t kdim = 0;      // width of the memory keys and values are projected from; 0: d_model
+  bool bias = true;
+  Score score = Score::scaled_dot;  // general/additive get their ScoreParams as parameters too
+  bool tie_qk = false;              // W_K = W_Q (and b_K = b_Q): QKᵀ becomes symmetric
+  bool identity_v = false;          // no W_V and no W_O: values are the memory itself
+  double dropout = 0.0;             // on the attention weights while training
+};
+
+// Multi-head attention with learned projections (Vaswani et al. 2017 §3.2.2):
+//   Q = x·W_Qᵀ, K = memory·W_Kᵀ, V = memory·W_Vᵀ, split into heads, attention per head through
+//   qkv::attention, heads concatenated, then ·W_Oᵀ.
+// Self-attention: memory = x. Cross-attention: memory = the encoder's output.
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(std::string name, const MultiHeadAttentionOptions& options, Rng& rng,
+                     DType dtype = DType::f32);
+  // x: [B, L, d_model], memory: [B, S, kdim]; key_lengths: one per batch (empty: all S keys);
+  // need_weights keeps [B, H, L, S] weights for weights().
+  Tensor forward(const Tensor& x, const Tensor& memory, const std::vector<int64_t>& key_lengths,
+                 Causal causal, bool training, Rng& rng, bool need_weights = false);
+  struct Grads {
+    Tensor dx, dmemory;  // self-attention: the caller adds them
+  };
+  Grads backward(const Tensor& dout);
+  const Tensor& weights() const { return weights_; }
+  void collect(std::vector<Parameter*>& out) override;
+  const MultiHeadAttentionOptions& options() const { return options_; }
+
+  std::unique_ptr<Linear> q, k, v, o;  // k is null when tie_qk; v and o are null when identity_v
+  ScoreParams score_params;            // general / additive, as parameters below
+  std::vector<Parameter> extra;        // the score's own parameters (W, or W_q, W_k, v)
+
+ private:
+  MultiHeadAttentionOptions options_;
+  Tensor weights_;
+  struct Saved;
+  std::shared_ptr<Saved> saved_;
+};
+
+enum class NormPosition { pre, post };  // LayerNorm before each sublayer (pre) or after (post)
+
+struct BlockOptions {
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t ffn_hidden = 256;
+  Activation activation = Activation::relu;
+  NormPosition norm = NormPosition::pre;
+  double dropout = 0.0;
+  MultiHeadAttentionOptions attention;  // d_model and heads are taken from above
+};
+
+// Self-attention + FFN, each with a residual connection and a LayerNorm.
+class EncoderBlock : public Module {
+ public:
+  EncoderBlock(std::string name, const BlockOptions& options, Rng& rng, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x, const std::vector<int64_t>& lengths, bool training, Rng& rng,
+                 bool need_weights = false);
+  Tensor backward(const Tensor& dy);
+  void collect(std::vector<Parameter*>& out) override;
+
+  MultiHeadAttention attention;
+  FeedForward ffn;
+  LayerNorm norm1, norm2;
+
+ private:
+  BlockOptions options_;
+  Dropout drop1_, drop2_;
+};
+
+// Masked (causal) self-attention + cross-attention to the encoder's memory + FFN.
+class DecoderBlock : public Module {
+ public:
+  DecoderBlock(std::string name, const BlockOptions& options, Rng& rng, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x, const Tensor& memory, const std::vector<int64_t>& lengths,
+                 const std::vector<int64_t>& memory_lengths, bool training, Rng& rng,
+                 bool need_weights = false);
+  struct Grads {
+    Tensor dx, dmemory;
+  };
+  Grads backward(const Tensor& dy);
+  void collect(std::vector<Parameter*>& out) override;
+
+  MultiHeadAttention self_attention, cross_attention;
+  FeedForward ffn;
+  LayerNorm norm1, norm2, norm3;
+
+ private:
+  BlockOptions options_;
+  Dropout drop1_, drop2_, drop3_;
+};
+
+// Mean cross-entropy of softmax(logits) against targets, with label smoothing ε (Szegedy et al.
+// 2016: the target distribution is (1 − ε)·one-hot + ε/V). logits: [N, V]; targets: N ids, −1 to
+// ignore. Returns the loss, ∂loss/∂logits, and how many targets counted (and were argmax-right).
+struct CrossEntropy {
+  double loss = 0;
+  Tensor dlogits;
+  int64_t count = 0, correct = 0;
+};
+CrossEntropy cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
+                           double label_smoothing = 0.0);
+
+// Scales every gradient by max_norm / ‖g‖ when the global L2 norm ‖g‖ exceeds it; returns ‖g‖.
+double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
+  double weight_decay = 0.01;  // decoupled (Loshchilov & Hutter 2019); not on biases or norms
+  int64_t warmup_steps = 0;    // lr grows linearly over these steps
+  double clip_norm = 0.0;      // 0: no clipping
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<Parameter*> params, const AdamWOptions& options);
+  // One update from the accumulated gradients (clipped first); returns the gradient norm before
+  // clipping. Does not zero the gradients.
+  double step();
+  int64_t steps() const { return steps_; }
+  double learning_rate() const;  // the rate the next step uses
+
+ private:
+  std::vector<Parameter*> params_;
+  AdamWOptions options_;
+  std::vector<Tensor> m_, v_;
+  int64_t steps_ = 0;
+};
+
+// Parameters to and from safetensors (names as keys, float32 or float64 as stored); loading
+// checks that every parameter is present with its shape, and nothing else is.
+void save_parameters(const std::string& path, const std::vector<Parameter*>& params,
+                     const std::map<std::string, std::string>& metadata = {});
+std::map<std::string, std::string> load_parameters(const std::string& path,
+                                                   const std::vector<Parameter*>& params);
+
+}  // namespace qkv::nn
