@@ -107,7 +107,8 @@ class LayerNorm : public Module {
 };
 
 // Inverted dropout: zero each entry with probability p while training, scale the rest by
-// 1/(1 − p); the identity otherwise.
+// 1/(1 − p) (one rng.uniform() per entry, row-major); the identity otherwise (x itself is
+// returned, and nothing is drawn). p must be in [0, 1).
 class Dropout {
  public:
   explicit Dropout(double p = 0.0) : p_(p) {}
@@ -252,7 +253,7 @@ struct AdamWOptions {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
   double weight_decay = 0.01;  // decoupled (Loshchilov & Hutter 2019); not on biases or norms
-  int64_t warmup_steps = 0;    // lr grows linearly over these steps
+  int64_t warmup_steps = 0;    // step s (1-based) uses lr·min(1, s/warmup_steps), then lr
   double clip_norm = 0.0;      // 0: no clipping
 };
 
@@ -273,7 +274,9 @@ class AdamW {
 };
 
 // Parameters to and from safetensors (names as keys, float32 or float64 as stored); loading
-// checks that every parameter is present with its shape, and nothing else is.
+// checks that every parameter is present with its shape, and nothing else is; errors name the
+// parameter (qkv::Error, Kind::runtime) and leave every parameter as it was. Defined in
+// src/models/parameters_io.cpp: the file format (models/safetensors.h) sits above nn.
 void save_parameters(const std::string& path, const std::vector<Parameter*>& params,
                      const std::map<std::string, std::string>& metadata = {});
 std::map<std::string, std::string> load_parameters(const std::string& path,

@@ -91,4 +91,88 @@ void gelu(float* x, int64_t n, int num_threads) {
   });
 }
 
+void layer_norm_forward(float* y, float* xhat, float* inv_std, const float* x, const float* gamma,
+                        const float* beta, int64_t n, int64_t d, double eps, int num_threads) {
+  const int64_t block = rows_per_item(d);
+  const int64_t items = (n + block - 1) / block;
+  const float fd = static_cast<float>(d), feps = static_cast<float>(eps);
+  parallel_for(items, resolve_num_threads(num_threads), [&](int64_t item, int) {
+    for (int64_t i = item * block; i < std::min(n, (item + 1) * block); ++i) {
+      const float* row = x + i * d;
+      float* h = xhat + i * d;
+      float mean = 0;
+      for (int64_t j = 0; j < d; ++j) mean += row[j];
+      mean /= fd;
+      float var = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        h[j] = row[j] - mean;
+        var += h[j] * h[j];
+      }
+      const float inv = 1.0f / std::sqrt(var / fd + feps);
+      inv_std[i] = inv;
+      float* out = y + i * d;  // may alias row: row is no longer read
+      for (int64_t j = 0; j < d; ++j) {
+        h[j] *= inv;
+        out[j] = h[j] * gamma[j] + beta[j];
+      }
+    }
+  });
+}
+
+void layer_norm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* xhat,
+                         const float* inv_std, const float* gamma, int64_t n, int64_t d,
+                         int num_threads) {
+  // dγ and dβ: one pass over the rows in order (deterministic for any thread count).
+  for (int64_t i = 0; i < n; ++i) {
+    const float* g = dy + i * d;
+    const float* h = xhat + i * d;
+    for (int64_t j = 0; j < d; ++j) {
+      dgamma[j] += g[j] * h[j];
+      dbeta[j] += g[j];
+    }
+  }
+  const int64_t block = rows_per_item(d);
+  const int64_t items = (n + block - 1) / block;
+  const float fd = static_cast<float>(d);
+  parallel_for(items, resolve_num_threads(num_threads), [&](int64_t item, int) {
+    for (int64_t i = item * block; i < std::min(n, (item + 1) * block); ++i) {
+      const float* g = dy + i * d;
+      const float* h = xhat + i * d;
+      float mean_g = 0, mean_gh = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        const float gj = g[j] * gamma[j];
+        mean_g += gj;
+        mean_gh += gj * h[j];
+      }
+      mean_g /= fd;
+      mean_gh /= fd;
+      float* out = dx + i * d;
+      for (int64_t j = 0; j < d; ++j)
+        out[j] = inv_std[i] * (g[j] * gamma[j] - mean_g - h[j] * mean_gh);
+    }
+  });
+}
+
+void relu(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0.0f : x[i];  // NaN < 0 is false: NaN passes
+}
+
+void relu_backward(float* dx, const float* dy, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
+}
+
+void gelu_backward(float* dx, const float* dy, const float* x, int64_t n, int num_threads) {
+  constexpr int64_t kBlock = 16384;
+  constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
+  const int64_t items = (n + kBlock - 1) / kBlock;
+  parallel_for(items, resolve_num_threads(num_threads), [&](int64_t item, int) {
+    for (int64_t i = item * kBlock; i < std::min(n, (item + 1) * kBlock); ++i) {
+      const float v = x[i];
+      const float cdf = 0.5f * std::erfc(-v * kInvSqrt2);
+      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+  });
+}
+
 }  // namespace qkv::cpu
