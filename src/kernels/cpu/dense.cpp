@@ -54,21 +54,38 @@ void linear(float* y, const float* x, const float* w, const float* b, int64_t n,
 }
 
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                     const float* w, int64_t n, int64_t in, int64_t out) {
+                     const float* w, int64_t n, int64_t in, int64_t out, int num_threads) {
   if (n == 0 || out == 0 || in == 0) {
     if (dx != nullptr) std::fill(dx, dx + n * in, 0.0f);
     return;
   }
-  const int ni = static_cast<int>(n), ii = static_cast<int>(in), oi = static_cast<int>(out);
-  if (dx != nullptr)  // [n, in] = [n, out]·[out, in]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ii, oi, 1.0f, dy, oi, w, ii, 0.0f,
-                dx, ii);
-  // [out, in] += [n, out]ᵀ·[n, in]
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oi, ii, ni, 1.0f, dy, oi, x, ii, 1.0f, dw,
-              ii);
-  if (db != nullptr)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t o = 0; o < out; ++o) db[o] += dy[i * out + o];
+  // Three independent products, each split over qkv's workers with single-threaded SGEMMs:
+  // dx rows, dW rows (output features) with db alongside. Each part writes its own rows, so the
+  // bits do not depend on the thread count.
+  const int threads = resolve_num_threads(num_threads);
+  const int64_t parts = threads == 1 ? 1 : 2 * threads;
+  const int64_t dx_step = (n + parts - 1) / parts, dw_step = (out + parts - 1) / parts;
+  const int ii = static_cast<int>(in), oi = static_cast<int>(out);
+  SingleThreadedBlas blas;
+  parallel_for(2 * parts, threads, [&](int64_t item, int) {
+    const int64_t part = item % parts;
+    if (item < parts) {
+      const int64_t begin = part * dx_step, rows = std::min(n, begin + dx_step) - begin;
+      if (dx == nullptr || rows <= 0) return;
+      // dx[rows, in] = dy[rows, out]·W[out, in]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), ii, oi, 1.0f,
+                  dy + begin * out, oi, w, ii, 0.0f, dx + begin * in, ii);
+    } else {
+      const int64_t begin = part * dw_step, rows = std::min(out, begin + dw_step) - begin;
+      if (rows <= 0) return;
+      // dW[rows, in] += dy[:, rows]ᵀ·x[n, in]
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(rows), ii,
+                  static_cast<int>(n), 1.0f, dy + begin, oi, x, ii, 1.0f, dw + begin * in, ii);
+      if (db != nullptr)
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t o = begin; o < begin + rows; ++o) db[o] += dy[i * out + o];
+    }
+  });
 }
 
 void layer_norm(float* y, const float* x, const float* residual, const float* gamma,

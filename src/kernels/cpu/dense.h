@@ -14,9 +14,9 @@ namespace qkv::cpu {
 void linear(float* y, const float* x, const float* w, const float* b, int64_t n, int64_t in,
             int64_t out, int num_threads = 0);
 // The backward of linear: dx = dy·W (overwritten; may be null), dW += dyᵀ·x, db += Σ_rows dy
-// (db may be null). Single SGEMMs; OpenBLAS threads them.
+// (db may be null). Split over qkv's workers like linear.
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                     const float* w, int64_t n, int64_t in, int64_t out);
+                     const float* w, int64_t n, int64_t in, int64_t out, int num_threads = 0);
 // Each row of x (+ residual, when not null): (x − mean) / √(var + eps) · gamma + beta.
 // x, y: [N, D] (may alias); residual: [N, D] or null.
 void layer_norm(float* y, const float* x, const float* residual, const float* gamma,
