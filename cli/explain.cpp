@@ -35,6 +35,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
   cmd->add_option("--top", args.top, "keys shown per head in the overview (default 3)")
       ->check(CLI::Range(1, 3))
       ->option_text("K");
+  cmd->add_option("--input", args.input,
+                  "with --model FILE.safetensors from qkv train: the source to decode")
+      ->option_text("TEXT");
   cmd->add_flag("--json", args.json,
                 "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
@@ -46,11 +49,14 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "  qkv explain\n"
       "  qkv explain \"I sat on the river bank\" --token bank\n"
       "  qkv explain --layer 2 --head 5\n"
-      "  qkv explain \"Hans said he was tired\" --json > capture.json\n");
+      "  qkv explain \"Hans said he was tired\" --json > capture.json\n"
+      "  qkv train --task dates --out dates.safetensors\n"
+      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n");
   return cmd;
 }
 
 int run_explain(const ExplainArgs& args) {
+  if (args.input || is_seq2seq_file(args.model.dir)) return run_explain_seq2seq(args);
   if ((args.layer >= 0) != (args.head >= 0))
     throw Error(args.layer >= 0
                     ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"

@@ -11,7 +11,8 @@ namespace qkv::cli {
 
 struct ExplainArgs {
   ModelArgs model;
-  std::optional<std::string> text;  // empty: the default sentence
+  std::optional<std::string> text;   // empty: the default sentence
+  std::optional<std::string> input;  // with --model FILE.safetensors from qkv train
   std::string token;
   int layer = -1, head = -1;
   int top = 3;
@@ -21,5 +22,10 @@ struct ExplainArgs {
 
 CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args);
 int run_explain(const ExplainArgs& args);
+// --model FILE.safetensors saved by `qkv train`: the model's output on --input and its
+// cross-attention alignment (source across, output down).
+int run_explain_seq2seq(const ExplainArgs& args);
+// True when `path` names a file ending in .safetensors (not a BERT model directory).
+bool is_seq2seq_file(const std::string& path);
 
 }  // namespace qkv::cli

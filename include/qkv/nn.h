@@ -254,7 +254,11 @@ struct AdamWOptions {
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
   double weight_decay = 0.01;  // decoupled (Loshchilov & Hutter 2019); not on biases or norms
   int64_t warmup_steps = 0;    // step s (1-based) uses lr·min(1, s/warmup_steps), then lr
-  double clip_norm = 0.0;      // 0: no clipping
+  // 0: constant after warmup. Else a cosine decay (Loshchilov & Hutter 2017) from lr at the end
+  // of warmup to min_lr_ratio·lr at step decay_steps, constant after.
+  int64_t decay_steps = 0;
+  double min_lr_ratio = 0.1;
+  double clip_norm = 0.0;  // 0: no clipping
 };
 
 class AdamW {

@@ -1,5 +1,7 @@
 // Gradient clipping and AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization").
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <string>
 
 #include "qkv/nn.h"
@@ -82,6 +84,10 @@ AdamW::AdamW(std::vector<Parameter*> params, const AdamWOptions& options)
           "weight_decay is " + std::to_string(o.weight_decay) + ", must be ≥ 0");
   require(o.warmup_steps >= 0,
           "warmup_steps is " + std::to_string(o.warmup_steps) + ", must be ≥ 0");
+  require(o.decay_steps >= 0,
+          "decay_steps is " + std::to_string(o.decay_steps) + ", must be ≥ 0 (0: no decay)");
+  require(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
+          "min_lr_ratio is " + std::to_string(o.min_lr_ratio) + ", must be in [0, 1]");
   require(o.clip_norm >= 0,
           "clip_norm is " + std::to_string(o.clip_norm) + ", must be ≥ 0 (0: off)");
   for (const Parameter* p : params_) {
@@ -98,11 +104,19 @@ AdamW::AdamW(std::vector<Parameter*> params, const AdamWOptions& options)
 }
 
 // Linear warmup, then constant: step s (1-based) uses lr·min(1, s / warmup_steps), so the first
-// step already moves (lr / warmup_steps) and step warmup_steps reaches lr.
+// step already moves (lr / warmup_steps) and step warmup_steps reaches lr. With decay_steps, a
+// cosine from lr down to min_lr_ratio·lr between warmup_steps and decay_steps.
 double AdamW::learning_rate() const {
   const int64_t next = steps_ + 1;
-  if (options_.warmup_steps <= 0 || next >= options_.warmup_steps) return options_.lr;
-  return options_.lr * static_cast<double>(next) / static_cast<double>(options_.warmup_steps);
+  const int64_t warmup = std::max<int64_t>(options_.warmup_steps, 0);
+  if (warmup > 0 && next < warmup)
+    return options_.lr * static_cast<double>(next) / static_cast<double>(warmup);
+  if (options_.decay_steps <= warmup) return options_.lr;
+  const double progress = std::clamp(
+      static_cast<double>(next - warmup) / static_cast<double>(options_.decay_steps - warmup), 0.0,
+      1.0);
+  const double floor = options_.min_lr_ratio;
+  return options_.lr * (floor + (1 - floor) * 0.5 * (1 + std::cos(std::numbers::pi * progress)));
 }
 
 double AdamW::step() {

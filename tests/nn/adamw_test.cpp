@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <numbers>
 
 #include "nn/compare.h"
 #include "nn/gradcheck.h"
@@ -84,6 +85,21 @@ TEST(AdamWOptimizer, LinearWarmupThenConstant) {
   }
   AdamW flat({&w}, {.lr = 0.2});
   EXPECT_EQ(flat.learning_rate(), 0.2);
+}
+
+// warmup 2, cosine to 0.1·lr at step 6: lr·(0.1 + 0.9·½(1 + cos(π·(s − 2)/4))) for 2 ≤ s ≤ 6.
+TEST(AdamWOptimizer, CosineDecayAfterWarmupToTheFloor) {
+  Parameter w = param("w", {1, 1}, {0.0}, {1.0});
+  AdamW opt({&w}, {.lr = 1.0, .warmup_steps = 2, .decay_steps = 6, .min_lr_ratio = 0.1});
+  const double expected[] = {0.5, 1.0, 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi / 4)),
+                             0.55, 0.1 + 0.9 * 0.5 * (1 + std::cos(3 * std::numbers::pi / 4)),
+                             0.1, 0.1, 0.1};
+  for (double lr : expected) {
+    EXPECT_NEAR(opt.learning_rate(), lr, 1e-15);
+    opt.step();
+  }
+  EXPECT_THROW(AdamW({&w}, {.min_lr_ratio = 1.5}), Error);
+  EXPECT_THROW(AdamW({&w}, {.decay_steps = -1}), Error);
 }
 
 TEST(AdamWOptimizer, ClipGradNormScalesToMaxNorm) {

@@ -1,0 +1,142 @@
+// `qkv explain --model FILE.safetensors --input TEXT`: a model trained by `qkv train`, run on one
+// source by greedy decoding, and the cross-attention of one decoder layer drawn as an alignment
+// heatmap (Bahdanau et al. 2014, Figure 3: each output character lights up the source
+// characters it was read from).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "explain.h"
+#include "explain/alignment.h"
+#include "models/trainer.h"
+#include "text.h"
+
+namespace qkv::cli {
+
+bool is_seq2seq_file(const std::string& path) {
+  const std::string ext = ".safetensors";
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
+         !std::filesystem::is_directory(path);
+}
+
+int run_explain_seq2seq(const ExplainArgs& args) {
+  const std::string& path = args.model.dir;
+  if (!is_seq2seq_file(path))
+    throw Error(path.empty()
+                    ? "--input needs --model FILE.safetensors, a model saved by qkv train, e.g. "
+                      "qkv train --task dates --out dates.safetensors"
+                    : "--input needs --model FILE.safetensors saved by qkv train; " + path +
+                          " is not a .safetensors file");
+  if (args.input && args.text)
+    throw Error("both --input \"" + *args.input + "\" and the text \"" + *args.text +
+                "\" are given; expected one");
+  if (!std::filesystem::exists(path))
+    throw Error("--model " + path + ": no such file; train one with qkv train --task dates --out " +
+                path);
+  std::map<std::string, std::string> metadata;
+  const std::unique_ptr<Seq2Seq> model = Seq2Seq::load(path, &metadata);
+  const Seq2SeqConfig& c = model->config();
+  std::string source;
+  if (args.input || args.text) {
+    source = args.input ? *args.input : *args.text;
+  } else {
+    source = test_set(make_task(c.task, c.task_options), 1).front().source;
+  }
+  if (source.empty()) throw Error("--input is empty; expected a source, e.g. \"march 3rd 2021\"");
+  try {
+    model->vocab().encode(source);
+  } catch (const Error& e) {
+    throw Error("--input \"" + clip(source, 40) + "\": " + e.what());
+  }
+  if (static_cast<int64_t>(source.size()) > c.max_source)
+    throw Error("--input has " + std::to_string(source.size()) +
+                " characters; the model reads at most " + std::to_string(c.max_source));
+  const int64_t layer = args.layer >= 0 ? args.layer : c.layers - 1;
+  if (layer >= c.layers)
+    throw Error("--layer " + std::to_string(layer) +
+                " is out of range; the model has decoder layers 0 to " +
+                std::to_string(c.layers - 1));
+  if (args.head >= c.heads)
+    throw Error("--head " + std::to_string(args.head) +
+                " is out of range; the model has heads 0 to " + std::to_string(c.heads - 1));
+
+  const Seq2Seq::Decoded d = model->greedy_decode({source}, static_cast<int>(layer));
+  const Tensor& heads = d.alignment.front();  // [H, steps, S]
+  const int64_t h = heads.dim(0), steps = heads.dim(1), n = heads.dim(2);
+  // Each head's mean entropy over the output steps (nats): the lowest is the sharpest alignment.
+  std::vector<double> entropy(static_cast<std::size_t>(h), 0.0);
+  for (int64_t k = 0; k < h; ++k) {
+    for (int64_t t = 0; t < steps; ++t)
+      for (int64_t j = 0; j < n; ++j) {
+        const double w = heads.at<double>(k, t, j);
+        if (w > 0) entropy[static_cast<std::size_t>(k)] -= w * std::log(w);
+      }
+    entropy[static_cast<std::size_t>(k)] /= static_cast<double>(std::max<int64_t>(steps, 1));
+  }
+  const int64_t head = args.head >= 0
+                           ? args.head
+                           : std::min_element(entropy.begin(), entropy.end()) - entropy.begin();
+  Tensor shown(Shape{steps, n}, DType::f64);
+  for (int64_t t = 0; t < steps; ++t)
+    for (int64_t j = 0; j < n; ++j) shown.at<double>(t, j) = heads.at<double>(head, t, j);
+  std::vector<std::string> labels;
+  for (const int32_t id : d.ids.front()) labels.push_back(model->vocab().token(id));
+  const std::string& output = d.outputs.front();
+
+  if (args.json) {
+    nlohmann::json rows = nlohmann::json::array(), per_head = nlohmann::json::array();
+    for (int64_t t = 0; t < steps; ++t) {
+      std::vector<double> r(shown.data<double>() + t * n, shown.data<double>() + (t + 1) * n);
+      rows.push_back(r);
+    }
+    for (int64_t k = 0; k < h; ++k) {
+      nlohmann::json m = nlohmann::json::array();
+      for (int64_t t = 0; t < steps; ++t)
+        m.push_back(std::vector<double>(heads.data<double>() + (k * steps + t) * n,
+                                        heads.data<double>() + (k * steps + t + 1) * n));
+      per_head.push_back(m);
+    }
+    nlohmann::json src = nlohmann::json::array();
+    for (const char ch : source) src.push_back(std::string(1, ch));
+    std::cout << nlohmann::json{{"model", path},      {"task", c.task},   {"input", source},
+                                {"output", output},   {"layer", layer},   {"head", head},
+                                {"entropy", entropy}, {"source", src},    {"steps", labels},
+                                {"alignment", rows},  {"heads", per_head}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+  const bool color = args.color || (!args.no_color && ::isatty(STDOUT_FILENO) == 1 &&
+                                    std::getenv("NO_COLOR") == nullptr);
+  std::cout << c.task << " model: " << c.layers << " + " << c.layers << " layers, " << c.heads
+            << " heads, d_model " << c.d_model;
+  const auto steps_it = metadata.find("qkv.steps");
+  const auto acc_it = metadata.find("qkv.test_accuracy");
+  if (steps_it != metadata.end() && acc_it != metadata.end())
+    std::cout << "; trained " << steps_it->second << " steps, held-out accuracy "
+              << fixed(100 * std::atof(acc_it->second.c_str()), 1) << "%";
+  std::cout << "\n\n  input   \"" << source << "\"\n  output  \"" << output << "\""
+            << (d.ids.front().empty() || d.ids.front().back() != Vocabulary::kEos
+                    ? " (no end token within the model's limit)"
+                    : "")
+            << "\n\n";
+  std::cout << "Cross-attention of decoder layer " << layer << ", head " << head
+            << (args.head >= 0 ? ""
+                               : ", the sharpest of its " + std::to_string(h) + " (lowest entropy)")
+            << ":\nwhere each output character looks in the input (row: output; column: input)\n\n";
+  std::cout << explain::render_alignment(source, labels, shown, {.color = color});
+  if (args.head < 0) {
+    std::cout << "\nentropy by head (nats; 0: all on one character):";
+    for (int64_t k = 0; k < h; ++k)
+      std::cout << "  h" << k << " " << fixed(entropy[static_cast<std::size_t>(k)], 2);
+    std::cout << "\n--layer L --head H shows another; --json prints every weight.\n";
+  }
+  return 0;
+}
+
+}  // namespace qkv::cli

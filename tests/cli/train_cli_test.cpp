@@ -1,0 +1,131 @@
+// `qkv train` and `qkv explain --model FILE.safetensors` end to end: errors (one line, exit 2 for
+// usage, 1 for an unwritable --out and no file left), a tiny deterministic run with --json, and
+// the alignment heatmap of the model it saved.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+
+namespace qkv {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_qkv;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("qkv-train-cli-" + name)).string();
+}
+
+void expect_one_line_error(const testing::CliResult& r, int code, const std::string& what) {
+  EXPECT_EQ(r.exit_code, code) << r.describe();
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr(what)) << r.describe();
+  EXPECT_TRUE(r.out.empty()) << r.describe();
+}
+
+// A model small enough to train in well under a second.
+std::vector<std::string> tiny(std::vector<std::string> more) {
+  std::vector<std::string> args = {
+      "train", "--task",          "copy", "--steps",   "20", "--layers",
+      "1",     "--heads",         "2",    "--d-model", "16", "--batch",
+      "16",    "--test-examples", "20",   "--threads", "1"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(TrainCli, UnknownTaskExits2ListingTheTasks) {
+  const auto r = run_qkv({"train", "--task", "reversal"});
+  expect_one_line_error(r, 2, "unknown task 'reversal'");
+  for (const char* name : {"reverse", "sort", "copy", "dates", "lookup"})
+    EXPECT_THAT(r.err, HasSubstr(name));
+}
+
+TEST(TrainCli, DModelNotDivisibleByHeadsExits2) {
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--d-model", "30", "--heads", "4"}),
+                        2, "--d-model 30 is not divisible by --heads 4");
+}
+
+TEST(TrainCli, BadSizesExit2) {
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--layers", "0"}), 2, "--layers 0");
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--batch", "0"}), 2, "--batch 0");
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--steps", "-5"}), 2, "--steps -5");
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--lr", "0"}), 2, "--lr");
+  expect_one_line_error(run_qkv({"train"}), 2, "--task");
+}
+
+TEST(TrainCli, UnwritableOutExits1BeforeTrainingAndLeavesNoFile) {
+  const std::string out = temp_path("no-such-dir") + "/model.safetensors";
+  const auto r = run_qkv({"train", "--task", "reverse", "--out", out});
+  expect_one_line_error(r, 1, "--out " + out);
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const std::string dir = temp_path("a-directory");
+  std::filesystem::create_directories(dir);
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--out", dir}), 1, "is a directory");
+  std::filesystem::remove_all(dir);
+}
+
+// Same seed and threads, same numbers; the saved model explains itself.
+TEST(TrainCli, TinyRunIsDeterministicSavesAndExplains) {
+  const std::string out = temp_path("tiny.safetensors");
+  std::filesystem::remove(out);
+  const auto a = run_qkv(tiny({"--json", "--out", out}));
+  ASSERT_EQ(a.exit_code, 0) << a.describe();
+  const auto b = run_qkv(tiny({"--json"}));
+  ASSERT_EQ(b.exit_code, 0) << b.describe();
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["task"], "copy");
+  EXPECT_EQ(ja["training"]["steps"], 20);
+  EXPECT_EQ(ja["test_examples"], 20);
+  EXPECT_EQ(ja["model"]["d_model"], 16);
+  EXPECT_GT(ja["model"]["parameters"].get<int64_t>(), 1000);
+  EXPECT_GT(ja["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(ja["wall_seconds"].get<double>(), 0);
+  EXPECT_EQ(ja["out"], out);
+  EXPECT_EQ(ja["training"]["final_loss"], jb["training"]["final_loss"]);
+  EXPECT_EQ(ja["test_accuracy"], jb["test_accuracy"]);
+  ASSERT_EQ(ja["history"].size(), jb["history"].size());
+  for (std::size_t i = 0; i < ja["history"].size(); ++i) {
+    EXPECT_EQ(ja["history"][i]["loss"], jb["history"][i]["loss"]);
+    EXPECT_EQ(ja["history"][i]["accuracy"], jb["history"][i]["accuracy"]);
+  }
+  ASSERT_TRUE(std::filesystem::exists(out));
+
+  const auto text = run_qkv({"explain", "--model", out, "--input", "abcdef"});
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  EXPECT_THAT(text.out, HasSubstr("input   \"abcdef\""));
+  EXPECT_THAT(text.out, HasSubstr("│a b c d e f"));
+  EXPECT_THAT(text.out, HasSubstr("Cross-attention of decoder layer 0"));
+
+  const auto json = run_qkv({"explain", "--model", out, "--input", "abcdef", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.describe();
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["input"], "abcdef");
+  ASSERT_EQ(j["alignment"].size(), j["steps"].size());
+  ASSERT_FALSE(j["alignment"].empty());
+  for (const auto& row : j["alignment"]) {
+    ASSERT_EQ(row.size(), 6u);
+    double sum = 0;
+    for (const auto& w : row) sum += w.get<double>();
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+  EXPECT_EQ(j["heads"].size(), 2u);
+
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc!"}), 2, "'!'");
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--layer", "3"}), 2,
+                        "--layer 3");
+  std::filesystem::remove(out);
+}
+
+TEST(ExplainSeq2SeqCli, InputWithoutATrainedModelExits2) {
+  expect_one_line_error(run_qkv({"explain", "--input", "march 3rd 2021"}), 2,
+                        "--input needs --model FILE.safetensors");
+  expect_one_line_error(
+      run_qkv({"explain", "--model", temp_path("missing.safetensors"), "--input", "x"}), 2,
+      "no such file");
+}
+
+}  // namespace
+}  // namespace qkv
