@@ -7,8 +7,10 @@
 #include "attend.h"
 #include "bench.h"
 #include "embed.h"
+#include "experiment.h"
 #include "explain.h"
 #include "qkv/tensor.h"
+#include "train.h"
 
 namespace {
 
@@ -27,6 +29,8 @@ int main(int argc, char** argv) {
       "  qkv attend --example phonebook     attention worked through, step by step\n"
       "  qkv search QUERY --corpus FILE     queries and keys as retrieval: rank lines by "
       "similarity\n"
+      "  qkv train --task dates             train a small transformer on a toy task\n"
+      "  qkv experiment scale               why divide by √d_k? measured\n"
       "  qkv attend --help                  every option, with examples\n"
       "  qkv bench attention                GFLOP/s of the attention kernels on this machine",
       "qkv"};
@@ -43,6 +47,10 @@ int main(int argc, char** argv) {
   CLI::App* similarity = qkv::cli::add_similarity_command(app, similarity_args);
   qkv::cli::SearchArgs search_args;
   CLI::App* search = qkv::cli::add_search_command(app, search_args);
+  qkv::cli::TrainArgs train_args;
+  CLI::App* train = qkv::cli::add_train_command(app, train_args);
+  qkv::cli::ExperimentArgs experiment_args;
+  CLI::App* experiment = qkv::cli::add_experiment_command(app, experiment_args);
 
   try {
     app.parse(argc, argv);
@@ -75,6 +83,8 @@ int main(int argc, char** argv) {
     if (embed->parsed()) return qkv::cli::run_embed(embed_args);
     if (similarity->parsed()) return qkv::cli::run_similarity(similarity_args);
     if (search->parsed()) return qkv::cli::run_search(search_args);
+    if (train->parsed()) return qkv::cli::run_train(train_args);
+    if (experiment->parsed()) return qkv::cli::run_experiment_command(experiment_args);
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
   } catch (const std::exception& e) {

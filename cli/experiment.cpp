@@ -1,0 +1,89 @@
+// `qkv experiment NAME`: train small models side by side and read the table.
+#include "experiment.h"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench_common.h"
+#include "models/experiments.h"
+#include "text.h"
+
+namespace qkv::cli {
+namespace {
+
+// The first column left-aligned, the others right-aligned, two spaces apart.
+std::string render_rows(const std::vector<std::string>& columns,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<int> width(columns.size(), 0);
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    width[c] = display_width(columns[c]);
+    for (const auto& row : rows)
+      if (c < row.size()) width[c] = std::max(width[c], display_width(row[c]));
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = " ";
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      s += "  " + (c == 0 ? pad_right(cell, width[c]) : pad_left(cell, width[c]));
+    }
+    return s + "\n";
+  };
+  std::string out = line(columns);
+  for (const auto& row : rows) out += line(row);
+  return out;
+}
+
+}  // namespace
+
+CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
+  std::string names;
+  for (const std::string& n : experiment_names()) names += (names.empty() ? "" : ", ") + n;
+  CLI::App* cmd = app.add_subcommand(
+      "experiment", "answer a design question by measurement: train small models side by side");
+  cmd->add_option("name", args.name, "the experiment: " + names)->required();
+  cmd->add_flag("--quick", args.quick, "smaller tasks and fewer steps (about a minute)");
+  cmd->add_flag("--json", args.json, "print the table and the reading as JSON");
+  cmd->footer(
+      "\nExperiments:\n"
+      "  tie-qk   W_Q = W_K (a symmetric QKᵀ) against separate projections\n"
+      "  no-wv    identity W_V and no W_O against learned ones\n"
+      "  scale    softmax(QKᵀ/√d_k) against softmax(QKᵀ) as d_k grows\n"
+      "  heads    1, 2, 4, 8 heads at the same d_model\n"
+      "  scores   scaled-dot, additive, general, laplace, cosine on one task\n\n"
+      "Examples:\n"
+      "  qkv experiment scale --quick\n"
+      "  qkv experiment tie-qk --json\n");
+  return cmd;
+}
+
+int run_experiment_command(const ExperimentArgs& args) {
+  bench::Progress progress;
+  const ExperimentResult r =
+      run_experiment(args.name, {.quick = args.quick, .progress = [&](const std::string& line) {
+                                   progress.show("experiment " + args.name + ": training " + line);
+                                 }});
+  progress.clear();
+  if (args.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : r.rows) {
+      nlohmann::json o;
+      for (std::size_t c = 0; c < r.columns.size() && c < row.size(); ++c) o[r.columns[c]] = row[c];
+      rows.push_back(o);
+    }
+    std::cout << nlohmann::json{{"experiment", r.name}, {"question", r.question},
+                                {"setup", r.setup},     {"rows", rows},
+                                {"reading", r.reading}, {"seconds", r.seconds}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+  std::cout << "qkv experiment " << r.name << "\n\n"
+            << wrap(r.question, 80, 0) << "\n\n"
+            << wrap("Setup: " + r.setup, 80, 2) << "\n\n"
+            << render_rows(r.columns, r.rows) << "\n"
+            << wrap(r.reading, 80, 0) << "\n\n"
+            << "(" << fixed(r.seconds, 0) << " s)\n";
+  return 0;
+}
+
+}  // namespace qkv::cli
