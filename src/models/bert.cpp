@@ -167,10 +167,11 @@ BertWeights read_bert_weights(const std::string& safetensors_path, const BertCon
     const int64_t hid = c.hidden_size, inter = c.intermediate_size;
     auto norm = [&](const std::string& name) {
       return nn::NormWeights{ckpt.take(name + ".weight", {hid}), ckpt.take(name + ".bias", {hid}),
-                           c.layer_norm_eps};
+                             c.layer_norm_eps};
     };
     auto linear = [&](const std::string& name, int64_t out, int64_t in) {
-      return nn::LinearWeights{ckpt.take(name + ".weight", {out, in}), ckpt.take(name + ".bias", {out})};
+      return nn::LinearWeights{ckpt.take(name + ".weight", {out, in}),
+                               ckpt.take(name + ".bias", {out})};
     };
     BertWeights w;
     w.word_embeddings = ckpt.take("embeddings.word_embeddings.weight", {c.vocab_size, hid});

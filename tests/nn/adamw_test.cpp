@@ -91,9 +91,14 @@ TEST(AdamWOptimizer, LinearWarmupThenConstant) {
 TEST(AdamWOptimizer, CosineDecayAfterWarmupToTheFloor) {
   Parameter w = param("w", {1, 1}, {0.0}, {1.0});
   AdamW opt({&w}, {.lr = 1.0, .warmup_steps = 2, .decay_steps = 6, .min_lr_ratio = 0.1});
-  const double expected[] = {0.5, 1.0, 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi / 4)),
-                             0.55, 0.1 + 0.9 * 0.5 * (1 + std::cos(3 * std::numbers::pi / 4)),
-                             0.1, 0.1, 0.1};
+  const double expected[] = {0.5,
+                             1.0,
+                             0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi / 4)),
+                             0.55,
+                             0.1 + 0.9 * 0.5 * (1 + std::cos(3 * std::numbers::pi / 4)),
+                             0.1,
+                             0.1,
+                             0.1};
   for (double lr : expected) {
     EXPECT_NEAR(opt.learning_rate(), lr, 1e-15);
     opt.step();
