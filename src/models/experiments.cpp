@@ -222,7 +222,7 @@ ExperimentResult scale(const ExperimentOptions& o) {
       o.quick ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{16, 32, 64, 128, 256};
   const std::vector<int64_t> trained =
       o.quick ? std::vector<int64_t>{16} : std::vector<int64_t>{16, 64};
-  double acc_scaled_wide = 0, acc_dot_wide = 0;
+  std::string trained_str;  // "d_k = 16: 85.3% scaled, 3.3% unscaled; ..."
   for (int64_t dk : widths)
     for (bool scaled : {true, false}) {
       const InitStats st = init_stats(dk, scaled, keys);
@@ -236,7 +236,11 @@ ExperimentResult scale(const ExperimentOptions& o) {
             train_seeds(s, {.score = scaled ? Score::scaled_dot : Score::dot}, o,
                         (scaled ? "scaled d_k=" : "unscaled d_k=") + std::to_string(dk));
         acc = pct(m.accuracy);
-        (scaled ? acc_scaled_wide : acc_dot_wide) = m.accuracy;
+        if (scaled)
+          trained_str += std::string(trained_str.empty() ? "" : "; ") +
+                         "d_k = " + std::to_string(dk) + ": " + acc + " scaled";
+        else
+          trained_str += ", " + acc + " unscaled";
       }
       r.rows.push_back({std::to_string(dk), scaled ? "q·k/√d_k" : "q·k", fmt("%.2f", st.entropy),
                         fmt("%.2f", st.max_weight), fmt("%.3f", st.jacobian), acc});
@@ -250,11 +254,11 @@ ExperimentResult scale(const ExperimentOptions& o) {
       " and Σp(1−p) — the gradient the scores "
       "receive — falls to " +
       fmt("%.3f", wide.jacobian) +
-      "). That is Vaswani et al.'s footnote 4 measured. In training at d_k = " +
-      std::to_string(trained.back()) + ", scaled reached " + pct(acc_scaled_wide) + " against " +
-      pct(acc_dot_wide) +
-      " unscaled: LayerNorm and small initial weights soften the effect in a real "
-      "network, but the unscaled model starts from saturated, slow-learning attention.";
+      "). That is Vaswani et al.'s footnote 4 measured. Trained for the same steps (" +
+      trained_str +
+      "), the unscaled model starts from saturated attention that passes little gradient and "
+      "learns more slowly; how much that costs depends on the width, the initialization and "
+      "the LayerNorms in front of the projections.";
   return r;
 }
 
