@@ -280,16 +280,32 @@ ExperimentResult heads(const ExperimentOptions& o) {
     r.rows.push_back({std::to_string(h), std::to_string(s.d_model / h), pct(m.accuracy),
                       steps_str(m.reached), fmt("%.0f", m.tokens_per_second)});
   }
-  const auto best = std::max_element(
-      results.begin(), results.end(),
-      [](const auto& a, const auto& b) { return a.second.accuracy < b.second.accuracy; });
-  r.reading = "The best accuracy came with " + std::to_string(best->first) +
-              " head(s). Reversing needs each output step to find one source position while "
-              "keeping track of what was already emitted: several narrower heads can attend to "
-              "both at once, a single wide head must average them. Too many heads leave each "
-              "too few dimensions (d_k) to tell the positions apart — the table shows how far "
-              "that goes at d_model " +
-              std::to_string(s.d_model) + ".";
+  // Best: the highest accuracy, then the fewest steps to 99%.
+  auto key = [](const Summary& m) {
+    return std::pair(m.accuracy, -static_cast<double>(m.reached.value_or(1'000'000'000)));
+  };
+  const auto best =
+      std::max_element(results.begin(), results.end(),
+                       [&](const auto& a, const auto& b) { return key(a.second) < key(b.second); });
+  const bool widest_worst = key(results.front().second) < key(best->second);
+  r.reading = "The best run had " + std::to_string(best->first) +
+              " head(s) (d_k = " + std::to_string(s.d_model / best->first) + ")" +
+              (widest_worst ? ", ahead of a single head of the full width. " : ". ") +
+              (best->first == 1
+                   ? std::string("Here one wide head was enough: on this small a task, splitting "
+                                 "d_model costs more than looking at several places gains.")
+                   : std::string("Reversing needs each output step to find one source position "
+                                 "while keeping track of what was already emitted: several "
+                                 "narrower heads can attend to both at once, a single wide head "
+                                 "must average them. ")) +
+              (best->first == 1 ? std::string()
+               : best->first == results.back().first
+                   ? "Even the narrowest heads here (d_k = " +
+                         std::to_string(s.d_model / results.back().first) +
+                         ") could still tell the positions apart; with more heads each would "
+                         "eventually get too few dimensions to."
+                   : "Beyond that, each head gets too few dimensions (d_k) to tell the positions "
+                     "apart as sharply.");
   return r;
 }
 
