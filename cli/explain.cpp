@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "core/files.h"
+#include "explain/html.h"
 #include "explain/json.h"
 #include "explain/terminal.h"
 
@@ -40,6 +42,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       ->option_text("TEXT");
   cmd->add_flag("--json", args.json,
                 "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
+  cmd->add_option("--html", args.html,
+                  "write one self-contained HTML report (every layer and head; offline)")
+      ->option_text("FILE");
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
   cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
   add_model_option(*cmd, args.model);
@@ -83,6 +88,12 @@ int run_explain(const ExplainArgs& args) {
                   clip(tokens, 120) + " (or an index 0-" + std::to_string(e.size() - 1) + ")");
     }
     focus = *found;
+  }
+  if (!args.html.empty()) {
+    const std::string html = explain::html_report(e, focus);
+    write_files_atomically({{args.html, html}});
+    std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
+              << " KB, self-contained: open it in any browser, offline)\n";
   }
   if (args.json) {
     std::cout << explain::to_json(e, focus).dump() << "\n";

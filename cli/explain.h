@@ -17,6 +17,7 @@ struct ExplainArgs {
   int layer = -1, head = -1;
   int top = 3;
   bool json = false;
+  std::string html;  // write the HTML report here
   bool no_color = false, color = false;
 };
 

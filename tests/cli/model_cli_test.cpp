@@ -145,6 +145,40 @@ TEST(ExplainCli, MissingModelSaysHowToInstallIt) {
   EXPECT_THAT(r.err, HasSubstr("scripts/fetch_model"));
 }
 
+TEST(ExplainCli, HtmlReportIsSelfContainedAndCarriesTheWeights) {
+  const std::string path = temp_path("report.html");
+  std::filesystem::remove(path);
+  const auto r = run_qkv({"explain", "--html", path});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("wrote " + path));
+  std::ifstream in(path);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // No network request of any kind: no URL, no external script or stylesheet.
+  EXPECT_EQ(html.find("http"), std::string::npos);
+  EXPECT_EQ(html.find("<script src"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  const std::string open = "<script id=\"data\" type=\"application/json\">";
+  const std::size_t begin = html.find(open), end = html.find("</script>", begin);
+  ASSERT_NE(begin, std::string::npos);
+  const nlohmann::json data =
+      nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+  ASSERT_EQ(data["tokens"].size(), 15u);
+  EXPECT_EQ(data["focus"], 10);
+  ASSERT_EQ(data["layers"].size(), 6u);
+  // Weights at 4 significant digits against transformers' attentions.
+  const Tensor golden = read_npy(test::golden_dir() + "/attentions_1.npy");
+  double worst = 0;
+  for (int l = 0; l < 6; ++l)
+    for (int h = 0; h < 12; ++h)
+      for (int i = 0; i < 15; ++i)
+        for (int k = 0; k < 15; ++k)
+          worst = std::max(worst, std::abs(data["layers"][l]["w"][h][i][k].get<double>() -
+                                           golden.at<float>(l, h, i, k)));
+  EXPECT_LE(worst, 6e-5);
+  expect_one_line_error(run_qkv({"explain", "--html", "/nonexistent/dir/r.html"}), 1,
+                        "/nonexistent/dir/r.html");
+}
+
 // ---- embed, similarity, search ----
 
 std::vector<float> vector_of(const nlohmann::json& e) {
