@@ -10,6 +10,7 @@
 #include "core/files.h"
 #include "explain/html.h"
 #include "explain/json.h"
+#include "explain/svg.h"
 #include "explain/terminal.h"
 
 namespace qkv::cli {
@@ -44,6 +45,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
                 "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
   cmd->add_option("--html", args.html,
                   "write one self-contained HTML report (every layer and head; offline)")
+      ->option_text("FILE");
+  cmd->add_option("--svg", args.svg,
+                  "write an SVG image: the heatmap of --layer/--head, else the model grid")
       ->option_text("FILE");
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
   cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
@@ -94,6 +98,12 @@ int run_explain(const ExplainArgs& args) {
     write_files_atomically({{args.html, html}});
     std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
               << " KB, self-contained: open it in any browser, offline)\n";
+  }
+  if (!args.svg.empty()) {
+    const std::string svg = args.layer >= 0 ? explain::svg_heatmap(e, args.layer, args.head)
+                                            : explain::svg_model_grid(e);
+    write_files_atomically({{args.svg, svg}});
+    std::cerr << "wrote " << args.svg << " (" << (svg.size() + 1023) / 1024 << " KB)\n";
   }
   if (args.json) {
     std::cout << explain::to_json(e, focus).dump() << "\n";

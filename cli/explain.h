@@ -18,6 +18,7 @@ struct ExplainArgs {
   int top = 3;
   bool json = false;
   std::string html;  // write the HTML report here
+  std::string svg;   // write a heatmap (with --layer/--head) or the model grid here
   bool no_color = false, color = false;
 };
 

@@ -179,6 +179,31 @@ TEST(ExplainCli, HtmlReportIsSelfContainedAndCarriesTheWeights) {
                         "/nonexistent/dir/r.html");
 }
 
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(ExplainCli, SvgHeatmapAndModelGrid) {
+  const std::string heat = temp_path("heat.svg"), grid = temp_path("grid.svg");
+  ASSERT_EQ(run_qkv({"explain", "--layer", "5", "--head", "11", "--svg", heat}).exit_code, 0);
+  ASSERT_EQ(run_qkv({"explain", "--svg", grid}).exit_code, 0);
+  const std::string h = read_text(heat), g = read_text(grid);
+  EXPECT_EQ(h.rfind("<svg", 0), 0u);
+  EXPECT_THAT(h, HasSubstr("</svg>"));
+  EXPECT_EQ(count(h, "<rect x="), 15u * 15u);  // one cell a (query, key) pair
+  EXPECT_THAT(h, HasSubstr(">animal</text>"));
+  EXPECT_THAT(h, HasSubstr("layer 5, head 11"));
+  EXPECT_EQ(count(g, "<rect x="), 6u * 12u * 15u * 15u);  // every layer × head
+  EXPECT_THAT(g, HasSubstr(">layer 5</text>"));
+}
+
 // ---- embed, similarity, search ----
 
 std::vector<float> vector_of(const nlohmann::json& e) {
