@@ -65,7 +65,12 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
 }
 
 int run_explain(const ExplainArgs& args) {
-  if (args.input || is_seq2seq_file(args.model.dir)) return run_explain_seq2seq(args);
+  if (args.input || is_seq2seq_file(args.model.dir)) {
+    if (!args.html.empty() || !args.svg.empty())
+      throw Error(std::string(args.html.empty() ? "--svg" : "--html") +
+                  " is not available for trained models yet; use --json for their alignment");
+    return run_explain_seq2seq(args);
+  }
   if ((args.layer >= 0) != (args.head >= 0))
     throw Error(args.layer >= 0
                     ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"

@@ -116,6 +116,8 @@ TEST(TrainCli, TinyRunIsDeterministicSavesAndExplains) {
   expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc!"}), 2, "'!'");
   expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--layer", "3"}), 2,
                         "--layer 3");
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--html", "r.html"}),
+                        2, "--html is not available for trained models yet");
   std::filesystem::remove(out);
 }
 
