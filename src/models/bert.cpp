@@ -103,23 +103,6 @@ void embed_tokens(T* h, const BertWeights& w, const std::vector<std::vector<int3
     }
 }
 
-// [B, H, L, D] → [B, L, H·D]: the heads side by side again, as W_O expects them. Rows of D are
-// copied whole (Tensor::contiguous's element-wise gather is several times slower here).
-template <class T>
-Tensor merge_heads(const Tensor& heads_first) {
-  const Tensor o = heads_first.contiguous();
-  const int64_t batch = o.dim(0), heads = o.dim(1), length = o.dim(2), d = o.dim(3);
-  Tensor out({batch, length, heads * d}, o.dtype());
-  const T* src = o.data<T>();
-  T* dst = out.data<T>();
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t l = 0; l < length; ++l)
-        std::copy_n(src + ((b * heads + h) * length + l) * d, d,
-                    dst + ((b * length + l) * heads + h) * d);
-  return out;
-}
-
 }  // namespace
 
 BertConfig read_bert_config(const std::string& path) {
@@ -260,8 +243,7 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
                                          .need_weights = keep,
                                          .need_scores = keep,
                                          .path = keep ? Path::reference : options.attention_path});
-    const Tensor merged =
-        dtype == DType::f32 ? merge_heads<float>(r.out) : merge_heads<double>(r.out);
+    const Tensor merged = nn::merge_heads(r.out);
     Tensor a = nn::linear(merged, layer.attention_out);
     nn::layer_norm(a, layer.attention_norm, h);
     Tensor f = nn::linear(a, layer.intermediate);

@@ -1,5 +1,6 @@
 #include "nn/dense.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cpu/dense.h"
@@ -23,7 +24,29 @@ void check_floating(const Tensor& x, const char* name) {
           std::string(name) + " must be a float32 or float64 tensor");
 }
 
+template <class T>
+Tensor merge_heads_as(const Tensor& heads_first) {
+  const Tensor o = heads_first.contiguous();
+  const int64_t batch = o.dim(0), heads = o.dim(1), length = o.dim(2), d = o.dim(3);
+  Tensor out({batch, length, heads * d}, o.dtype());
+  const T* src = o.data<T>();
+  T* dst = out.data<T>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t l = 0; l < length; ++l)
+        std::copy_n(src + ((b * heads + h) * length + l) * d, d,
+                    dst + ((b * length + l) * heads + h) * d);
+  return out;
+}
+
 }  // namespace
+
+Tensor merge_heads(const Tensor& heads_first) {
+  check_floating(heads_first, "merge_heads: the input");
+  require(heads_first.rank() == 4, "merge_heads: expected a [B, H, L, D] tensor");
+  return heads_first.dtype() == DType::f32 ? merge_heads_as<float>(heads_first)
+                                           : merge_heads_as<double>(heads_first);
+}
 
 Tensor linear(const Tensor& x, const LinearWeights& layer) {
   check_floating(x, "linear: x");

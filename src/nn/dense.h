@@ -30,6 +30,10 @@ void layer_norm(Tensor& x, const NormWeights& norm, const Tensor& residual = {})
 // x ← GELU(x) = x·Φ(x) in place; x contiguous.
 void gelu(Tensor& x);
 
+// [B, H, L, D] → [B, L, H·D]: the heads side by side again, as W_O expects them (contiguous; rows
+// of D are copied whole — Tensor::contiguous's element-wise gather is several times slower).
+Tensor merge_heads(const Tensor& heads_first);
+
 // The same layer with its tensors converted to `dtype` (float64 for the reference run).
 LinearWeights to(const LinearWeights& layer, DType dtype);
 NormWeights to(const NormWeights& norm, DType dtype);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/dense.h"
 #include "qkv/nn.h"
 
 namespace qkv::nn {
@@ -35,27 +36,6 @@ namespace {
 Tensor split_heads(const Tensor& rows, int64_t heads) {
   const Tensor t = rows.contiguous();
   return t.reshape({t.dim(0), t.dim(1), heads, t.dim(2) / heads}).transpose(1, 2);
-}
-
-// [B, H, L, d] → [B, L, H·d]: the heads side by side again, as W_O expects them; rows of d are
-// copied whole.
-template <class T>
-Tensor merge_heads_as(const Tensor& heads_first) {
-  const Tensor o = heads_first.contiguous();
-  const int64_t batch = o.dim(0), heads = o.dim(1), length = o.dim(2), d = o.dim(3);
-  Tensor out({batch, length, heads * d}, o.dtype());
-  const T* src = o.data<T>();
-  T* dst = out.data<T>();
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t l = 0; l < length; ++l)
-        std::copy_n(src + ((b * heads + h) * length + l) * d, d,
-                    dst + ((b * length + l) * heads + h) * d);
-  return out;
-}
-
-Tensor merge_heads(const Tensor& t) {
-  return t.dtype() == DType::f32 ? merge_heads_as<float>(t) : merge_heads_as<double>(t);
 }
 
 // a += b (both contiguous, of one shape and dtype).

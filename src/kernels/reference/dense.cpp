@@ -5,6 +5,20 @@
 #include <numbers>
 
 namespace qkv::reference {
+namespace {
+
+// The mean of a row and 1/√(var + eps), var the biased variance about that mean (two passes).
+void row_mean_inv_std(const double* row, int64_t d, double eps, double& mean, double& inv) {
+  mean = 0;
+  for (int64_t j = 0; j < d; ++j) mean += row[j];
+  mean /= static_cast<double>(d);
+  double var = 0;
+  for (int64_t j = 0; j < d; ++j) var += (row[j] - mean) * (row[j] - mean);
+  var /= static_cast<double>(d);
+  inv = 1.0 / std::sqrt(var + eps);
+}
+
+}  // namespace
 
 void linear(double* y, const double* x, const double* w, const double* b, int64_t n, int64_t in,
             int64_t out) {
@@ -34,13 +48,8 @@ void layer_norm(double* y, const double* x, const double* gamma, const double* b
                 int64_t d, double eps) {
   for (int64_t i = 0; i < n; ++i) {
     const double* row = x + i * d;
-    double mean = 0;
-    for (int64_t j = 0; j < d; ++j) mean += row[j];
-    mean /= static_cast<double>(d);
-    double var = 0;
-    for (int64_t j = 0; j < d; ++j) var += (row[j] - mean) * (row[j] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + eps);
+    double mean, inv;
+    row_mean_inv_std(row, d, eps, mean, inv);
     for (int64_t j = 0; j < d; ++j) y[i * d + j] = (row[j] - mean) * inv * gamma[j] + beta[j];
   }
 }
@@ -53,13 +62,8 @@ void layer_norm_forward(double* y, double* xhat, double* inv_std, const double* 
                         const double* gamma, const double* beta, int64_t n, int64_t d, double eps) {
   for (int64_t i = 0; i < n; ++i) {
     const double* row = x + i * d;
-    double mean = 0;
-    for (int64_t j = 0; j < d; ++j) mean += row[j];
-    mean /= static_cast<double>(d);
-    double var = 0;
-    for (int64_t j = 0; j < d; ++j) var += (row[j] - mean) * (row[j] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + eps);
+    double mean, inv;
+    row_mean_inv_std(row, d, eps, mean, inv);
     inv_std[i] = inv;
     for (int64_t j = 0; j < d; ++j) {
       xhat[i * d + j] = (row[j] - mean) * inv;  // read row[j] before y (which may alias x) is set
