@@ -5,10 +5,12 @@
 #include <iostream>
 
 #include "attend_render.h"
+#include "attend_report.h"
 #include "attention/fused.h"
 #include "attention/validate.h"
 #include "core/files.h"
 #include "examples.h"
+#include "explain/html.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -38,6 +40,13 @@ constexpr const char* kFooter =
     "             --params Wq.npy Wk.npy v.npy --json\n";
 
 [[noreturn]] void usage(const std::string& message) { throw Error(message); }
+
+void write_html(const std::string& path, const explain::Report& report) {
+  const std::string html = explain::html_report(report);
+  write_files_atomically({{path, html}});
+  std::cerr << "wrote " << path << " (" << (html.size() + 1023) / 1024
+            << " KB, self-contained: open it in any browser, offline)\n";
+}
 
 // Reads a .npy given by an option; errors name the option as well as the file.
 Tensor read_input(const std::string& option, const std::string& path) {
@@ -197,11 +206,12 @@ int run_example(const AttendArgs& a) {
   const Example& e = find_example(a.example);
   const RenderOptions ro{.digits = a.digits, .top = a.top};
   nlohmann::json runs = nlohmann::json::array();
+  std::vector<AttentionResult> results;
   std::string text = e.name + " — " + e.title + "\n";
   for (const std::string& line : e.story) text += "  " + line + "\n";
   for (std::size_t i = 0; i < e.runs.size(); ++i) {
     const AttendCase& c = e.runs[i];
-    const AttentionResult r = run_case(c);
+    const AttentionResult& r = results.emplace_back(run_case(c));
     RenderOptions this_run = ro;
     this_run.same_inputs_as_before = i > 0 && same_inputs(c, e.runs[i - 1]);
     runs.push_back(to_json(c, r));
@@ -210,6 +220,8 @@ int run_example(const AttendArgs& a) {
     text += explain_steps(c, r, this_run);
   }
   if (!e.takeaway.empty()) text += "\n" + wrap("What it shows: " + e.takeaway, 96, 2) + "\n";
+  if (!a.html.empty())
+    write_html(a.html, attend_report(e.name + " — " + e.title, e.story, e.runs, results));
   if (a.json)
     std::cout << nlohmann::json{{"example", e.name},
                                 {"title", e.title},
@@ -262,6 +274,9 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
       ->capture_default_str()
       ->type_name("PATH");
   cmd->add_flag("--json", a.json, "print everything as JSON instead of text");
+  cmd->add_option("--html", a.html,
+                  "also write one self-contained HTML report: heatmap, lines, step view (offline)")
+      ->type_name("FILE");
   cmd->add_option("--example", a.example, "a built-in worked example, or 'list'")
       ->type_name("NAME");
   cmd->add_option("--digits", a.digits, "decimals in printed numbers (0 to 12)")
@@ -290,6 +305,11 @@ int run_attend(const AttendArgs& a) {
     r.logsumexp = fused.logsumexp;
   }
   write_outputs(a, r);  // every file or none, before anything is printed
+  if (!a.html.empty())
+    write_html(a.html,
+               attend_report("qkv attend",
+                             {"queries " + a.query + ", keys " + a.keys + ", values " + a.values},
+                             {c}, {r}));
   if (a.json) {
     nlohmann::json j = to_json(c, r);
     j["path"] = to_string(path);

@@ -13,6 +13,7 @@ struct AttendArgs {
   std::vector<std::string> params;
   std::string query_labels, key_labels;
   std::string out, weights, lse;
+  std::string html;  // the self-contained HTML report
   std::string example;
   bool json = false;
   int digits = 2;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "core/files.h"
@@ -99,7 +100,15 @@ int run_explain(const ExplainArgs& args) {
     focus = *found;
   }
   if (!args.html.empty()) {
-    const std::string html = explain::html_report(e, focus);
+    const std::string title = args.model.dir.empty()
+                                  ? "all-MiniLM-L6-v2"
+                                  : std::filesystem::path(args.model.dir).filename().string();
+    explain::Report report = explain::report_of(e, focus, title);
+    if (args.layer >= 0) {
+      report.layer = args.layer;
+      report.head = args.head;
+    }
+    const std::string html = explain::html_report(report);
     write_files_atomically({{args.html, html}});
     std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
               << " KB, self-contained: open it in any browser, offline)\n";

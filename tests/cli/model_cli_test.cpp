@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -145,6 +146,28 @@ TEST(ExplainCli, MissingModelSaysHowToInstallIt) {
   EXPECT_THAT(r.err, HasSubstr("scripts/fetch_model"));
 }
 
+// The report's base64 (RFC 4648), decoded here independently of the writer.
+std::string bytes_of(const nlohmann::json& b64) {
+  const std::string in = b64.get<std::string>(),
+                    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (const char c : in) {
+    if (c == '=') break;
+    bits = (bits << 6) | static_cast<uint32_t>(alphabet.find(c));
+    if ((count += 6) >= 8) out += static_cast<char>((bits >> (count -= 8)) & 0xff);
+  }
+  return out;
+}
+
+std::vector<float> floats_of(const nlohmann::json& b64) {
+  const std::string raw = bytes_of(b64);
+  std::vector<float> v(raw.size() / sizeof(float));
+  std::memcpy(v.data(), raw.data(), v.size() * sizeof(float));
+  return v;
+}
+
 TEST(ExplainCli, HtmlReportIsSelfContainedAndCarriesTheWeights) {
   const std::string path = temp_path("report.html");
   std::filesystem::remove(path);
@@ -162,19 +185,44 @@ TEST(ExplainCli, HtmlReportIsSelfContainedAndCarriesTheWeights) {
   ASSERT_NE(begin, std::string::npos);
   const nlohmann::json data =
       nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
-  ASSERT_EQ(data["tokens"].size(), 15u);
   EXPECT_EQ(data["focus"], 10);
-  ASSERT_EQ(data["layers"].size(), 6u);
-  // Weights at 4 significant digits against transformers' attentions.
+  ASSERT_EQ(data["blocks"].size(), 1u);
+  const nlohmann::json& block = data["blocks"][0];
+  ASSERT_EQ(block["queries"].size(), 15u);
+  ASSERT_EQ(block["layers"].size(), 6u);
+  ASSERT_EQ(block["H"], 12);
+  ASSERT_EQ(block["d"], 32);
+  // The page computes the weights from the embedded float32 q and k: do the same here and
+  // compare with transformers' attentions; the grid's thumbnails (one byte a weight for 15
+  // tokens) must agree to their rounding.
   const Tensor golden = read_npy(test::golden_dir() + "/attentions_1.npy");
-  double worst = 0;
-  for (int l = 0; l < 6; ++l)
+  const double scale = block["scale"].get<double>();
+  double worst = 0, worst_thumb = 0;
+  for (int l = 0; l < 6; ++l) {
+    const std::vector<float> q = floats_of(block["layers"][l]["q"]);
+    const std::vector<float> k = floats_of(block["layers"][l]["k"]);
+    const std::string thumb = bytes_of(block["layers"][l]["thumb"]["data"]);
+    ASSERT_EQ(q.size(), 12u * 15 * 32);
+    ASSERT_EQ(thumb.size(), 12u * 15 * 15);
     for (int h = 0; h < 12; ++h)
-      for (int i = 0; i < 15; ++i)
-        for (int k = 0; k < 15; ++k)
-          worst = std::max(worst, std::abs(data["layers"][l]["w"][h][i][k].get<double>() -
-                                           golden.at<float>(l, h, i, k)));
+      for (int i = 0; i < 15; ++i) {
+        std::vector<double> z(15);
+        for (int j = 0; j < 15; ++j)
+          for (int t = 0; t < 32; ++t)
+            z[j] += scale * q[(h * 15 + i) * 32 + t] * k[(h * 15 + j) * 32 + t];
+        const double max = *std::max_element(z.begin(), z.end());
+        double sum = 0;
+        for (double& x : z) sum += (x = std::exp(x - max));
+        for (int j = 0; j < 15; ++j) {
+          const double g = golden.at<float>(l, h, i, j);
+          worst = std::max(worst, std::abs(z[j] / sum - g));
+          const auto byte = static_cast<unsigned char>(thumb[(h * 15 + i) * 15 + j]);
+          worst_thumb = std::max(worst_thumb, std::abs(byte / 255.0 - g));
+        }
+      }
+  }
   EXPECT_LE(worst, 6e-5);
+  EXPECT_LE(worst_thumb, 0.5 / 255 + 6e-5);
   expect_one_line_error(run_qkv({"explain", "--html", "/nonexistent/dir/r.html"}), 1,
                         "/nonexistent/dir/r.html");
 }

@@ -1,0 +1,17 @@
+// `qkv attend --html`: one call of attention (or every run of a worked example) as the HTML
+// report's blocks — one block per run and batch entry, its heads side by side.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attend_case.h"
+#include "explain/report.h"
+
+namespace qkv::cli {
+
+explain::Report attend_report(const std::string& title, const std::vector<std::string>& story,
+                              const std::vector<AttendCase>& cases,
+                              const std::vector<AttentionResult>& results);
+
+}  // namespace qkv::cli

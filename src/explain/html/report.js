@@ -1,0 +1,424 @@
+'use strict';
+// The qkv report: decodes the data embedded in the page, keeps one selection (block, layer, head,
+// query token) and draws every view from it. No network, no libraries.
+const D = JSON.parse(document.getElementById('data').textContent);
+const $ = (id) => document.getElementById(id);
+const S = { b: 0, l: D.layer, h: D.head, q: D.focus, k: -1, hover: null, on: [], all: false };
+
+// ---- the numbers: base64 → typed arrays --------------------------------------------------------
+function bytes(b64) {
+  const s = atob(b64), a = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
+  return a;
+}
+const floats = (b64) => new Float32Array(bytes(b64).buffer);
+function halves(b64) {  // IEEE 754 binary16 → float
+  const u = new Uint16Array(bytes(b64).buffer), out = new Float32Array(u.length);
+  for (let i = 0; i < u.length; i++) {
+    const h = u[i], s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, m = h & 1023;
+    out[i] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity)
+                     : s * (1 + m / 1024) * 2 ** (e - 15);
+  }
+  return out;
+}
+
+// One layer of one block, decoded and (when the data has no logits) computed on first use:
+// z = scale·q·k (−∞ where masked), w = softmax(z) row by row.
+const cache = new Map();
+function layer(b, l) {
+  const key = b + ':' + l;
+  if (cache.has(key)) return cache.get(key);
+  const B = D.blocks[b], raw = B.layers[l], n = B.queries.length, m = B.keys.length;
+  const L = { n, m, q: floats(raw.q), k: floats(raw.k), v: raw.v32 ? floats(raw.v32) : halves(raw.v) };
+  if (raw.logits) {
+    L.z = floats(raw.logits);
+    L.w = floats(raw.weights);
+  } else {
+    attend(B, L);
+  }
+  cache.set(key, L);
+  return L;
+}
+function attend(B, L) {
+  const { H, Hk, d, scale } = B, { n, m, q, k } = L;
+  L.z = new Float32Array(H * n * m);
+  L.w = new Float32Array(H * n * m);
+  for (let h = 0; h < H; h++) {
+    const kh = Math.floor(h * Hk / H);
+    for (let i = 0; i < n; i++) {
+      const qo = (h * n + i) * d, row = (h * n + i) * m;
+      let max = -Infinity;
+      for (let j = 0; j < m; j++) {
+        let z = -Infinity;
+        if (!(B.causal && j > i)) {
+          const ko = (kh * m + j) * d;
+          let s = 0;
+          for (let t = 0; t < d; t++) s += q[qo + t] * k[ko + t];
+          z = s * scale;
+        }
+        L.z[row + j] = z;
+        if (z > max) max = z;
+      }
+      let sum = 0;
+      for (let j = 0; j < m; j++) sum += (L.w[row + j] = Math.exp(L.z[row + j] - max));
+      for (let j = 0; j < m; j++) L.w[row + j] /= sum;
+    }
+  }
+}
+const block = () => D.blocks[S.b];
+const weight = (L, h, i, j) => L.w[(h * L.n + i) * L.m + j];
+
+// ---- filters: which queries and keys are on screen ---------------------------------------------
+function shown(tokens, side) {
+  const pair = $('pair').value, hideSpecial = $('hide-special').checked;
+  const hidePunct = $('hide-punct').checked, out = [];
+  tokens.forEach((t, i) => {
+    if (hideSpecial && t.sp) return;
+    if (hidePunct && t.p) return;
+    if (block().same && pair !== 'all' && t.s !== (pair[side] === 'A' ? 0 : 1)) return;
+    out.push(i);
+  });
+  return out;
+}
+const queries = () => shown(block().queries, 0);
+const keys = () => shown(block().keys, 1);
+
+// ---- colours, from the page's colour scheme ----------------------------------------------------
+let C = {};
+function readColours() {
+  const css = getComputedStyle(document.documentElement);
+  const rgb = (name) => {
+    const probe = document.createElement('span');
+    probe.style.color = css.getPropertyValue(name);
+    document.body.appendChild(probe);
+    const v = getComputedStyle(probe).color.match(/\d+/g).slice(0, 3).map(Number);
+    probe.remove();
+    return v;
+  };
+  C = { bg: rgb('--bg'), acc: rgb('--acc'), neg: rgb('--neg'), fg: rgb('--fg'), sel: rgb('--sel') };
+  C.dark = C.bg[0] < 128;
+}
+const mix = (a, b, t) => a.map((x, i) => Math.round(x + (b[i] - x) * t));
+const css = (c) => `rgb(${c[0]},${c[1]},${c[2]})`;
+const ramp = (w) => mix(C.bg, C.acc, Math.min(1, Math.max(0, w)));
+const headColour = (h) => `hsl(${Math.round((h * 360) / block().H)},75%,${C.dark ? 62 : 42}%)`;
+const fmt = (x, digits = 3) => (x === -Infinity ? '−∞' : x.toFixed(digits).replace('-', '−'));
+const esc = (t) => t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+
+// ---- selection ----------------------------------------------------------------------------------
+function select(change) {
+  const follow = S.on.length && S.on.every((on, h) => on === (h === S.h));
+  Object.assign(S, change);
+  if (follow && S.on.length === block().H) S.on = S.on.map((_, h) => h === S.h);
+  const B = block();
+  S.l = Math.min(S.l, B.layers.length - 1);
+  S.h = Math.min(S.h, B.H - 1);
+  const qs = queries();
+  if (qs.length && !qs.includes(S.q)) S.q = qs.find((i) => !B.queries[i].sp) ?? qs[0];
+  render();
+}
+
+// ---- the views ----------------------------------------------------------------------------------
+function header() {
+  $('title').textContent = D.title;
+  $('texts').innerHTML = D.texts.map(([label, text]) => `<p><span class="mute">${esc(label)}:</span> ${esc(text)}</p>`).join('');
+  const nav = $('blocks');
+  nav.innerHTML = D.blocks.length < 2 ? '' : D.blocks.map((B, b) =>
+    `<button data-b="${b}" title="${esc(B.note)}">${esc(B.name)}</button>`).join('');
+  nav.querySelectorAll('button').forEach((x) => { x.onclick = () => select({ b: +x.dataset.b, q: 0, on: [] }); });
+  $('pair-wrap').hidden = !D.blocks.some((B) => B.queries.some((t) => t.s === 1));
+  for (const id of ['hide-special', 'hide-punct', 'pair']) $(id).onchange = () => select({});
+}
+
+function status() {
+  const B = block();
+  $('blocks').querySelectorAll('button').forEach((x) => x.setAttribute('aria-pressed', +x.dataset.b === S.b));
+  const qt = B.queries[S.q] ? B.queries[S.q].t : '';
+  $('sel').textContent = `${B.name}, layer ${S.l}, head ${S.h}, query ${S.q} "${qt}"`;
+  const hidden = B.queries.length - queries().length + B.keys.length - keys().length;
+  $('filter-note').textContent = hidden ? 'hidden tokens keep their weight; rows need not sum to 1' : '';
+}
+
+function tokens() {
+  const B = block(), qs = new Set(queries());
+  $('tokens').innerHTML = B.queries.map((t, i) =>
+    `<button class="tok${qs.has(i) ? '' : ' hidden'}" data-i="${i}" aria-pressed="${i === S.q}"` +
+    `${t.s ? ' title="sentence B"' : ''}>${esc(t.t)}</button>`).join('');
+  $('tokens').querySelectorAll('button').forEach((x) => { x.onclick = () => select({ q: +x.dataset.i }); });
+}
+
+let gridBlock = -1;
+function grid() {
+  const B = block(), g = $('grid'), size = B.H > 16 ? 26 : 36;
+  if (gridBlock !== S.b || g.dataset.dark !== String(C.dark)) {
+    gridBlock = S.b;
+    g.dataset.dark = C.dark;
+    g.style.gridTemplateColumns = `auto repeat(${B.H}, ${size + 4}px)`;
+    let html = '<span></span>';
+    for (let h = 0; h < B.H; h++) html += `<span class="label">h${h}</span>`;
+    B.layers.forEach((_, l) => {
+      html += `<span class="label">layer ${l}</span>`;
+      for (let h = 0; h < B.H; h++)
+        html += `<button data-l="${l}" data-h="${h}" aria-label="layer ${l}, head ${h}" title="layer ${l}, head ${h}">` +
+                `<canvas width="${size}" height="${size}"></canvas></button>`;
+    });
+    g.innerHTML = html;
+    g.querySelectorAll('button').forEach((x) => {
+      const l = +x.dataset.l, h = +x.dataset.h, t = B.layers[l].thumb, px = bytes(t.data);
+      const img = new ImageData(t.m, t.n), off = document.createElement('canvas');
+      for (let i = 0; i < t.n * t.m; i++) {
+        const c = ramp(px[h * t.n * t.m + i] / 255);
+        img.data.set([c[0], c[1], c[2], 255], 4 * i);
+      }
+      off.width = t.m;
+      off.height = t.n;
+      off.getContext('2d').putImageData(img, 0, 0);
+      const ctx = x.firstChild.getContext('2d');
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(off, 0, 0, size, size);
+      x.onclick = () => select({ l, h });
+      x.onkeydown = (e) => {
+        const step = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
+        if (!step) return;
+        e.preventDefault();
+        const nl = (l + step[0] + B.layers.length) % B.layers.length, nh = (h + step[1] + B.H) % B.H;
+        select({ l: nl, h: nh });
+        g.querySelector(`button[data-l="${nl}"][data-h="${nh}"]`).focus();
+      };
+    });
+  }
+  g.querySelectorAll('button').forEach((x) =>
+    x.setAttribute('aria-pressed', +x.dataset.l === S.l && +x.dataset.h === S.h));
+}
+
+function heat() {
+  const B = block(), L = layer(S.b, S.l), qs = queries(), ks = keys(), c = $('heat');
+  $('heat-sel').textContent = `layer ${S.l}, head ${S.h}`;
+  const cell = Math.max(2, Math.min(26, Math.floor(600 / Math.max(qs.length, ks.length, 1))));
+  const labels = cell >= 10, pad = labels ? 96 : 8;
+  c.width = pad + ks.length * cell + 4;
+  c.height = pad + qs.length * cell + 4;
+  const x = c.getContext('2d'), img = new ImageData(Math.max(ks.length, 1), Math.max(qs.length, 1));
+  qs.forEach((i, r) => ks.forEach((j, col) => {
+    const rgb = ramp(weight(L, S.h, i, j));
+    img.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * (r * ks.length + col));
+  }));
+  const off = document.createElement('canvas');
+  off.width = img.width;
+  off.height = img.height;
+  off.getContext('2d').putImageData(img, 0, 0);
+  x.imageSmoothingEnabled = false;
+  x.drawImage(off, pad, pad, ks.length * cell, qs.length * cell);
+  x.fillStyle = css(C.fg);
+  x.font = '11px system-ui, sans-serif';
+  if (labels) {
+    qs.forEach((i, r) => {
+      x.textAlign = 'right';
+      x.fillText(B.queries[i].t, pad - 4, pad + r * cell + cell * 0.72);
+    });
+    ks.forEach((j, col) => {
+      x.save();
+      x.translate(pad + col * cell + cell * 0.72, pad - 4);
+      x.rotate(-Math.PI / 2);
+      x.textAlign = 'left';
+      x.fillText(B.keys[j].t, 0, 0);
+      x.restore();
+    });
+  }
+  x.strokeStyle = css(C.sel);
+  x.lineWidth = 2;
+  const r = qs.indexOf(S.q);
+  if (r >= 0) x.strokeRect(pad - 1, pad + r * cell - 1, ks.length * cell + 2, cell + 2);
+  const kc = ks.indexOf(S.k);
+  if (kc >= 0) x.strokeRect(pad + kc * cell - 1, pad - 1, cell + 2, qs.length * cell + 2);
+  const cellAt = (e) => {
+    const box = c.getBoundingClientRect(), sx = c.width / box.width, sy = c.height / box.height;
+    return [Math.floor(((e.clientY - box.top) * sy - pad) / cell), Math.floor(((e.clientX - box.left) * sx - pad) / cell)];
+  };
+  const describe = (i, j) => {
+    const at = (h) => (h * L.n + i) * L.m + j;
+    return `"${B.queries[i].t}" (${i}) → "${B.keys[j].t}" (${j}): weight ${fmt(L.w[at(S.h)], 4)}, score ${fmt(L.z[at(S.h)])}`;
+  };
+  c.onmousemove = (e) => {
+    const [r2, c2] = cellAt(e);
+    $('hover').textContent = r2 >= 0 && c2 >= 0 && r2 < qs.length && c2 < ks.length ? describe(qs[r2], ks[c2]) : ' ';
+  };
+  c.onclick = (e) => {
+    const [r2] = cellAt(e);
+    if (r2 >= 0 && r2 < qs.length) select({ q: qs[r2] });
+  };
+  c.onkeydown = (e) => {
+    const qi = Math.max(0, qs.indexOf(S.q)), ki = Math.max(0, ks.indexOf(S.k));
+    const move = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] }[e.key];
+    if (!move) return;
+    e.preventDefault();
+    const nq = qs[Math.min(qs.length - 1, Math.max(0, qi + move[0]))];
+    const nk = ks[Math.min(ks.length - 1, Math.max(0, S.k < 0 ? 0 : ki + move[1]))];
+    select({ q: nq, k: nk });
+    $('hover').textContent = describe(nq, nk);
+  };
+}
+
+function headToggles() {
+  const B = block();
+  if (S.on.length !== B.H) S.on = Array.from({ length: B.H }, (_, h) => h === S.h);
+  let html = '';
+  for (let h = 0; h < B.H; h++)
+    html += `<button data-h="${h}" aria-pressed="${S.on[h]}" title="show or hide head ${h}">` +
+            `<span class="swatch" style="background:${headColour(h)}"></span>${h}</button>`;
+  html += '<button data-all="1">all heads</button><button data-all="0">only the selected head</button>';
+  $('head-toggles').innerHTML = html;
+  $('head-toggles').querySelectorAll('button').forEach((x) => {
+    x.onclick = () => {
+      if (x.dataset.all) S.on = S.on.map((_, h) => x.dataset.all === '1' || h === S.h);
+      else S.on[+x.dataset.h] = !S.on[+x.dataset.h];
+      headToggles();
+      lines();
+    };
+  });
+}
+
+function lines() {
+  const B = block(), L = layer(S.b, S.l), qs = queries(), ks = keys(), svg = $('lines');
+  $('lines-sel').textContent = `layer ${S.l}, a colour per head`;
+  const rows = Math.max(qs.length, ks.length), rh = rows > 64 ? 13 : 18, width = 380, lx = 120, rx = width - 120;
+  const threshold = rows > 40 ? 0.05 : 0.01;
+  svg.setAttribute('width', width);
+  svg.setAttribute('height', rows * rh + 12);
+  const y = (r) => r * rh + 10;
+  let html = '';
+  for (let h = 0; h < B.H; h++) {
+    if (!S.on[h]) continue;
+    const colour = headColour(h);
+    qs.forEach((i, r) => ks.forEach((j, col) => {
+      const w = weight(L, h, i, j);
+      if (w >= threshold)
+        html += `<line x1="${lx}" y1="${y(r)}" x2="${rx}" y2="${y(col)}" stroke="${colour}" ` +
+                `stroke-width="2" stroke-opacity="${w.toFixed(3)}" data-h="${h}" data-i="${i}" data-j="${j}"/>`;
+    }));
+  }
+  const label = (t, i, side, r) =>
+    `<text x="${side ? rx + 6 : lx - 6}" y="${y(r) + 4}" text-anchor="${side ? 'start' : 'end'}" ` +
+    `data-side="${side}" data-i="${i}" tabindex="0">${esc(t.t)}</text>`;
+  qs.forEach((i, r) => { html += label(B.queries[i], i, 0, r); });
+  ks.forEach((j, r) => { html += label(B.keys[j], j, 1, r); });
+  svg.innerHTML = html;
+  S.hover = null;
+  isolate();
+  svg.querySelectorAll('text').forEach((t) => {
+    const side = +t.dataset.side, i = +t.dataset.i;
+    t.onmouseenter = t.onfocus = () => { S.hover = { side, i }; isolate(); };
+    t.onmouseleave = t.onblur = () => { S.hover = null; isolate(); };
+    if (side === 0) t.onclick = t.onkeydown = (e) => {
+      if (e.type === 'keydown' && e.key !== 'Enter') return;
+      select({ q: i });
+    };
+  });
+}
+// Hovering (or focusing) a token keeps only its lines: a query's to its keys, a key's from its queries.
+function isolate() {
+  const svg = $('lines'), hv = S.hover, attr = hv && (hv.side ? 'j' : 'i');
+  svg.querySelectorAll('line').forEach((l) => {
+    l.style.display = !hv || +l.dataset[attr] === hv.i ? '' : 'none';
+  });
+  svg.querySelectorAll('text').forEach((t) => {
+    const side = +t.dataset.side, i = +t.dataset.i;
+    t.classList.toggle('on', hv ? hv.side === side && hv.i === i : side === 0 && i === S.q);
+  });
+}
+
+// A vector as a strip of cells: orange for positive, blue for negative; its numbers on hover.
+function strip(vec, scale) {
+  const cw = vec.length > 48 ? 2 : 3, c = document.createElement('canvas');
+  c.width = vec.length * cw;
+  c.height = 12;
+  const x = c.getContext('2d');
+  vec.forEach((v, t) => {
+    x.fillStyle = css(mix(C.bg, v < 0 ? C.neg : C.acc, Math.min(1, Math.abs(v) / scale)));
+    x.fillRect(t * cw, 0, cw, 12);
+  });
+  c.title = '[' + Array.from(vec, (v) => fmt(v)).join(', ') + ']';
+  return c;
+}
+const maxAbs = (vecs) => Math.max(1e-12, ...vecs.map((v) => Math.max(...Array.from(v, Math.abs))));
+
+function steps() {
+  const B = block(), L = layer(S.b, S.l), { d, dv, H, Hk } = B, i = S.q, h = S.h, kh = Math.floor(h * Hk / H);
+  const dotScore = B.score === 'scaled_dot' || B.score === 'dot';
+  const q = L.q.subarray((h * L.n + i) * d, (h * L.n + i + 1) * d);
+  const kOf = (j) => L.k.subarray((kh * L.m + j) * d, (kh * L.m + j + 1) * d);
+  const vOf = (j) => L.v.subarray((kh * L.m + j) * dv, (kh * L.m + j + 1) * dv);
+  const all = Array.from({ length: L.m }, (_, j) => j);
+  const rows = all.map((j) => {
+    const k = kOf(j), prod = Array.from(q, (x, t) => x * k[t]);
+    const w = weight(L, h, i, j);
+    return { j, k, prod, dot: prod.reduce((a, b) => a + b, 0), z: L.z[(h * L.n + i) * L.m + j], w,
+             wv: Array.from(vOf(j), (x) => w * x) };
+  });
+  const out = new Array(dv).fill(0);
+  rows.forEach((r) => r.wv.forEach((x, t) => { out[t] += x; }));
+  const visible = new Set(keys());
+  let list = rows.filter((r) => visible.has(r.j));
+  const many = list.length > 24 && !S.all;
+  if (many) list = [...list].sort((a, b) => b.w - a.w).slice(0, 16);
+  const kScale = maxAbs([q, ...rows.map((r) => r.k)]), pScale = maxAbs(rows.map((r) => r.prod));
+  const vScale = maxAbs(rows.map((r) => r.wv).concat([out]));
+  const scoreName = { scaled_dot: 'scaled dot-product', dot: 'dot-product' }[B.score] || B.score;
+  let html = `<p>Query token <b>"${esc(B.queries[i].t)}"</b> (${i}), ${esc(B.name)}, layer ${S.l}, head ${h}; ` +
+             `score: ${esc(scoreName)}, d<sub>k</sub> = ${d}` +
+             (dotScore ? `, scale ${fmt(B.scale, 4)}${B.score === 'scaled_dot' ? ' = 1/√' + d : ''}` : '') + '.</p>' +
+             `<p>1. Its query q (${d} numbers): <span id="q-strip"></span></p>` +
+             `<p class="vec mute"><code id="q-vec">[${Array.from(q, (x) => fmt(x)).join(', ')}]</code></p>` +
+             '<p>2. Every key k answers: ' + (dotScore ? 'multiply q and k element by element (q∘k), add up (q·k), scale' : 'the score function compares q and k') +
+             (B.softmax ? '; 3. softmax turns the scores into weights' : '; 3. the scores are the weights (no softmax)') + '; 4. each value v is scaled by its weight.' +
+             (B.causal ? ' Keys after the query are masked (−∞): a decoder may not look ahead.' : '') + '</p>';
+  html += '<table class="steps"><thead><tr><th>key</th><th>k</th>' +
+          (dotScore ? '<th>q∘k</th><th>q·k</th><th>×scale</th>' : '<th>score</th>') +
+          `<th>${B.softmax ? 'softmax' : 'weight'}</th><th></th><th>weight·v</th></tr></thead><tbody>`;
+  list.forEach((r, n) => {
+    html += `<tr data-j="${r.j}"${n === 0 && many ? ' class="top"' : ''}><td>${esc(B.keys[r.j].t)} <span class="mute">${r.j}</span></td>` +
+            '<td class="k"></td>' +
+            (dotScore ? `<td class="prod"></td><td class="dot" data-v="${r.dot}">${fmt(r.dot)}</td>` : '') +
+            `<td class="z" data-v="${r.z}">${fmt(r.z)}</td><td class="w" data-v="${r.w}">${fmt(r.w, 4)}</td>` +
+            `<td><span class="bar" style="width:${Math.round(70 * r.w)}px"></span></td><td class="wv"></td></tr>`;
+  });
+  html += '</tbody></table>';
+  if (many) {
+    const rest = rows.filter((r) => visible.has(r.j)).length - list.length;
+    const share = 1 - list.reduce((a, r) => a + r.w, 0);
+    html += `<p class="mute">The 16 keys with the largest weights; the other ${rest} carry ${fmt(share, 4)} of the weight. ` +
+            '<button id="show-all">show every key</button></p>';
+  } else if (S.all) {
+    html += '<p><button id="show-all">show the top 16 only</button></p>';
+  }
+  html += `<p>5. The head's output for this token, Σ weight·v (${dv} numbers): <span id="out-strip"></span></p>` +
+          `<p class="vec"><code id="out" data-v="${out.join(',')}">[${out.map((x) => fmt(x)).join(', ')}]</code></p>`;
+  $('steps').innerHTML = html;
+  $('q-strip').appendChild(strip(q, kScale));
+  $('out-strip').appendChild(strip(out, vScale));
+  $('steps').querySelectorAll('tbody tr').forEach((tr) => {
+    const r = rows[+tr.dataset.j];
+    tr.querySelector('.k').appendChild(strip(r.k, kScale));
+    if (dotScore) tr.querySelector('.prod').appendChild(strip(r.prod, pScale));
+    tr.querySelector('.wv').appendChild(strip(r.wv, vScale));
+  });
+  const button = $('show-all');
+  if (button) button.onclick = () => { S.all = !S.all; steps(); };
+}
+
+function render() {
+  readColours();
+  status();
+  tokens();
+  grid();
+  heat();
+  headToggles();
+  lines();
+  steps();
+}
+
+header();
+select({});
+matchMedia('(prefers-color-scheme: dark)').addEventListener('change', render);
+window.qkv = { state: S, layer, select };
+document.body.dataset.ready = String(Math.round(performance.now()));

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""The HTML report of `qkv explain --html`, tested in headless Chromium (issue 6).
+
+    report_test.py --qkv build/qkv --out build/tests/browser-artifacts
+
+Writes the report of the default sentence, opens it from file:// and checks, as a reader would use
+it: no console error and no request but the page itself; hovering a token in the line view isolates
+its lines; choosing a head in the model view (by click and by arrow key) shows that head's numbers
+in the heatmap and the step view, compared with `qkv explain --json`; the filters hide tokens; the
+page reads in the dark colour scheme too. Then a 256-token report: its size (< 10 MB) and how long
+it takes to become interactive (printed; speed is measured, not asserted). Screenshots go to --out.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser  # noqa: E402
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def close(a, b, tol):
+    return abs(a - b) <= tol * max(1.0, abs(b))
+
+
+def qkv(binary, *args):
+    run = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        sys.exit(f"qkv {' '.join(args)} failed ({run.returncode}): {run.stderr.strip()}")
+    return run.stdout
+
+
+def lines_shown(b):
+    """The line view's lines as (head, y1, y2) triples."""
+    return b.evaluate("Array.from(document.querySelectorAll('#lines line'), "
+                      "l => l.style.display === 'none' ? null : "
+                      "[+l.dataset.h, +l.getAttribute('y1'), +l.getAttribute('y2')]).filter(x => x)")
+
+
+def step_rows(b):
+    return b.evaluate("""Array.from(document.querySelectorAll('#steps tbody tr'), tr => ({
+        j: +tr.dataset.j,
+        dot: +tr.querySelector('.dot').dataset.v,
+        z: +tr.querySelector('.z').dataset.v,
+        w: +tr.querySelector('.w').dataset.v}))""")
+
+
+def check_head(b, capture, layer, head, query, what):
+    """The heatmap (by hovering cells) and the step view show layer/head's numbers for query."""
+    l = capture["layers"][layer]
+    state = b.evaluate("({l: qkv.state.l, h: qkv.state.h, q: qkv.state.q})")
+    check(state == {"l": layer, "h": head, "q": query}, f"{what}: selection is {state}")
+    check(b.evaluate("document.getElementById('heat-sel').textContent") ==
+          f"layer {layer}, head {head}", f"{what}: the heatmap is titled with the head")
+    # Hover three cells of the heatmap; the readout names the pair and its weight.
+    n = len(capture["tokens"])
+    box = b.evaluate("(() => { const r = document.getElementById('heat').getBoundingClientRect();"
+                     " return [r.left, r.top]; })()")
+    cell = b.evaluate("(() => { const n = %d; return Math.max(2, Math.min(26, Math.floor(600 / n))); })()" % n)
+    pad = 96 if cell >= 10 else 8
+    worst = 0.0
+    for i, j in [(query, 0), (query, n - 1), (2, 3)]:
+        b.evaluate(f"document.getElementById('heat').scrollIntoView({{block: 'center'}})")
+        box = b.evaluate("(() => { const r = document.getElementById('heat').getBoundingClientRect();"
+                         " return [r.left, r.top]; })()")
+        b.mouse_move(box[0] + pad + j * cell + cell / 2, box[1] + pad + i * cell + cell / 2)
+        text = b.evaluate("document.getElementById('hover').textContent")
+        shown = float(text.split("weight ")[1].split(",")[0].replace("−", "-"))
+        expected = l["weights"][head][i][j]
+        worst = max(worst, abs(shown - expected))
+        check(f"({i}) →" in text and f"({j}):" in text and abs(shown - expected) <= 5e-5,
+              f"{what}: heatmap cell ({i}, {j}) reads '{text}', --json weight {expected:.6f}")
+    rows = step_rows(b)
+    check(len(rows) == n, f"{what}: the step view lists all {n} keys ({len(rows)})")
+    err = {"q·k": 0.0, "logit": 0.0, "weight": 0.0}
+    for r in rows:
+        j = r["j"]
+        err["q·k"] = max(err["q·k"], abs(r["dot"] - l["scores"][head][query][j]) / max(1, abs(l["scores"][head][query][j])))
+        err["logit"] = max(err["logit"], abs(r["z"] - l["logits"][head][query][j]) / max(1, abs(l["logits"][head][query][j])))
+        err["weight"] = max(err["weight"], abs(r["w"] - l["weights"][head][query][j]))
+    check(err["q·k"] < 1e-5 and err["logit"] < 1e-5 and err["weight"] < 1e-5,
+          f"{what}: step view q·k, ×scale and softmax match --json (max errors {err})")
+    out = [float(x) for x in b.evaluate("document.getElementById('out').dataset.v").split(",")]
+    expected = l["head_out"][head][query]
+    scale = max(abs(x) for x in expected)
+    out_err = max(abs(a - e) for a, e in zip(out, expected))
+    # v travels as float16 (relative rounding 2^-11), so the sum is good to about 1e-3 of its scale.
+    check(len(out) == len(expected) and out_err <= 2e-3 * scale,
+          f"{what}: step view output Σ weight·v matches --json head_out (max |Δ| {out_err:.2e}, scale {scale:.2f})")
+    return worst
+
+
+def test_default_sentence(b, binary, out):
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+    page = os.path.join(work, "report.html")
+    qkv(binary, "explain", "--html", page)
+    capture = json.loads(qkv(binary, "explain", "--json"))
+    n = len(capture["tokens"])
+    url = "file://" + page
+    b.navigate(url)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    check(b.console_errors() == [], f"no console errors ({b.console_errors()})")
+    check(b.requests() == [url], f"no request but the page itself ({b.requests()})")
+    b.screenshot(os.path.join(out, "report-top.png"))
+
+    # The page opens on the focus token ("it") with the heatmap of layer 0, head 0.
+    focus = capture["focus"]
+    check_head(b, capture, 0, 0, focus, "at load")
+
+    # Line view: hovering a query token isolates its lines.
+    b.evaluate("document.querySelector('#head-toggles button[data-all=\"1\"]').click()")
+    before = lines_shown(b)
+    b.mouse_move(*b.center('#lines text[data-side="0"][data-i="2"]'))
+    after = lines_shown(b)
+    y2 = b.evaluate("+document.querySelector('#lines text[data-side=\"0\"][data-i=\"2\"]').getAttribute('y') - 4")
+    check(len(before) > len(after) > 0 and all(y1 == y2 for _, y1, _ in after),
+          f"hovering 'animal' leaves only its lines ({len(before)} → {len(after)}, all from its row)")
+    heads = {h for h, _, _ in after}
+    check(len(heads) > 1, f"lines of several heads, a colour each ({len(heads)} heads)")
+    b.screenshot(os.path.join(out, "report-lines-hover.png"))
+    b.mouse_move(5, 5)
+    check(len(lines_shown(b)) == len(before), "leaving the token shows every line again")
+    # Heads on and off.
+    b.evaluate("document.querySelector('#head-toggles button[data-h=\"3\"]').click()")
+    check(3 not in {h for h, _, _ in lines_shown(b)}, "head 3 switched off leaves no line of head 3")
+
+    # Model view: click layer 3, head 7, then press → for head 8.
+    b.click(*b.center('#grid button[data-l="3"][data-h="7"]'))
+    check_head(b, capture, 3, 7, focus, "clicked layer 3, head 7")
+    b.key("ArrowRight")
+    check_head(b, capture, 3, 8, focus, "→ from there")
+    b.screenshot(os.path.join(out, "report-grid-l3h8.png"))
+
+    # A token chosen by keyboard: focus the token strip, Enter on "animal" (2).
+    b.evaluate("document.querySelector('#tokens button[data-i=\"2\"]').focus()")
+    b.key("Enter")
+    check_head(b, capture, 3, 8, 2, "Enter on the token 'animal'")
+    b.evaluate("document.getElementById('heat').focus()")
+    b.key("ArrowDown")
+    check(b.evaluate("qkv.state.q") == 3, "ArrowDown in the heatmap moves to the next query")
+    b.evaluate("window.scrollTo(0, document.getElementById('steps-h').offsetTop - 20)")
+    b.screenshot(os.path.join(out, "report-steps.png"))
+
+    # Filters: hide [CLS]/[SEP] and punctuation.
+    rows_before = len(step_rows(b))
+    b.click(*b.center("#hide-special"))
+    b.click(*b.center("#hide-punct"))
+    shown = b.evaluate("Array.from(document.querySelectorAll('#lines text[data-side=\"1\"]'), t => t.textContent)")
+    check("[CLS]" not in shown and "[SEP]" not in shown and "'" not in shown and len(shown) == n - 3,
+          f"the filters hide [CLS], [SEP] and the apostrophe ({len(shown)} of {n} keys shown)")
+    check(len(step_rows(b)) == rows_before - 3, "the step view hides them too")
+
+    # Dark colour scheme.
+    b.call("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    bg = b.evaluate("getComputedStyle(document.body).backgroundColor")
+    rgb = [int(x) for x in bg[bg.index("(") + 1:bg.index(")")].split(",")[:3]]
+    check(sum(rgb) < 3 * 80, f"dark scheme: a dark background ({bg})")
+    b.evaluate("window.scrollTo(0, 0)")
+    b.screenshot(os.path.join(out, "report-dark.png"))
+    b.call("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
+    check(b.console_errors() == [], f"still no console errors after all that ({b.console_errors()})")
+    check(b.requests() == [url], f"still no request but the page ({b.requests()})")
+
+
+def test_256_tokens(b, binary, out):
+    sentence = ("The animal did not cross the street because it was too tired, "
+                "and the river bank was wet after the rain. ")
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+    page = os.path.join(work, "report256.html")
+    qkv(binary, "explain", sentence * 20, "--html", page)
+    size = os.path.getsize(page)
+    check(size < 10_000_000, f"a 256-token report is under 10 MB ({size / 1e6:.2f} MB)")
+    times = []
+    for _ in range(3):
+        start = time.monotonic()
+        b.navigate("file://" + page)
+        b.wait_for("document.body.dataset.ready", timeout=30)
+        times.append(time.monotonic() - start)
+    n = b.evaluate("qkv.state && document.querySelectorAll('#tokens button').length")
+    check(n == 256, f"the long report has 256 tokens ({n})")
+    check(b.console_errors() == [], f"no console errors ({b.console_errors()})")
+    times.sort()
+    print(f"note  256 tokens: {size / 1e6:.2f} MB, interactive after {times[1]:.2f} s "
+          f"(median of 3: navigation to first render; target < 2 s)")
+    b.screenshot(os.path.join(out, "report-256.png"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--qkv", required=True, help="the qkv binary")
+    parser.add_argument("--out", required=True, help="where the screenshots go")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    with Browser() as b:
+        test_default_sentence(b, args.qkv, args.out)
+        test_256_tokens(b, args.qkv, args.out)
+    print(f"screenshots in {args.out}")
+    if failures:
+        sys.exit(f"{len(failures)} check(s) failed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+// The encodings the HTML report's page decodes: base64 and IEEE 754 binary16.
+#include "explain/html.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace qkv::explain {
+namespace {
+
+std::string b64(const std::string& s) { return base64(s.data(), s.size()); }
+
+TEST(Base64, Rfc4648TestVectors) {
+  EXPECT_EQ(b64(""), "");
+  EXPECT_EQ(b64("f"), "Zg==");
+  EXPECT_EQ(b64("fo"), "Zm8=");
+  EXPECT_EQ(b64("foo"), "Zm9v");
+  EXPECT_EQ(b64("foob"), "Zm9vYg==");
+  EXPECT_EQ(b64("fooba"), "Zm9vYmE=");
+  EXPECT_EQ(b64("foobar"), "Zm9vYmFy");
+  const unsigned char high[] = {0xfb, 0xff, 0xbf};
+  EXPECT_EQ(base64(high, 3), "+/+/");
+}
+
+TEST(Half, ExactValuesAndRoundingToNearestEven) {
+  EXPECT_EQ(to_half(0.0f), 0x0000);
+  EXPECT_EQ(to_half(-0.0f), 0x8000);
+  EXPECT_EQ(to_half(1.0f), 0x3c00);
+  EXPECT_EQ(to_half(-2.0f), 0xc000);
+  EXPECT_EQ(to_half(0.5f), 0x3800);
+  EXPECT_EQ(to_half(0.1f), 0x2e66);      // 0.0999755859375
+  EXPECT_EQ(to_half(65504.0f), 0x7bff);  // the largest half
+  EXPECT_EQ(to_half(65519.0f), 0x7bff);  // rounds down
+  EXPECT_EQ(to_half(65520.0f), 0x7c00);  // the tie rounds to even: ∞
+  EXPECT_EQ(to_half(1e10f), 0x7c00);
+  EXPECT_EQ(to_half(-1e10f), 0xfc00);
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -14)), 0x0400);         // the smallest normal
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -24)), 0x0001);         // the smallest subnormal
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -25)), 0x0000);         // a tie: to even (0)
+  EXPECT_EQ(to_half(std::ldexp(3.0f, -25)), 0x0002);         // a tie: to even (2)
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // a tie: to even
+  EXPECT_EQ(to_half(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // a tie: to even
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -10)), 0x3c01);
+  EXPECT_EQ(to_half(2047.0f / 1024 * 16384), 0x77ff);  // carries stay in range
+  EXPECT_EQ(to_half(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(to_half(std::numeric_limits<float>::quiet_NaN()) & 0x7e00, 0x7e00);
+}
+
+TEST(Half, RoundTripErrorIsHalfAnUlp) {
+  // Every float16 value decodes exactly; a float between two is within half their gap.
+  for (float x = -70000; x < 70000; x += 12.37f) {
+    const uint16_t h = to_half(x);
+    const int e = (h >> 10) & 31, m = h & 1023;
+    if (e == 31) {
+      EXPECT_GE(std::abs(x), 65520.0f);
+      continue;
+    }
+    const double value =
+        (h & 0x8000 ? -1 : 1) *
+        (e == 0 ? m * std::ldexp(1.0, -24) : (1 + m / 1024.0) * std::ldexp(1.0, e - 15));
+    const double ulp = std::ldexp(1.0, std::max(e, 1) - 25);
+    EXPECT_LE(std::abs(value - x), ulp) << x;
+  }
+}
+
+}  // namespace
+}  // namespace qkv::explain
