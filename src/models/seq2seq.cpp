@@ -399,6 +399,57 @@ Seq2Seq::Decoded Seq2Seq::greedy_decode(const std::vector<std::string>& sources,
   return result;
 }
 
+Seq2SeqCapture Seq2Seq::capture(const std::string& source) {
+  const Decoded decoded = greedy_decode({source});
+  const std::vector<int32_t>& ids = decoded.ids[0];
+  Seq2SeqCapture c;
+  c.source = source;
+  c.output = decoded.outputs[0];
+  for (const int32_t id : vocab_.encode(source)) c.source_tokens.push_back(vocab_.token(id));
+  // As training feeds the decoder, and as greedy_decode's alignment pass: BOS, then every output
+  // but the last (which is never an input), so position t predicts output t.
+  std::vector<int32_t> target_in{Vocabulary::kBos};
+  target_in.insert(target_in.end(), ids.begin(), ids.end() - 1);
+  for (const int32_t id : target_in) c.target_tokens.push_back(vocab_.token(id));
+  for (const int32_t id : ids) c.output_tokens.push_back(vocab_.token(id));
+
+  const nn::MultiHeadAttentionOptions& a = decoder_[0]->cross_attention.options();
+  c.layers = config_.layers;
+  c.heads = config_.heads;
+  c.kv_heads = a.kv_heads;
+  c.head_dim = config_.d_model / config_.heads;
+  c.score = std::string(to_string(a.score));
+  c.scale = default_scale(a.score, c.head_dim);
+  c.tie_qk = a.tie_qk;
+  c.identity_v = a.identity_v;
+
+  const auto n = static_cast<std::size_t>(config_.layers);
+  c.encoder.resize(n), c.decoder_self.resize(n), c.cross.resize(n);
+  std::vector<nn::MultiHeadAttention*> attached;
+  for (std::size_t i = 0; i < n; ++i) {
+    encoder_[i]->attention.capture = &c.encoder[i];
+    decoder_[i]->self_attention.capture = &c.decoder_self[i];
+    decoder_[i]->cross_attention.capture = &c.cross[i];
+    attached.insert(attached.end(), {&encoder_[i]->attention, &decoder_[i]->self_attention,
+                                     &decoder_[i]->cross_attention});
+  }
+  // Detached on every way out (an error included), so later forwards keep nothing.
+  struct Detach {
+    std::vector<nn::MultiHeadAttention*>& layers;
+    ~Detach() {
+      for (nn::MultiHeadAttention* l : layers) l->capture = nullptr;
+    }
+  } detach{attached};
+
+  Batch batch = make_batch(vocab_, {{source, ""}});
+  batch.target_in = {target_in};
+  batch.target_length = static_cast<int64_t>(target_in.size());
+  batch.target_lengths = {batch.target_length};
+  nn::Rng rng(0);  // no dropout at inference; the stream is never drawn from
+  decode(batch, encode(batch, false, rng), false, rng);
+  return c;
+}
+
 void Seq2Seq::save(const std::string& path, const std::map<std::string, std::string>& extra) {
   std::map<std::string, std::string> metadata = extra;
   metadata[kFormatKey] = kFormat;

@@ -56,6 +56,28 @@ struct Batch {
 };
 Batch make_batch(const Vocabulary& vocab, const std::vector<Example>& examples);
 
+// One source through the trained model with every attention layer captured: what the report
+// shows for a model `qkv train` made, as BertCapture is for BERT. Batch size 1, so each capture
+// is [1, H, L, S] (see nn::AttentionCapture for every tensor's shape and meaning).
+struct Seq2SeqCapture {
+  std::string source, output;              // output: greedy decoding's text (EOS not included)
+  std::vector<std::string> source_tokens;  // one per source character: the encoder's keys
+  // The decoder's inputs, as training feeds them: "<s>" then every output token but the last;
+  // decoder position t reads target_tokens[t] and predicts output_tokens[t].
+  std::vector<std::string> target_tokens;
+  std::vector<std::string> output_tokens;  // the generated tokens, "</s>" included when produced
+  // The configuration the captures ran with.
+  int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  std::string score;  // "scaled-dot", "general", ... (to_string(Score))
+  double scale = 0;   // what multiplies every score: default_scale(score, head_dim)
+  bool tie_qk = false, identity_v = false;
+  // One per layer. encoder: self-attention over the source (padding-free, so nothing masked).
+  // decoder_self: causal self-attention over target_tokens (logits −∞ above the diagonal).
+  // cross: the decoder's queries over the encoder's output (its weights are greedy_decode's
+  // alignment for that layer).
+  std::vector<nn::AttentionCapture> encoder, decoder_self, cross;
+};
+
 class Seq2Seq : public nn::Module {
  public:
   Seq2Seq(const Seq2SeqConfig& config, nn::Rng& rng, DType dtype = DType::f32);
@@ -76,6 +98,10 @@ class Seq2Seq : public nn::Module {
   // layer (0-based; −1 for none; ≥ layers: the last).
   Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer = -1,
                         int64_t batch_size = 256);
+
+  // Greedy-decodes `source`, then runs one teacher-forced pass of the encoder and the decoder
+  // over the source and BOS + the output with capture on. Errors as greedy_decode's.
+  Seq2SeqCapture capture(const std::string& source);
 
   // The parameters and the config (in the metadata, with `extra` entries) to `path`, atomically.
   void save(const std::string& path, const std::map<std::string, std::string>& extra = {});

@@ -232,17 +232,17 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory,
   s.dropped = training && opt.dropout > 0;
   s.p = s.keep = Tensor();
 
+  // Dropout and capture need the weights materialized; capture needs the logits too, which only
+  // the reference path gives.
+  AttentionOptions options = s.attention;
+  options.need_weights = need_weights || s.dropped || capture != nullptr;
+  options.need_scores = capture != nullptr;
+  const AttentionResult r = attention(s.q, s.k, s.v, options);
   Tensor heads_out;
   if (!s.dropped) {
-    AttentionOptions options = s.attention;
-    options.need_weights = need_weights;
-    AttentionResult r = attention(s.q, s.k, s.v, options);
     heads_out = r.out;
-    weights_ = need_weights ? r.weights : Tensor();
   } else {
-    AttentionOptions options = s.attention;
-    options.need_weights = true;
-    s.p = attention(s.q, s.k, s.v, options).weights;  // softmax, masked entries 0
+    s.p = r.weights;  // softmax, masked entries 0
     s.q = s.q.contiguous(), s.k = s.k.contiguous(), s.v = s.v.contiguous();
     const Sizes z{s.q.dim(0), s.q.dim(1), s.k.dim(1), s.q.dim(2),
                   s.k.dim(2), s.q.dim(3), s.v.dim(3)};
@@ -256,8 +256,17 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory,
       dropped_weighted_sum(heads_out.data<double>(), s.p.data<double>(), s.keep.data<double>(),
                            s.v.data<double>(), z);
     }
-    weights_ = need_weights ? s.p : Tensor();  // the weights before dropout
   }
+  weights_ = need_weights ? r.weights : Tensor();  // the weights before dropout
+  if (capture != nullptr)
+    *capture = {.q = s.q.contiguous(),
+                .k = s.k.contiguous(),
+                .v = s.v.contiguous(),
+                .scores = r.scores,
+                .logits = r.logits,
+                .weights = r.weights,
+                .head_out = heads_out,
+                .scale = default_scale(opt.score, s.q.dim(3))};
   s.ready = true;
   const Tensor merged = merge_heads(heads_out);
   return opt.identity_v ? merged : o->forward(merged);
