@@ -22,20 +22,16 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-}  // namespace
-
-double Explained::weight(int64_t l, int64_t h, int64_t i, int64_t j) const {
-  return capture.layers[static_cast<std::size_t>(l)].weights.value(((h * size()) + i) * size() + j);
-}
-
-Explained run(const SentenceModel& model, std::string_view text) {
-  Explained e;
-  e.text = std::string(text);
-  const Encoding encoding = model.tokenize(text);
+// Fills e's tokens from the encoding (word indices run on across a pair) and runs it captured.
+Explained run_encoding(const SentenceModel& model, Explained e, const Encoding& encoding) {
   e.truncated = encoding.truncated;
   int64_t word = -1;
   for (const Token& t : encoding.tokens) {
-    TokenInfo info{.text = t.text, .surface = e.text.substr(t.begin, t.end - t.begin), .id = t.id};
+    const std::string& own = t.segment == 0 ? e.text : e.text_b;
+    TokenInfo info{.text = t.text,
+                   .surface = own.substr(t.begin, t.end - t.begin),
+                   .id = t.id,
+                   .segment = t.segment};
     info.special = t.id == model.tokenizer().cls_id() || t.id == model.tokenizer().sep_id() ||
                    (t.begin == t.end && t.text.size() > 2 && t.text.front() == '[');
     info.punctuation = !info.special && punctuation_only(t.text);
@@ -52,6 +48,26 @@ Explained run(const SentenceModel& model, std::string_view text) {
   e.scale = 1.0 / std::sqrt(static_cast<double>(e.head_dim));
   e.embedding = model.encode_captured(encoding, e.capture);
   return e;
+}
+
+}  // namespace
+
+double Explained::weight(int64_t l, int64_t h, int64_t i, int64_t j) const {
+  return capture.layers[static_cast<std::size_t>(l)].weights.value(((h * size()) + i) * size() + j);
+}
+
+Explained run(const SentenceModel& model, std::string_view text) {
+  Explained e;
+  e.text = std::string(text);
+  return run_encoding(model, std::move(e), model.tokenize(text));
+}
+
+Explained run(const SentenceModel& model, std::string_view text, std::string_view text_b) {
+  Explained e;
+  e.text = std::string(text);
+  e.text_b = std::string(text_b);
+  e.pair = true;
+  return run_encoding(model, std::move(e), model.tokenize_pair(text, text_b));
 }
 
 int64_t default_focus(const Explained& e) {
@@ -113,6 +129,19 @@ std::vector<HeadPick> picks(const Explained& e, int64_t focus, int top_k) {
       out.push_back(std::move(p));
     }
   return out;
+}
+
+const HeadPick& suggested_head(const Explained& e, int64_t focus,
+                               const std::vector<HeadPick>& all) {
+  const HeadPick* best = nullptr;
+  for (const HeadPick& p : all) {
+    if (!p.other_word) continue;
+    const double w = e.weight(p.layer, p.head, focus, p.top[0]);
+    if (best == nullptr || p.layer > best->layer ||
+        (p.layer == best->layer && w > e.weight(best->layer, best->head, focus, best->top[0])))
+      best = &p;
+  }
+  return best != nullptr ? *best : all.front();
 }
 
 }  // namespace qkv::explain

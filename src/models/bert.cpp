@@ -89,17 +89,19 @@ class Checkpoint {
 
 template <class T>
 void embed_tokens(T* h, const BertWeights& w, const std::vector<std::vector<int32_t>>& ids,
-                  int64_t length, int64_t hidden) {
+                  const std::vector<std::vector<int32_t>>* types, int64_t length, int64_t hidden) {
   const T* word = w.word_embeddings.data<T>();
   const T* position = w.position_embeddings.data<T>();
-  const T* type = w.token_type_embeddings.data<T>();  // every token is of type 0 (one segment)
+  const T* token_type = w.token_type_embeddings.data<T>();
   for (std::size_t b = 0; b < ids.size(); ++b)
     for (int64_t i = 0; i < length; ++i) {
       T* row = h + (static_cast<int64_t>(b) * length + i) * hidden;
-      // Padding positions get the [PAD] (id 0) embedding; attention never reads them.
-      const int64_t id = i < static_cast<int64_t>(ids[b].size()) ? ids[b][i] : 0;
+      // Padding positions get the [PAD] (id 0, type 0) embedding; attention never reads them.
+      const bool real = i < static_cast<int64_t>(ids[b].size());
+      const int64_t id = real ? ids[b][i] : 0;
+      const int64_t type = real && types != nullptr ? (*types)[b][i] : 0;
       for (int64_t j = 0; j < hidden; ++j)
-        row[j] = word[id * hidden + j] + position[i * hidden + j] + type[j];
+        row[j] = word[id * hidden + j] + position[i * hidden + j] + token_type[type * hidden + j];
     }
 }
 
@@ -212,6 +214,20 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
     lengths.push_back(static_cast<int64_t>(seq.size()));
     length = std::max(length, lengths.back());
   }
+  if (const auto* types = options.token_types; types != nullptr) {
+    if (types->size() != ids.size())
+      throw Error("token_types has " + std::to_string(types->size()) + " sequences; expected " +
+                  std::to_string(ids.size()) + ", one per sequence of ids");
+    for (std::size_t b = 0; b < ids.size(); ++b) {
+      if ((*types)[b].size() != ids[b].size())
+        throw Error("sequence " + std::to_string(b) + " has " + std::to_string(ids[b].size()) +
+                    " ids but " + std::to_string((*types)[b].size()) + " token types");
+      for (int32_t t : (*types)[b])
+        if (t < 0 || t >= c.type_vocab_size)
+          throw Error("token type " + std::to_string(t) + " is outside the model's [0, " +
+                      std::to_string(c.type_vocab_size) + ")");
+    }
+  }
   if (length > c.max_positions)
     throw Error("a sequence of " + std::to_string(length) + " tokens exceeds the model's " +
                 std::to_string(c.max_positions) + " positions");
@@ -221,9 +237,9 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
 
   Tensor h({batch, length, hid}, dtype);
   if (dtype == DType::f32)
-    embed_tokens<float>(h.data<float>(), w, ids, length, hid);
+    embed_tokens<float>(h.data<float>(), w, ids, options.token_types, length, hid);
   else
-    embed_tokens<double>(h.data<double>(), w, ids, length, hid);
+    embed_tokens<double>(h.data<double>(), w, ids, options.token_types, length, hid);
   nn::layer_norm(h, w.embedding_norm);
   BertCapture* capture = options.capture;
   if (capture != nullptr) {

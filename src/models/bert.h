@@ -1,6 +1,6 @@
 // models/bert.h — a BERT encoder (Devlin et al. 2019), as all-MiniLM-L6-v2 uses it:
 //
-//   h₀ = LayerNorm(word[id] + position[i] + token_type[0])
+//   h₀ = LayerNorm(word[id] + position[i] + token_type[type])   (type: 0, or 1 for B of a pair)
 //   for each layer:  a = LayerNorm(h + W_O · MultiHeadSelfAttention(h))      (post-norm)
 //                    h = LayerNorm(a + W₂ · GELU(W₁ a + b₁) + b₂)
 //
@@ -75,6 +75,8 @@ struct BertCapture {
 struct BertOptions {
   Path attention_path = Path::automatic;
   BertCapture* capture = nullptr;  // null: nothing kept (the fast path)
+  // Per sequence, each token's type (segment), as long as its ids; null: every token of type 0.
+  const std::vector<std::vector<int32_t>>* token_types = nullptr;
 };
 
 // ids: B sequences of token ids (lengths may differ; shorter ones are padded and their padding

@@ -98,7 +98,9 @@ Tensor SentenceModel::embed(const std::vector<std::string>& texts,
 
 Tensor SentenceModel::encode_captured(const Encoding& encoding, BertCapture& capture) const {
   const std::vector<int32_t> ids = encoding.ids();
-  const Tensor hidden = bert_encode(weights_, config_, {ids}, {.capture = &capture});
+  const std::vector<std::vector<int32_t>> types = {encoding.type_ids()};
+  const Tensor hidden =
+      bert_encode(weights_, config_, {ids}, {.capture = &capture, .token_types = &types});
   return mean_pool_normalize(hidden, {static_cast<int64_t>(ids.size())});
 }
 

@@ -33,12 +33,17 @@ class SentenceModel {
   Encoding tokenize(std::string_view text) const {
     return tokenizer_.encode(text, options_.max_length);
   }
+  // [CLS] A [SEP] B [SEP], cut to max_length as BertTokenizer's 'longest_first' does.
+  Encoding tokenize_pair(std::string_view a, std::string_view b) const {
+    return tokenizer_.encode_pair(a, b, options_.max_length);
+  }
   // Unit-length sentence embeddings [N, hidden] (float32; float64 when `reference`). Texts are
   // sorted by length and run `batch_size` at a time, so padding stays small; `progress` (if set)
   // hears (texts done, texts in all) after each batch.
   Tensor embed(const std::vector<std::string>& texts,
                const std::function<void(std::size_t, std::size_t)>& progress = {}) const;
-  // One text through the encoder with everything captured (float64 attention).
+  // One encoding (a text or a pair, its segments as token types) through the encoder with
+  // everything captured (float64 attention); returns its mean-pooled, unit-length embedding.
   Tensor encode_captured(const Encoding& encoding, BertCapture& capture) const;
 
   const std::string& dir() const { return dir_; }

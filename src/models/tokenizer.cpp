@@ -204,21 +204,20 @@ void WordPieceTokenizer::run(std::string_view text, Sink& sink) const {
   flush();
 }
 
-Encoding WordPieceTokenizer::encode(std::string_view text, std::size_t max_length) const {
-  if (max_length < 2) {
-    throw Error("max_length is " + std::to_string(max_length) +
-                "; expected at least 2, room for [CLS] and [SEP]");
-  }
+std::vector<Token> WordPieceTokenizer::pieces(std::string_view text, std::size_t limit, int segment,
+                                              bool& cut) const {
   struct Pieces : Sink {
     const WordPieceTokenizer& tok;
-    Encoding out;
-    std::size_t limit;  // tokens before [SEP]
-    std::vector<Token> pieces;
+    std::size_t limit;
+    int segment;
+    bool cut = false;
+    std::vector<Token> out, word_pieces;
 
-    Pieces(const WordPieceTokenizer& t, std::size_t max) : tok(t), limit(max - 1) {}
+    Pieces(const WordPieceTokenizer& t, std::size_t n, int s) : tok(t), limit(n), segment(s) {}
     bool add(Token token) {
-      if (out.tokens.size() == limit) return out.truncated = true, false;
-      out.tokens.push_back(std::move(token));
+      if (out.size() == limit) return cut = true, false;
+      token.segment = segment;
+      out.push_back(std::move(token));
       return true;
     }
     bool special(int32_t id, std::size_t begin, std::size_t end) override {
@@ -234,7 +233,7 @@ Encoding WordPieceTokenizer::encode(std::string_view text, std::size_t max_lengt
         }
         return t;
       };
-      pieces.clear();
+      word_pieces.clear();
       for (std::size_t start = 0; start < n && n <= kMaxCharsPerWord;) {
         const Map& map = start == 0 ? tok.ids_ : tok.continuation_;
         const std::size_t longest = start == 0 ? tok.longest_ : tok.longest_continuation_;
@@ -247,23 +246,59 @@ Encoding WordPieceTokenizer::encode(std::string_view text, std::size_t max_lengt
           if (id >= 0) break;
         }
         if (id < 0) {
-          pieces.clear();
+          word_pieces.clear();
           break;
         }
-        pieces.push_back(span(start, end, id));
+        word_pieces.push_back(span(start, end, id));
         start = end;
       }
-      if (pieces.empty()) return add(span(0, n, tok.unk_id_));
-      for (Token& piece : pieces) {
+      if (word_pieces.empty()) return add(span(0, n, tok.unk_id_));
+      for (Token& piece : word_pieces) {
         if (!add(std::move(piece))) return false;
       }
       return true;
     }
-  } sink(*this, max_length);
-  sink.out.tokens.push_back({cls_id_, vocab_[cls_id_], 0, 0});
+  } sink(*this, limit, segment);
   run(text, sink);
-  sink.out.tokens.push_back({sep_id_, vocab_[sep_id_], text.size(), text.size()});
+  cut = sink.cut;
   return std::move(sink.out);
+}
+
+Encoding WordPieceTokenizer::encode(std::string_view text, std::size_t max_length) const {
+  if (max_length < 2) {
+    throw Error("max_length is " + std::to_string(max_length) +
+                "; expected at least 2, room for [CLS] and [SEP]");
+  }
+  Encoding out;
+  out.tokens = pieces(text, max_length - 2, 0, out.truncated);
+  out.tokens.insert(out.tokens.begin(), {cls_id_, vocab_[cls_id_], 0, 0});
+  out.tokens.push_back({sep_id_, vocab_[sep_id_], text.size(), text.size()});
+  return out;
+}
+
+Encoding WordPieceTokenizer::encode_pair(std::string_view a, std::string_view b,
+                                         std::size_t max_length) const {
+  if (max_length < 3) {
+    throw Error("max_length is " + std::to_string(max_length) +
+                "; expected at least 3 for a pair, room for [CLS] and two [SEP]");
+  }
+  // No piece past the first `room` of either text can be kept, so neither is split further.
+  const std::size_t room = max_length - 3;
+  bool cut_a = false, cut_b = false;
+  std::vector<Token> pa = pieces(a, room, 0, cut_a), pb = pieces(b, room, 1, cut_b);
+  Encoding out;
+  out.truncated = cut_a || cut_b || pa.size() + pb.size() > room;
+  // 'longest_first' (transformers' truncate_sequences): the last piece of the longer text goes, B's
+  // on a tie. Stopping each text at `room` pieces above changes nothing: a text longer than `room`
+  // loses pieces until it is no longer than the other, and then both shrink in turn, B first.
+  while (pa.size() + pb.size() > room) (pa.size() > pb.size() ? pa : pb).pop_back();
+  out.tokens.reserve(pa.size() + pb.size() + 3);
+  out.tokens.push_back({cls_id_, vocab_[cls_id_], 0, 0, 0});
+  std::move(pa.begin(), pa.end(), std::back_inserter(out.tokens));
+  out.tokens.push_back({sep_id_, vocab_[sep_id_], a.size(), a.size(), 0});
+  std::move(pb.begin(), pb.end(), std::back_inserter(out.tokens));
+  out.tokens.push_back({sep_id_, vocab_[sep_id_], b.size(), b.size(), 1});
+  return out;
 }
 
 std::vector<std::string> WordPieceTokenizer::basic_tokenize(std::string_view text) const {
@@ -284,6 +319,13 @@ std::vector<int32_t> Encoding::ids() const {
   std::vector<int32_t> out;
   out.reserve(tokens.size());
   for (const Token& t : tokens) out.push_back(t.id);
+  return out;
+}
+
+std::vector<int32_t> Encoding::type_ids() const {
+  std::vector<int32_t> out;
+  out.reserve(tokens.size());
+  for (const Token& t : tokens) out.push_back(t.segment);
   return out;
 }
 

