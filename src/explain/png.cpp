@@ -1,0 +1,159 @@
+#include "explain/png.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "qkv/tensor.h"
+
+namespace qkv::explain {
+
+Image::Image(int64_t width_, int64_t height_, Rgb background) : width(width_), height(height_) {
+  // PNG spec §11.2.2: width and height are 1 .. 2^31 − 1.
+  constexpr int64_t kMaxSide = (int64_t{1} << 31) - 1;
+  if (width < 1 || height < 1 || width > kMaxSide || height > kMaxSide)
+    throw Error("Image: size " + std::to_string(width) + " x " + std::to_string(height) +
+                " but a PNG image needs 1 .. 2^31 - 1 pixels on each side");
+  rgb.resize(static_cast<std::size_t>(width * height * 3));
+  fill_rect(0, 0, width, height, background);
+}
+
+Rgb Image::pixel(int64_t x, int64_t y) const {
+  if (!contains(x, y))
+    throw Error("Image::pixel: (" + std::to_string(x) + ", " + std::to_string(y) +
+                ") is outside the " + std::to_string(width) + " x " + std::to_string(height) +
+                " image");
+  const auto* p = &rgb[static_cast<std::size_t>((y * width + x) * 3)];
+  return {p[0], p[1], p[2]};
+}
+
+void Image::set(int64_t x, int64_t y, Rgb colour) {
+  if (!contains(x, y)) return;
+  auto* p = &rgb[static_cast<std::size_t>((y * width + x) * 3)];
+  p[0] = colour.r, p[1] = colour.g, p[2] = colour.b;
+}
+
+void Image::fill_rect(int64_t x, int64_t y, int64_t w, int64_t h, Rgb colour) {
+  const int64_t x_begin = std::max<int64_t>(x, 0), x_end = std::min(x + w, width);
+  const int64_t y_begin = std::max<int64_t>(y, 0), y_end = std::min(y + h, height);
+  for (int64_t row = y_begin; row < y_end; ++row)
+    for (int64_t col = x_begin; col < x_end; ++col) set(col, row, colour);
+}
+
+namespace {
+
+// crc_table[n] = the CRC register after shifting byte n through the reflected polynomial bit by
+// bit (PNG spec annex D); the table then consumes a byte per step instead of a bit.
+constexpr std::array<uint32_t, 256> make_crc_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t n = 0; n < 256; ++n) {
+    uint32_t c = n;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[n] = c;
+  }
+  return table;
+}
+constexpr std::array<uint32_t, 256> kCrcTable = make_crc_table();
+
+void put_u32_be(std::string& out, uint32_t v) {
+  out += static_cast<char>(v >> 24);
+  out += static_cast<char>(v >> 16);
+  out += static_cast<char>(v >> 8);
+  out += static_cast<char>(v);
+}
+
+void put_u16_le(std::string& out, uint32_t v) {
+  out += static_cast<char>(v & 0xFF);
+  out += static_cast<char>((v >> 8) & 0xFF);
+}
+
+// A chunk: length (of the data only), type, data, CRC-32 over type and data (PNG spec §5.3).
+void put_chunk(std::string& out, std::string_view type, std::string_view data) {
+  put_u32_be(out, static_cast<uint32_t>(data.size()));
+  const std::size_t crc_from = out.size();
+  out += type;
+  out += data;
+  put_u32_be(out, crc32(std::string_view(out).substr(crc_from)));
+}
+
+constexpr std::size_t kIdatBytes = std::size_t{1} << 20;
+
+}  // namespace
+
+uint32_t crc32(std::string_view bytes) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (const char ch : bytes) c = kCrcTable[(c ^ static_cast<uint8_t>(ch)) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+uint32_t adler32(std::string_view bytes) {
+  // s2 grows fastest; 5552 is the most bytes after which s2 still fits in 32 bits when starting
+  // below 65521 (255·n(n+1)/2 + (n+1)(65520) < 2^32), so the modulo runs once per 5552 bytes.
+  constexpr uint32_t kMod = 65521;
+  constexpr std::size_t kRun = 5552;
+  uint32_t s1 = 1, s2 = 0;
+  for (std::size_t start = 0; start < bytes.size(); start += kRun) {
+    const std::size_t end = std::min(bytes.size(), start + kRun);
+    for (std::size_t i = start; i < end; ++i) {
+      s1 += static_cast<uint8_t>(bytes[i]);
+      s2 += s1;
+    }
+    s1 %= kMod;
+    s2 %= kMod;
+  }
+  return (s2 << 16) | s1;
+}
+
+std::string encode_png(const Image& image) {
+  if (image.width < 1 || image.height < 1 ||
+      image.rgb.size() != static_cast<std::size_t>(image.width * image.height * 3))
+    throw Error("encode_png: image of " + std::to_string(image.width) + " x " +
+                std::to_string(image.height) + " pixels holds " + std::to_string(image.rgb.size()) +
+                " bytes; expected 3 per pixel, both sides >= 1");
+
+  // The scanlines (PNG spec §7.2): each row is its filter type (0, none) then its RGB bytes.
+  const std::size_t row_bytes = static_cast<std::size_t>(image.width) * 3;
+  std::string raw;
+  raw.reserve((row_bytes + 1) * static_cast<std::size_t>(image.height));
+  for (int64_t y = 0; y < image.height; ++y) {
+    raw += '\0';
+    raw.append(reinterpret_cast<const char*>(&image.rgb[static_cast<std::size_t>(y) * row_bytes]),
+               row_bytes);
+  }
+
+  // zlib stream (RFC 1950 §2.2): CMF 0x78 = deflate with a 32K window; FLG 0x01 makes
+  // CMF·256 + FLG a multiple of 31 with no dictionary and level 0 ("fastest").
+  std::string z = "\x78\x01";
+  std::size_t pos = 0;
+  do {  // a stored block per ≤ 65535 bytes (RFC 1951 §3.2.4): BFINAL, BTYPE 00, LEN, NLEN
+    const std::size_t len =
+        std::min<std::size_t>(raw.size() - pos, static_cast<std::size_t>(kMaxStoredBlock));
+    const bool last = pos + len == raw.size();
+    z += static_cast<char>(last ? 1 : 0);  // the 5 bits after BTYPE pad to the byte boundary
+    put_u16_le(z, static_cast<uint32_t>(len));
+    put_u16_le(z, static_cast<uint32_t>(~len & 0xFFFF));
+    z.append(raw, pos, len);
+    pos += len;
+  } while (pos < raw.size());
+  put_u32_be(z, adler32(raw));
+
+  std::string ihdr;  // PNG spec §11.2.2
+  put_u32_be(ihdr, static_cast<uint32_t>(image.width));
+  put_u32_be(ihdr, static_cast<uint32_t>(image.height));
+  ihdr += '\x08';  // bit depth
+  ihdr += '\x02';  // colour type 2: truecolour (RGB)
+  ihdr += '\0';    // compression method 0: deflate
+  ihdr += '\0';    // filter method 0: adaptive, five types
+  ihdr += '\0';    // interlace method 0: none
+
+  std::string png = "\x89PNG\r\n\x1a\n";  // PNG spec §5.2
+  put_chunk(png, "IHDR", ihdr);
+  // One chunk may hold 2^31 − 1 bytes; smaller IDATs (their data concatenate, §10.1) keep every
+  // chunk far below that for any image size.
+  for (std::size_t at = 0; at < z.size(); at += kIdatBytes)
+    put_chunk(png, "IDAT", std::string_view(z).substr(at, kIdatBytes));
+  put_chunk(png, "IEND", "");
+  return png;
+}
+
+}  // namespace qkv::explain
