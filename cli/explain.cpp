@@ -11,6 +11,7 @@
 #include "core/files.h"
 #include "explain/html.h"
 #include "explain/json.h"
+#include "explain/png_images.h"
 #include "explain/svg.h"
 #include "explain/terminal.h"
 
@@ -26,6 +27,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "finds, layer by layer");
   cmd->add_option("text", args.text,
                   "the sentence (default: \"" + std::string(kDefaultSentence) + "\")");
+  cmd->add_option("text_b", args.text_b,
+                  "a second sentence: the model reads the pair as [CLS] A [SEP] B [SEP]");
   cmd->add_option("--token", args.token,
                   "the focus token: its text (\"it\", \"it:2\" for the second) or index; "
                   "default: a pronoun, else the last word")
@@ -50,6 +53,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
   cmd->add_option("--svg", args.svg,
                   "write an SVG image: the heatmap of --layer/--head, else the model grid")
       ->option_text("FILE");
+  cmd->add_option("--png", args.png,
+                  "write a PNG image: the heatmap of --layer/--head, else the model grid")
+      ->option_text("FILE");
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
   cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
   add_model_option(*cmd, args.model);
@@ -60,6 +66,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "  qkv explain \"I sat on the river bank\" --token bank\n"
       "  qkv explain --layer 2 --head 5\n"
       "  qkv explain \"Hans said he was tired\" --json > capture.json\n"
+      "  qkv explain \"The animal didn't cross the street.\" \"It was too tired.\" --html "
+      "pair.html\n"
       "  qkv train --task dates --out dates.safetensors\n"
       "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n");
   return cmd;
@@ -67,9 +75,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
 
 int run_explain(const ExplainArgs& args) {
   if (args.input || is_seq2seq_file(args.model.dir)) {
-    if (!args.html.empty() || !args.svg.empty())
-      throw Error(std::string(args.html.empty() ? "--svg" : "--html") +
-                  " is not available for trained models yet; use --json for their alignment");
+    if (!args.svg.empty() || !args.png.empty())
+      throw Error(std::string(args.svg.empty() ? "--png" : "--svg") +
+                  " is not available for trained models; use --html for their attention");
     return run_explain_seq2seq(args);
   }
   if ((args.layer >= 0) != (args.head >= 0))
@@ -87,7 +95,10 @@ int run_explain(const ExplainArgs& args) {
   if (args.head >= c.num_heads)
     throw Error("--head " + std::to_string(args.head) +
                 " is out of range; the model has heads 0 to " + std::to_string(c.num_heads - 1));
-  const explain::Explained e = explain::run(model, text);
+  if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
+  const explain::Explained e =
+      args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
   int64_t focus = explain::default_focus(e);
   if (!args.token.empty()) {
     const auto found = explain::find_token(e, args.token);
@@ -104,10 +115,9 @@ int run_explain(const ExplainArgs& args) {
                                   ? "all-MiniLM-L6-v2"
                                   : std::filesystem::path(args.model.dir).filename().string();
     explain::Report report = explain::report_of(e, focus, title);
-    if (args.layer >= 0) {
-      report.layer = args.layer;
-      report.head = args.head;
-    }
+    const explain::HeadPick& first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
+    report.layer = args.layer >= 0 ? args.layer : first.layer;
+    report.head = args.layer >= 0 ? args.head : first.head;
     const std::string html = explain::html_report(report);
     write_files_atomically({{args.html, html}});
     std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
@@ -118,6 +128,12 @@ int run_explain(const ExplainArgs& args) {
                                             : explain::svg_model_grid(e);
     write_files_atomically({{args.svg, svg}});
     std::cerr << "wrote " << args.svg << " (" << (svg.size() + 1023) / 1024 << " KB)\n";
+  }
+  if (!args.png.empty()) {
+    const std::string png = args.layer >= 0 ? explain::png_heatmap(e, args.layer, args.head)
+                                            : explain::png_model_grid(e);
+    write_files_atomically({{args.png, png}});
+    std::cerr << "wrote " << args.png << " (" << (png.size() + 1023) / 1024 << " KB)\n";
   }
   if (args.json) {
     std::cout << explain::to_json(e, focus).dump() << "\n";

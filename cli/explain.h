@@ -11,14 +11,16 @@ namespace qkv::cli {
 
 struct ExplainArgs {
   ModelArgs model;
-  std::optional<std::string> text;   // empty: the default sentence
-  std::optional<std::string> input;  // with --model FILE.safetensors from qkv train
+  std::optional<std::string> text;    // empty: the default sentence
+  std::optional<std::string> text_b;  // a second sentence: the pair [CLS] A [SEP] B [SEP]
+  std::optional<std::string> input;   // with --model FILE.safetensors from qkv train
   std::string token;
   int layer = -1, head = -1;
   int top = 3;
   bool json = false;
   std::string html;  // write the HTML report here
   std::string svg;   // write a heatmap (with --layer/--head) or the model grid here
+  std::string png;   // the same picture as a PNG
   bool no_color = false, color = false;
 };
 

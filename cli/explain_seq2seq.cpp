@@ -11,8 +11,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "explain.h"
 #include "explain/alignment.h"
+#include "explain/html.h"
 #include "models/trainer.h"
 #include "text.h"
 
@@ -81,6 +83,18 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   const int64_t head = args.head >= 0
                            ? args.head
                            : std::min_element(entropy.begin(), entropy.end()) - entropy.begin();
+  if (!args.html.empty()) {
+    // Opens on the cross-attention of the layer and head shown in the terminal.
+    explain::Report report =
+        explain::report_of(model->capture(source), std::filesystem::path(path).filename().string() +
+                                                       " (" + c.task + " model)");
+    report.layer = layer;
+    report.head = head;
+    const std::string html = explain::html_report(report);
+    write_files_atomically({{args.html, html}});
+    std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
+              << " KB, self-contained: open it in any browser, offline)\n";
+  }
   Tensor shown(Shape{steps, n}, DType::f64);
   for (int64_t t = 0; t < steps; ++t)
     for (int64_t j = 0; j < n; ++j) shown.at<double>(t, j) = heads.at<double>(head, t, j);

@@ -41,7 +41,8 @@ nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
                       {"text", t.text},
                       {"surface", t.surface},
                       {"word", t.word},
-                      {"special", t.special}});
+                      {"special", t.special},
+                      {"segment", t.segment}});
   }
   nlohmann::json layers = nlohmann::json::array();
   for (int64_t l = 0; l < e.layers; ++l) {
@@ -58,6 +59,7 @@ nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
                       {"hidden", tensor_json(unbatch(c.hidden))}});
   }
   return {{"text", e.text},
+          {"text_b", e.pair ? nlohmann::json(e.text_b) : nlohmann::json(nullptr)},
           {"truncated", e.truncated},
           {"model", {{"layers", e.layers}, {"heads", e.heads}, {"head_dim", e.head_dim}}},
           {"scale", e.scale},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "explain/explained.h"
+#include "models/seq2seq.h"
 #include "qkv/tensor.h"
 
 namespace qkv::explain {
@@ -53,5 +54,10 @@ struct Report {
 
 // A BERT run with everything captured (explain::run): one self-attention block, every layer.
 Report report_of(const Explained& e, int64_t focus, const std::string& title);
+
+// A trained encoder-decoder on one source (Seq2Seq::capture): three blocks — the encoder's
+// self-attention, the decoder's causal self-attention, and the cross-attention from the
+// decoder's positions to the source — each with the logits and weights as computed.
+Report report_of(const Seq2SeqCapture& c, const std::string& title);
 
 }  // namespace qkv::explain

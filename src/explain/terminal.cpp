@@ -61,6 +61,7 @@ std::string render_tokens(const Explained& e, int64_t focus, const Style& style)
   s << "qkv explain · all-MiniLM-L6-v2 · " << e.layers << " layers × " << e.heads
     << " heads, head dim " << e.head_dim << "\n\n";
   s << wrap(quoted(clip(e.text, 480)), kWidth - 2, 2) << "\n";
+  if (e.pair) s << "+ sentence B:\n" << wrap(quoted(clip(e.text_b, 480)), kWidth - 2, 2) << "\n";
   if (e.truncated) s << "(cut to " << e.size() << " tokens, the model's limit)\n";
   s << "\ntokens (index: token)\n";
   int column = 1;
@@ -121,7 +122,6 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
   s << "\n"
     << count << " of " << all.size() << " heads look first at another word than " << f
     << (count ? ":" : ".") << "\n";
-  const HeadPick* best = nullptr;
   for (const auto& [word, ps] : groups) {
     std::string heads;
     for (const HeadPick* p : ps) {
@@ -132,17 +132,11 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
       heads += std::to_string(p->head);
       heads += ' ';
       heads += weight_str(e.weight(p->layer, p->head, focus, word));
-      // Suggest the deepest such head (later layers carry more of the sentence's meaning), the
-      // strongest within its layer.
-      const double w = e.weight(p->layer, p->head, focus, word);
-      if (best == nullptr || p->layer > best->layer ||
-          (p->layer == best->layer && w > e.weight(best->layer, best->head, focus, best->top[0])))
-        best = p;
     }
     s << "  " << pad_right(clip(label(e, word), 10), 10) << " ← " << wrap(heads, kWidth - 16, 16)
       << "\n";
   }
-  const HeadPick& zoom = best != nullptr ? *best : all.front();
+  const HeadPick& zoom = suggested_head(e, focus, all);
   s << "\nMany heads put most of their weight on [CLS] or [SEP]: when nothing in the\n"
        "sentence matches a head's query, the softmax must still sum to 1, and these\n"
        "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"

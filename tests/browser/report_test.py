@@ -116,9 +116,10 @@ def test_default_sentence(b, binary, out):
     check(b.requests() == [url], f"no request but the page itself ({b.requests()})")
     b.screenshot(os.path.join(out, "report-top.png"))
 
-    # The page opens on the focus token ("it") with the heatmap of layer 0, head 0.
+    # The page opens on the focus token ("it") and the head the terminal suggests zooming into.
     focus = capture["focus"]
-    check_head(b, capture, 0, 0, focus, "at load")
+    zoom = qkv(binary, "explain").split("qkv explain --layer ")[1].split()
+    check_head(b, capture, int(zoom[0]), int(zoom[2]), focus, "at load")
 
     # Line view: hovering a query token isolates its lines.
     b.evaluate("document.querySelector('#head-toggles button[data-all=\"1\"]').click()")
@@ -175,6 +176,96 @@ def test_default_sentence(b, binary, out):
     check(b.requests() == [url], f"still no request but the page ({b.requests()})")
 
 
+def test_attend_example(b, binary, out):
+    """qkv attend --example laplace --html: a block per run; the Laplace run's step view shows the
+    score column and the weights of --json, and its output to float32 precision (v is float32)."""
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+    page = os.path.join(work, "laplace.html")
+    qkv(binary, "attend", "--example", "laplace", "--html", page)
+    runs = json.loads(qkv(binary, "attend", "--example", "laplace", "--json"))["runs"]
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    check(b.console_errors() == [], f"attend report: no console errors ({b.console_errors()})")
+    names = b.evaluate("Array.from(document.querySelectorAll('#blocks button'), x => x.textContent)")
+    check(names == ["run 1", "run 2"], f"attend report: a block per run ({names})")
+    for r, run in enumerate(runs):
+        b.click(*b.center(f'#blocks button[data-b="{r}"]'))
+        headers = b.evaluate("Array.from(document.querySelectorAll('#steps th'), x => x.textContent)")
+        rows = b.evaluate("""Array.from(document.querySelectorAll('#steps tbody tr'), tr => ({
+            j: +tr.dataset.j, z: +tr.querySelector('.z').dataset.v, w: +tr.querySelector('.w').dataset.v}))""")
+        weights = run["weights"][0] if isinstance(run["weights"][0], list) else run["weights"]
+        logits = run["logits"][0] if isinstance(run["logits"][0], list) else run["logits"]
+        err = max(max(abs(x["w"] - weights[x["j"]]), abs(x["z"] - logits[x["j"]]) / max(1, abs(logits[x["j"]])))
+                  for x in rows)
+        dot = run["score"] in ("scaled-dot", "dot")
+        check(("q·k" in headers) == dot and ("score" in headers) != dot and err < 1e-6,
+              f"attend report, run {r + 1} ({run['score']}): columns {headers[2:5]}, logits and weights "
+              f"match --json (max error {err:.1e})")
+        got = [float(x) for x in b.evaluate("document.getElementById('out').dataset.v").split(",")]
+        expected = run["out"][0] if isinstance(run["out"][0], list) else run["out"]
+        check(max(abs(a - e) for a, e in zip(got, expected)) < 1e-5,
+              f"attend report, run {r + 1}: the output Σ weight·v matches --json")
+    b.screenshot(os.path.join(out, "attend-laplace.png"))
+
+
+def test_trained_model(b, binary, out):
+    """qkv explain --model trained.safetensors --input ... --html: three blocks (cross-, encoder
+    self-, decoder self-attention); the cross-attention heatmap shows --json's alignment."""
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+    model = os.path.join(work, "reverse.safetensors")
+    page = os.path.join(work, "reverse.html")
+    qkv(binary, "train", "--task", "reverse", "--steps", "20", "--layers", "2", "--heads", "2",
+        "--d-model", "16", "--test-examples", "10", "--threads", "1", "--out", model)
+    source = "abcdef"
+    qkv(binary, "explain", "--model", model, "--input", source, "--layer", "1", "--html", page)
+    dump = json.loads(qkv(binary, "explain", "--model", model, "--input", source, "--layer", "1", "--json"))
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    check(b.console_errors() == [], f"trained model: no console errors ({b.console_errors()})")
+    names = b.evaluate("Array.from(document.querySelectorAll('#blocks button'), x => x.textContent)")
+    check(names == ["cross-attention", "encoder self-attention", "decoder self-attention"],
+          f"trained model: three blocks ({names})")
+    worst = 0.0
+    for h, rows in enumerate(dump["heads"]):
+        b.evaluate(f"qkv.select({{b: 0, l: 1, h: {h}, q: 0}})")
+        for t, row in enumerate(rows):
+            b.evaluate(f"qkv.select({{q: {t}}})")
+            shown = {r["j"]: r["w"] for r in b.evaluate(
+                "Array.from(document.querySelectorAll('#steps tbody tr'), tr => "
+                "({j: +tr.dataset.j, w: +tr.querySelector('.w').dataset.v}))")}
+            worst = max(worst, max(abs(shown[j] - w) for j, w in enumerate(row)))
+    check(worst < 1e-5, f"trained model: cross-attention weights of layer 1 match --json (max |Δ| {worst:.1e})")
+    b.click(*b.center('#blocks button[data-b="2"]'))
+    upper = b.evaluate("""(() => { const L = qkv.layer(2, 0), n = L.n; let s = 0;
+        for (let h = 0; h < 2; h++) for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++)
+          s += L.w[(h * n + i) * n + j]; return s; })()""")
+    check(upper == 0, f"trained model: decoder self-attention is causal (weight above the diagonal: {upper})")
+    b.screenshot(os.path.join(out, "trained-decoder-self.png"))
+
+
+def test_sentence_pair(b, binary, out):
+    """Two texts: the pair filter shows A→B as A's tokens asking and B's answering."""
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+    page = os.path.join(work, "pair.html")
+    a, bb = "The animal didn't cross the street.", "It was too tired."
+    qkv(binary, "explain", a, bb, "--html", page)
+    tokens = json.loads(qkv(binary, "explain", a, bb, "--json"))["tokens"]
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    check(b.console_errors() == [], f"pair report: no console errors ({b.console_errors()})")
+    check(not b.evaluate("document.getElementById('pair-wrap').hidden"), "pair report: the pair filter is shown")
+    for mode, qs, ks in [("AB", 0, 1), ("BA", 1, 0), ("BB", 1, 1)]:
+        b.evaluate(f"(() => {{ const s = document.getElementById('pair'); s.value = '{mode}';"
+                   " s.dispatchEvent(new Event('change')); })()")
+        left = b.evaluate("Array.from(document.querySelectorAll('#lines text[data-side=\"0\"]'), t => +t.dataset.i)")
+        right = b.evaluate("Array.from(document.querySelectorAll('#lines text[data-side=\"1\"]'), t => +t.dataset.i)")
+        want_left = [t["index"] for t in tokens if t["segment"] == qs]
+        want_right = [t["index"] for t in tokens if t["segment"] == ks]
+        check(left == want_left and right == want_right,
+              f"pair report, {mode[0]}→{mode[1]}: queries {left}, keys {right} (segments from --json)")
+    b.screenshot(os.path.join(out, "pair-B-to-B.png"))
+
+
 def test_256_tokens(b, binary, out):
     sentence = ("The animal did not cross the street because it was too tired, "
                 "and the river bank was wet after the rain. ")
@@ -206,6 +297,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with Browser() as b:
         test_default_sentence(b, args.qkv, args.out)
+        test_sentence_pair(b, args.qkv, args.out)
+        test_attend_example(b, args.qkv, args.out)
+        test_trained_model(b, args.qkv, args.out)
         test_256_tokens(b, args.qkv, args.out)
     print(f"screenshots in {args.out}")
     if failures:

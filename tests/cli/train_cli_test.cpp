@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
@@ -116,8 +117,29 @@ TEST(TrainCli, TinyRunIsDeterministicSavesAndExplains) {
   expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc!"}), 2, "'!'");
   expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--layer", "3"}), 2,
                         "--layer 3");
-  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--html", "r.html"}),
-                        2, "--html is not available for trained models yet");
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--svg", "r.svg"}), 2,
+                        "--svg is not available for trained models; use --html");
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--png", "r.png"}), 2,
+                        "--png is not available for trained models; use --html");
+  // The HTML report: the three blocks, their tokens, and as many layers as the model has (its
+  // numbers are checked in the browser test, tests/browser/report_test.py).
+  const std::string html_path = out + ".html";
+  const auto html = run_qkv({"explain", "--model", out, "--input", "abc", "--html", html_path});
+  ASSERT_EQ(html.exit_code, 0) << html.describe();
+  std::ifstream in(html_path);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string open = "<script id=\"data\" type=\"application/json\">";
+  const std::size_t begin = page.find(open), end = page.find("</script>", begin);
+  ASSERT_NE(begin, std::string::npos);
+  const auto data =
+      nlohmann::json::parse(page.substr(begin + open.size(), end - begin - open.size()));
+  ASSERT_EQ(data["blocks"].size(), 3u);
+  EXPECT_EQ(data["blocks"][0]["name"], "cross-attention");
+  EXPECT_EQ(data["blocks"][0]["keys"].size(), 3u);  // a, b, c
+  EXPECT_EQ(data["blocks"][1]["queries"].size(), 3u);
+  EXPECT_TRUE(data["blocks"][2]["causal"].get<bool>());
+  for (const auto& block : data["blocks"]) EXPECT_EQ(block["layers"].size(), 1u);
+  std::filesystem::remove(html_path);
   std::filesystem::remove(out);
 }
 
