@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
+#include "explain/png_images.h"
 #include "explain/text.h"
 #include "models/model_files.h"
 #include "qkv/npy.h"
@@ -250,6 +251,39 @@ TEST(ExplainCli, SvgHeatmapAndModelGrid) {
   EXPECT_THAT(h, HasSubstr("layer 5, head 11"));
   EXPECT_EQ(count(g, "<rect x="), 6u * 12u * 15u * 15u);  // every layer × head
   EXPECT_THAT(g, HasSubstr(">layer 5</text>"));
+}
+
+// Width and height from a PNG's IHDR (bytes 16–23, big-endian).
+std::pair<uint32_t, uint32_t> png_size(const std::string& png) {
+  auto be32 = [&](std::size_t at) {
+    uint32_t v = 0;
+    for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(png[at + i]);
+    return v;
+  };
+  return {be32(16), be32(20)};
+}
+
+TEST(ExplainCli, PngHeatmapAndModelGrid) {
+  const std::string heat = temp_path("heat.png"), grid = temp_path("grid.png");
+  const auto r = run_qkv({"explain", "--layer", "5", "--head", "11", "--png", heat});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("wrote " + heat));
+  ASSERT_EQ(run_qkv({"explain", "--png", grid}).exit_code, 0);
+  const std::string h = read_text(heat), g = read_text(grid);
+  ASSERT_GT(h.size(), 24u);
+  EXPECT_EQ(h.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(g.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  const explain::HeatmapLayout hl = explain::heatmap_layout(15);  // 15 tokens
+  EXPECT_EQ(png_size(h),
+            std::make_pair(static_cast<uint32_t>(hl.width), static_cast<uint32_t>(hl.height)));
+  const explain::GridLayout gl = explain::grid_layout(6, 12);
+  EXPECT_EQ(png_size(g),
+            std::make_pair(static_cast<uint32_t>(gl.width), static_cast<uint32_t>(gl.height)));
+  // Stored (uncompressed) deflate: about 3 bytes a pixel, so a blank or cut file shows in the size.
+  EXPECT_GE(h.size(), 3u * hl.width * hl.height);
+  EXPECT_LE(h.size(), 3u * hl.width * hl.height + hl.height + 4096);
+  expect_one_line_error(run_qkv({"explain", "--png", "/nonexistent/dir/g.png"}), 1,
+                        "/nonexistent/dir/g.png");
 }
 
 // ---- embed, similarity, search ----
