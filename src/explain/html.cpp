@@ -141,9 +141,10 @@ std::string html_report(const Report& report) {
       nlohmann::json{{"title", report.title}, {"texts", texts},      {"focus", report.focus},
                      {"layer", report.layer}, {"head", report.head}, {"blocks", blocks}}
           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  // "</" never closes the <script> element early: JSON allows "<\/".
-  for (std::size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3))
-    data.replace(at, 2, "<\\/");
+  // No "<" at all inside the <script> element ("</script>" would end it early, "<!--<script"
+  // would change how the parser reads it): JSON writes it as \u003c.
+  for (std::size_t at = data.find('<'); at != std::string::npos; at = data.find('<', at + 6))
+    data.replace(at, 1, "\\u003c");
 
   std::string page;
   page.reserve(data.size() + 64 * 1024);

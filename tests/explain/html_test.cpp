@@ -65,5 +65,47 @@ TEST(Half, RoundTripErrorIsHalfAnUlp) {
   }
 }
 
+// A report whose words try to end the data early or inject markup.
+Report hostile_report() {
+  const std::string evil = "</script><script>alert(1)</script><b>&";
+  ReportBlock block{.name = evil, .note = evil, .scale = 0.5};
+  block.queries = {{.text = evil}, {.text = "b"}};
+  block.keys = block.queries;
+  block.layers.push_back({.q = Tensor::full({1, 2, 4}, 1.0),
+                          .k = Tensor::full({1, 2, 4}, 1.0),
+                          .v = Tensor::full({1, 2, 3}, 0.25),
+                          .weights = Tensor::full({1, 2, 2}, 0.5)});
+  Report r{.title = evil};
+  r.texts.emplace_back(evil, evil);
+  r.blocks.push_back(block);
+  return r;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(HtmlReport, WordsNeverEndTheDataOrAddMarkup) {
+  const std::string page = html_report(hostile_report());
+  // The page's own two scripts (data, code) and nothing else.
+  EXPECT_EQ(count(page, "</script>"), 2u);
+  EXPECT_EQ(count(page, "<script"), 2u);
+  EXPECT_EQ(count(page, "<b>&"), 0u);
+  EXPECT_NE(page.find("<title>qkv · "
+                      "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;&amp;</title>"),
+            std::string::npos);
+}
+
+TEST(HtmlReport, NoNetworkReferences) {
+  const std::string page = html_report(hostile_report());
+  EXPECT_EQ(page.find("http"), std::string::npos);
+  EXPECT_EQ(page.find(" src="), std::string::npos);
+  EXPECT_EQ(page.find("<link"), std::string::npos);
+  EXPECT_EQ(page.find("@import"), std::string::npos);
+  EXPECT_EQ(page.find("url("), std::string::npos);
+}
+
 }  // namespace
 }  // namespace qkv::explain

@@ -327,8 +327,9 @@ function isolate() {
   });
 }
 
-// A vector as a strip of cells: orange for positive, blue for negative; its numbers on hover.
-function strip(vec, scale) {
+// A vector as a strip of cells: orange for positive, blue for negative; its numbers on hover
+// (and beside it when it has at most 8).
+function strip(vec, scale, withNumbers = false) {
   const cw = vec.length > 48 ? 2 : 3, c = document.createElement('canvas');
   c.width = vec.length * cw;
   c.height = 12;
@@ -338,7 +339,10 @@ function strip(vec, scale) {
     x.fillRect(t * cw, 0, cw, 12);
   });
   c.title = '[' + Array.from(vec, (v) => fmt(v)).join(', ') + ']';
-  return c;
+  if (!withNumbers || vec.length > 8) return c;
+  const span = document.createElement('span');  // short vectors: the numbers too
+  span.append(c, ' ' + Array.from(vec, (v) => String(+v.toFixed(2)).replace('-', '−')).join(' '));
+  return span;
 }
 const maxAbs = (vecs) => Math.max(1e-12, ...vecs.map((v) => Math.max(...Array.from(v, Math.abs))));
 
@@ -398,9 +402,9 @@ function steps() {
   $('out-strip').appendChild(strip(out, vScale));
   $('steps').querySelectorAll('tbody tr').forEach((tr) => {
     const r = rows[+tr.dataset.j];
-    tr.querySelector('.k').appendChild(strip(r.k, kScale));
-    if (dotScore) tr.querySelector('.prod').appendChild(strip(r.prod, pScale));
-    tr.querySelector('.wv').appendChild(strip(r.wv, vScale));
+    tr.querySelector('.k').appendChild(strip(r.k, kScale, true));
+    if (dotScore) tr.querySelector('.prod').appendChild(strip(r.prod, pScale, true));
+    tr.querySelector('.wv').appendChild(strip(r.wv, vScale, true));
   });
   const button = $('show-all');
   if (button) button.onclick = () => { S.all = !S.all; steps(); };
