@@ -128,6 +128,8 @@ function header() {
   nav.querySelectorAll('button').forEach((x) => { x.onclick = () => select({ b: +x.dataset.b, q: 0, on: [] }); });
   $('pair-wrap').hidden = !D.blocks.some((B) => B.queries.some((t) => t.s === 1));
   for (const id of ['hide-special', 'hide-punct', 'pair']) $(id).onchange = () => select({});
+  $('heat-scale').value = D.blocks[0].queries.length > 64 ? 'row' : 'abs';
+  $('heat-scale').onchange = heat;
 }
 
 function status() {
@@ -199,10 +201,14 @@ function heat() {
   c.width = pad + ks.length * cell + 4;
   c.height = pad + qs.length * cell + 4;
   const x = c.getContext('2d'), img = new ImageData(Math.max(ks.length, 1), Math.max(qs.length, 1));
-  qs.forEach((i, r) => ks.forEach((j, col) => {
-    const rgb = ramp(weight(L, S.h, i, j));
-    img.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * (r * ks.length + col));
-  }));
+  const perRow = $('heat-scale').value === 'row';  // long inputs spread thin: scale each row up
+  qs.forEach((i, r) => {
+    const top = perRow ? Math.max(1e-12, ...ks.map((j) => weight(L, S.h, i, j))) : 1;
+    ks.forEach((j, col) => {
+      const rgb = ramp(weight(L, S.h, i, j) / top);
+      img.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * (r * ks.length + col));
+    });
+  });
   const off = document.createElement('canvas');
   off.width = img.width;
   off.height = img.height;
