@@ -75,6 +75,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
 
 int run_explain(const ExplainArgs& args) {
   if (args.input || is_seq2seq_file(args.model.dir)) {
+    if (args.text_b)
+      throw Error("a second text \"" + clip(*args.text_b, 40) +
+                  "\" is given, but a trained model reads one source; expected one");
     if (!args.svg.empty() || !args.png.empty())
       throw Error(std::string(args.svg.empty() ? "--png" : "--svg") +
                   " is not available for trained models; use --html for their attention");
