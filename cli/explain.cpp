@@ -118,7 +118,7 @@ int run_explain(const ExplainArgs& args) {
                                   ? "all-MiniLM-L6-v2"
                                   : std::filesystem::path(args.model.dir).filename().string();
     explain::Report report = explain::report_of(e, focus, title);
-    const explain::HeadPick& first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
+    const explain::HeadPick first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
     report.layer = args.layer >= 0 ? args.layer : first.layer;
     report.head = args.layer >= 0 ? args.head : first.head;
     const std::string html = explain::html_report(report);

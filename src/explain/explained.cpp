@@ -131,8 +131,7 @@ std::vector<HeadPick> picks(const Explained& e, int64_t focus, int top_k) {
   return out;
 }
 
-const HeadPick& suggested_head(const Explained& e, int64_t focus,
-                               const std::vector<HeadPick>& all) {
+HeadPick suggested_head(const Explained& e, int64_t focus, const std::vector<HeadPick>& all) {
   const HeadPick* best = nullptr;
   for (const HeadPick& p : all) {
     if (!p.other_word) continue;

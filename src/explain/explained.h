@@ -67,6 +67,6 @@ struct HeadPick {
 std::vector<HeadPick> picks(const Explained& e, int64_t focus, int top_k);
 // The head to look at first: of those whose top key is another word, the deepest (later layers
 // carry more of the sentence's meaning), the strongest within its layer; else the first.
-const HeadPick& suggested_head(const Explained& e, int64_t focus, const std::vector<HeadPick>& all);
+HeadPick suggested_head(const Explained& e, int64_t focus, const std::vector<HeadPick>& all);
 
 }  // namespace qkv::explain

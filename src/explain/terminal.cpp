@@ -136,7 +136,7 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
     s << "  " << pad_right(clip(label(e, word), 10), 10) << " ← " << wrap(heads, kWidth - 16, 16)
       << "\n";
   }
-  const HeadPick& zoom = suggested_head(e, focus, all);
+  const HeadPick zoom = suggested_head(e, focus, all);
   s << "\nMany heads put most of their weight on [CLS] or [SEP]: when nothing in the\n"
        "sentence matches a head's query, the softmax must still sum to 1, and these\n"
        "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"
