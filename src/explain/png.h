@@ -1,7 +1,6 @@
 // explain/png.h — PNG images written by qkv itself (no libpng, no zlib): an RGB pixel buffer and
-// its encoding as a PNG file whose zlib stream holds stored (uncompressed) deflate blocks.
-// Heatmaps of attention weights are small, so compression buys little; stored blocks keep the
-// encoder a page long and byte-for-byte checkable.
+// its encoding as a PNG file, filtered row by row and compressed by explain/deflate.h. The
+// images are mostly flat colour: the 6 x 12 model grid, 1.1 MB of pixels, takes 48 KB.
 #pragma once
 
 #include <cstdint>
@@ -41,14 +40,22 @@ uint32_t crc32(std::string_view bytes);
 // Adler-32 of RFC 1950 §8.2 (sums modulo 65521). adler32("Wikipedia") = 0x11E60398.
 uint32_t adler32(std::string_view bytes);
 
-// The largest payload of one stored deflate block (RFC 1951 §3.2.4: LEN is 16 bits).
-inline constexpr int64_t kMaxStoredBlock = 65535;
+// Which filter each scanline gets (PNG spec §9: 0 none, 1 sub, 2 up, 3 average, 4 paeth).
+enum class PngFilter {
+  none,      // type 0 on every row
+  adaptive,  // per row, the type whose output has the least sum of |signed byte| (§12.8)
+  smaller,   // both of the above, keeping the smaller file (twice the time)
+};
+
+struct PngOptions {
+  PngFilter filter = PngFilter::smaller;
+};
 
 // The PNG file of `image` (W3C PNG spec, 2nd ed., https://www.w3.org/TR/png/): the signature,
 // IHDR (8-bit RGB, colour type 2, no interlace), IDAT chunks of at most 1 MiB each, IEND. The
-// IDATs together hold a zlib stream (RFC 1950: header 0x78 0x01, Adler-32 trailer) of stored
-// deflate blocks (RFC 1951 §3.2.4) of at most kMaxStoredBlock bytes each, over scanlines that each
-// start with filter type 0 (none).
-std::string encode_png(const Image& image);
+// IDATs together hold a zlib stream (RFC 1950: header 0x78 0x5E, Adler-32 trailer) whose deflate
+// data (explain/deflate.h: fixed-Huffman or stored blocks) is the scanlines, each led by its
+// filter type as options.filter chooses.
+std::string encode_png(const Image& image, const PngOptions& options = {});
 
 }  // namespace qkv::explain
