@@ -293,6 +293,13 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
 int run_attend(const AttendArgs& a) {
   if (!a.example.empty()) return run_example(a);
   const AttendCase c = case_from_files(a);
+  // The report embeds every logit and weight (float32): bound it before anything is written.
+  constexpr int64_t kMaxReportWeights = int64_t{1} << 21;
+  const int64_t weights = c.q.numel() / c.q.dim(-1) * c.k.dim(-2);
+  if (!a.html.empty() && weights > kMaxReportWeights)
+    usage("--html: " + std::to_string(weights) +
+          " attention weights are too many for one report (" + "at most " +
+          std::to_string(kMaxReportWeights) + "); expected fewer queries or keys");
   AttentionResult r = run_case(c);
   // The explanation always comes from the float64 reference; --out and --lse from the chosen
   // path (the fused kernel where it applies, unless --path says otherwise).

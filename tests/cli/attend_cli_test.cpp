@@ -436,6 +436,31 @@ TEST_F(AttendCli, KeyLengthsThatAreNotNumbersIsAnError) {
   expect_error(attend({"--key-lengths", "3,four"}), 2, {Has("--key-lengths"), Has("four")});
 }
 
+TEST_F(AttendCli, HtmlWritesOneSelfContainedReport) {
+  const CliResult r = run_qkv(attend({"--html", path("r.html")}));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("wrote " + path("r.html")));
+  std::ifstream in(path("r.html"));
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(page, HasSubstr("<script id=\"data\" type=\"application/json\">"));
+  EXPECT_EQ(page.find("http"), std::string::npos);
+  // Two batch entries: a block each, with every head's logits and weights.
+  size_t blocks = 0;
+  for (size_t at = page.find("\"logits\""); at != std::string::npos;
+       at = page.find("\"logits\"", at + 1))
+    ++blocks;
+  EXPECT_EQ(blocks, static_cast<size_t>(kB));
+}
+
+TEST_F(AttendCli, HtmlOfTooManyWeightsIsAUsageErrorBeforeAnyFile) {
+  const std::string q = write("big_q.npy", npy_f32({2048, 2}, 1));
+  const std::string k = write("big_k.npy", npy_f32({1025, 2}, 2));
+  const std::string v = write("big_v.npy", npy_f32({1025, 2}, 3));
+  expect_error({"attend", "--query", q, "--keys", k, "--values", v, "--html", path("r.html")}, 2,
+               {Has("--html"), Has("2099200"), Has("at most 2097152")});
+  EXPECT_FALSE(fs::exists(path("r.html")));
+}
+
 TEST_F(AttendCli, KeyLengthLongerThanTheKeysIsAnError) {
   expect_error(attend({"--key-lengths", "3,9"}), 2, {Has("--key-lengths"), HasNumber(9)});
 }
