@@ -36,7 +36,8 @@ nlohmann::json thumbnails(const Tensor& weights) {
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < m; ++j) {
-        const double x = std::clamp(w.value((h * n + i) * m + j), 0.0, 1.0);
+        const double raw = w.value((h * n + i) * m + j);
+        const double x = std::isfinite(raw) ? std::clamp(raw, 0.0, 1.0) : 0.0;  // NaN: no colour
         uint8_t& cell = out[static_cast<std::size_t>((h * tn + i * tn / n) * tm + j * tm / m)];
         cell = std::max(cell, static_cast<uint8_t>(std::lround(255 * x)));
       }
