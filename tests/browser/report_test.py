@@ -7,14 +7,18 @@ Writes the report of the default sentence, opens it from file:// and checks, as 
 it: no console error and no request but the page itself; hovering a token in the line view isolates
 its lines; choosing a head in the model view (by click and by arrow key) shows that head's numbers
 in the heatmap and the step view, compared with `qkv explain --json`; the filters hide tokens; the
-page reads in the dark colour scheme too. Then a 256-token report: its size (< 10 MB) and how long
-it takes to become interactive (printed; speed is measured, not asserted). Screenshots go to --out.
+page reads in the dark colour scheme too. Then reports at the edges (every token filtered out, HTML
+characters in the text, grouped-query heads with a fully masked batch entry, a float mask), and a
+256-token report: its size (< 10 MB) and how long it takes to become interactive (printed; speed is
+measured, not asserted). Screenshots go to --out.
 """
 
 import argparse
 import json
 import math
 import os
+import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -266,6 +270,134 @@ def test_sentence_pair(b, binary, out):
     b.screenshot(os.path.join(out, "pair-B-to-B.png"))
 
 
+def write_npy(path, shape, values):
+    """A float32 .npy file (format 1.0, C order) without numpy."""
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{n}, " for n in shape)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"  # the data starts on a multiple of 64
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack(f"<{len(values)}f", *values))
+
+
+def text_of(b, *ids):
+    return b.evaluate("[%s].map(id => document.getElementById(id).textContent).join(' | ')" %
+                      ", ".join(f"'{i}'" for i in ids))
+
+
+def no_bad_numbers(text):
+    """−∞ is how a masked score reads; NaN, undefined, null or Infinity never should."""
+    return not any(word in text for word in ("NaN", "undefined", "null", "Infinity"))
+
+
+def test_edge_cases(b, binary, out):
+    """Reports at the edges, each case a way the page once broke or misled."""
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+
+    # One token between [CLS] and [SEP], and it is punctuation: both filters on hide every query.
+    page = os.path.join(work, "dot.html")
+    qkv(binary, "explain", ".", "--html", page)
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    b.click(*b.center("#hide-special"))
+    b.click(*b.center("#hide-punct"))
+    b.evaluate("document.getElementById('heat').focus()")
+    for key in ("ArrowDown", "ArrowRight"):
+        b.key(key)
+    check(b.console_errors() == [] and "hide every query" in text_of(b, "steps"),
+          f"'.' with every token filtered out: the step view says so, arrow keys throw nothing "
+          f"({b.console_errors()})")
+    b.click(*b.center("#hide-punct"))
+    check(len(step_rows(b)) == 1 and b.evaluate("qkv.state.q") == 1,
+          "'.' with punctuation shown again: its query and key are back")
+
+    # HTML characters and non-ASCII text are shown as text; Enter on a token keeps the focus there.
+    text = '<b>"x" & y</b> naïve 東京'
+    page = os.path.join(work, "chars.html")
+    qkv(binary, "explain", text, "--html", page)
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    check(b.console_errors() == [] and b.evaluate("document.querySelector('#texts b, #tokens b') === null")
+          and text_of(b, "texts") == "text: " + text,
+          f"HTML characters are text, not markup ({text_of(b, 'texts')!r})")
+    b.evaluate("document.querySelector('#tokens button[data-i=\"2\"]').focus()")
+    b.key("Enter")
+    focus = b.evaluate("document.activeElement.dataset.i")
+    b.key("Tab")
+    check(b.evaluate("qkv.state.q") == 2 and focus == "2" and b.evaluate("document.activeElement.dataset.i") == "3",
+          f"Enter on a token keeps the focus on it; Tab goes on to the next (focus on {focus})")
+
+    # Grouped-query heads (4 query heads read 2 key heads), Dq 8 ≠ Dv 3, L 3 ≠ S 5, a bottom-right
+    # causal mask, and batch entry 1 with no valid key (--key-lengths 4,0): fully masked rows.
+    rng = random.Random(7)
+
+    def tensor(name, *shape):
+        path = os.path.join(work, name + ".npy")
+        write_npy(path, shape, [rng.gauss(0, 1) for _ in range(math.prod(shape))])
+        return path
+
+    args = ["attend", "--query", tensor("q", 2, 4, 3, 8), "--keys", tensor("k", 2, 2, 5, 8),
+            "--values", tensor("v", 2, 2, 5, 3), "--causal", "bottom-right", "--key-lengths", "4,0",
+            "--query-labels", "a query label longer than sixteen characters,q1,q2"]
+    page = os.path.join(work, "gqa.html")
+    qkv(binary, *args, "--html", page)
+    ref = json.loads(qkv(binary, *args, "--json"))
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    check(not text_of(b, "texts").startswith(":"), f"an unlabelled text has no stray colon ({text_of(b, 'texts')!r})")
+    worst, bad = 0.0, []
+    for batch in range(2):
+        for h in range(4):
+            for i in range(3):
+                b.evaluate(f"qkv.select({{b: {batch}, h: {h}, q: {i}}})")
+                got = [float(x) for x in b.evaluate("document.getElementById('out').dataset.v").split(",")]
+                rows = b.evaluate("Array.from(document.querySelectorAll('#steps tbody tr'), tr => "
+                                  "+tr.querySelector('.w').dataset.v)")
+                worst = max([worst] + [abs(a - e) for a, e in zip(got, ref["out"][batch][h][i])] +
+                            [abs(a - e) for a, e in zip(rows, ref["weights"][batch][h][i])])
+                shown = text_of(b, "sel", "steps", "hover", "lines")
+                if not no_bad_numbers(shown):
+                    bad.append((batch, h, i))
+    check(worst < 1e-5 and not bad, f"grouped-query heads, Dq ≠ Dv, masks: every step view matches --json "
+          f"(max |Δ| {worst:.1e}); no NaN/undefined shown (in {bad})")
+    check("Every key is masked" in text_of(b, "steps") and not b.evaluate("document.getElementById('heat-masked').hidden"),
+          "a fully masked row: the step view says it attends to nothing; the heatmap's legend shows masked cells")
+    check(b.evaluate("document.documentElement.scrollWidth <= innerWidth"),
+          "a wide step table (8 numbers per vector) scrolls inside the step view, not the page")
+    label = b.evaluate("(() => { const t = document.querySelector('#lines text[data-side=\"0\"][data-i=\"0\"]');"
+                       " return [t.textContent, t.getAttribute('aria-label')]; })()")
+    check(label[0].endswith("…") and len(label[0]) == 16 and label[1].startswith("a query label longer"),
+          f"a long label is cut in the line view, in full in its aria-label ({label})")
+    # Block switching: a key chosen in batch 0 means nothing in batch 1, nor does the hovered cell.
+    b.evaluate("qkv.select({b: 0, h: 0, q: 2})")
+    b.evaluate("document.getElementById('heat').focus()")
+    b.key("ArrowRight")
+    b.key("ArrowRight")
+    hover = text_of(b, "hover")
+    check(b.evaluate("qkv.state.k") == 1 and "(2) →" in hover and "(1):" in hover,
+          f"arrow keys in the heatmap choose a key and read it out ({hover!r})")
+    b.click(*b.center('#blocks button[data-b="1"]'))
+    state = b.evaluate("({b: qkv.state.b, q: qkv.state.q, k: qkv.state.k})")
+    check(state == {"b": 1, "q": 0, "k": -1} and text_of(b, "hover").strip() == "",
+          f"switching blocks resets the query, the key and the readout ({state})")
+    b.evaluate("document.getElementById('heat').focus()")
+    b.key("ArrowRight")
+    check("weight 0.0000, score −∞ (masked)" in text_of(b, "hover"),
+          f"a masked cell reads as masked ({text_of(b, 'hover')!r})")
+    check(b.console_errors() == [], f"grouped-query report: no console errors ({b.console_errors()})")
+    b.screenshot(os.path.join(out, "attend-fully-masked.png"))
+
+    # A float mask is added to the scaled score: the column says so.
+    write_npy(os.path.join(work, "mask.npy"), (3, 5), [0.5, 0, 0, 0, float("-inf")] + [0] * 10)
+    page = os.path.join(work, "mask.html")
+    qkv(binary, "attend", "--query", tensor("q2", 3, 4), "--keys", tensor("k2", 5, 4), "--values",
+        tensor("v2", 5, 4), "--mask", os.path.join(work, "mask.npy"), "--html", page)
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    headers = b.evaluate("Array.from(document.querySelectorAll('#steps th'), x => x.textContent)")
+    check("×scale + mask" in headers and "(1 of 5)" in text_of(b, "steps") and b.console_errors() == [],
+          f"a float mask: the column is named '×scale + mask', the −∞ key counted ({headers})")
+
+
 def test_256_tokens(b, binary, out):
     sentence = ("The animal did not cross the street because it was too tired, "
                 "and the river bank was wet after the rain. ")
@@ -300,6 +432,7 @@ def main():
         test_sentence_pair(b, args.qkv, args.out)
         test_attend_example(b, args.qkv, args.out)
         test_trained_model(b, args.qkv, args.out)
+        test_edge_cases(b, args.qkv, args.out)
         test_256_tokens(b, args.qkv, args.out)
     print(f"screenshots in {args.out}")
     if failures:

@@ -3,7 +3,8 @@
 // query token) and draws every view from it. No network, no libraries.
 const D = JSON.parse(document.getElementById('data').textContent);
 const $ = (id) => document.getElementById(id);
-const S = { b: 0, l: D.layer, h: D.head, q: D.focus, k: -1, hover: null, on: [], all: false };
+// cell: the heatmap's [query, key] under the mouse (or the arrow keys), for the readout below it.
+const S = { b: 0, l: D.layer, h: D.head, q: D.focus, k: -1, cell: null, hover: null, on: [], all: false };
 
 // ---- the numbers: base64 → typed arrays --------------------------------------------------------
 function bytes(b64) {
@@ -100,9 +101,18 @@ function readColours() {
 }
 const mix = (a, b, t) => a.map((x, i) => Math.round(x + (b[i] - x) * t));
 const css = (c) => `rgb(${c[0]},${c[1]},${c[2]})`;
-const ramp = (w) => mix(C.bg, C.acc, Math.min(1, Math.max(0, w)));
+// Weights are ≥ 0 after a softmax; without one (--normalize none) a negative weight is blue.
+const ramp = (w) => mix(C.bg, w < 0 ? C.neg : C.acc, Math.min(1, Math.abs(w)));
 const headColour = (h) => `hsl(${Math.round((h * 360) / block().H)},75%,${C.dark ? 62 : 42}%)`;
-const fmt = (x, digits = 3) => (x === -Infinity ? '−∞' : x.toFixed(digits).replace('-', '−'));
+const fmt = (x, digits = 3) => (Math.abs(x) === Infinity ? (x < 0 ? '−∞' : '∞') : x.toFixed(digits).replace('-', '−'));
+const masked = (z) => z === -Infinity;
+// A label cut to `fits` (a test of the text so far) with an ellipsis; code points, not UTF-16 units.
+function clip(text, fits) {
+  const chars = [...text];
+  if (fits(text)) return text;
+  while (chars.length > 1 && !fits(chars.join('') + '…')) chars.pop();
+  return chars.join('') + '…';
+}
 const esc = (t) => t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 
 // ---- selection ----------------------------------------------------------------------------------
@@ -113,6 +123,8 @@ function select(change) {
   const B = block();
   S.l = Math.min(S.l, B.layers.length - 1);
   S.h = Math.min(S.h, B.H - 1);
+  S.q = Math.min(S.q, B.queries.length - 1);
+  if (S.k >= B.keys.length) S.k = -1;
   const qs = queries();
   if (qs.length && !qs.includes(S.q)) S.q = qs.find((i) => !B.queries[i].sp) ?? qs[0];
   render();
@@ -121,11 +133,12 @@ function select(change) {
 // ---- the views ----------------------------------------------------------------------------------
 function header() {
   $('title').textContent = D.title;
-  $('texts').innerHTML = D.texts.map(([label, text]) => `<p><span class="mute">${esc(label)}:</span> ${esc(text)}</p>`).join('');
+  $('texts').innerHTML = D.texts.map(([label, text]) =>
+    `<p>${label ? `<span class="mute">${esc(label)}:</span> ` : ''}${esc(text)}</p>`).join('');
   const nav = $('blocks');
   nav.innerHTML = D.blocks.length < 2 ? '' : D.blocks.map((B, b) =>
     `<button data-b="${b}" title="${esc(B.note)}">${esc(B.name)}</button>`).join('');
-  nav.querySelectorAll('button').forEach((x) => { x.onclick = () => select({ b: +x.dataset.b, q: 0, on: [] }); });
+  nav.querySelectorAll('button').forEach((x) => { x.onclick = () => select({ b: +x.dataset.b, q: 0, k: -1, cell: null, on: [] }); });
   $('pair-wrap').hidden = !D.blocks.some((B) => B.queries.some((t) => t.s === 1));
   for (const id of ['hide-special', 'hide-punct', 'pair']) $(id).onchange = () => select({});
   $('heat-scale').value = D.blocks[0].queries.length > 64 ? 'row' : 'abs';
@@ -202,13 +215,20 @@ function heat() {
   c.height = pad + qs.length * cell + 4;
   const x = c.getContext('2d'), img = new ImageData(Math.max(ks.length, 1), Math.max(qs.length, 1));
   const perRow = $('heat-scale').value === 'row';  // long inputs spread thin: scale each row up
+  // A masked key (score −∞) is grey, not the colour of weight 0: "may not look" ≠ "did not look".
+  const grey = mix(C.bg, C.fg, 0.25), at = (i, j) => (S.h * L.n + i) * L.m + j;
+  let anyMasked = false;
   qs.forEach((i, r) => {
-    const top = perRow ? Math.max(1e-12, ...ks.map((j) => weight(L, S.h, i, j))) : 1;
+    const top = perRow ? Math.max(1e-12, ...ks.map((j) => Math.abs(weight(L, S.h, i, j)))) : 1;
     ks.forEach((j, col) => {
-      const rgb = ramp(weight(L, S.h, i, j) / top);
+      const off = masked(L.z[at(i, j)]);
+      anyMasked ||= off;
+      const rgb = off ? grey : ramp(weight(L, S.h, i, j) / top);
       img.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * (r * ks.length + col));
     });
   });
+  $('heat-masked').hidden = !anyMasked;
+  $('heat-masked-swatch').style.background = css(grey);
   const off = document.createElement('canvas');
   off.width = img.width;
   off.height = img.height;
@@ -217,17 +237,18 @@ function heat() {
   x.drawImage(off, pad, pad, ks.length * cell, qs.length * cell);
   x.fillStyle = css(C.fg);
   x.font = '11px system-ui, sans-serif';
-  if (labels) {
+  if (labels) {  // cut to the margin: the hover line below names the pair in full
+    const fit = (t) => clip(t, (u) => x.measureText(u).width <= pad - 8);
     qs.forEach((i, r) => {
       x.textAlign = 'right';
-      x.fillText(B.queries[i].t, pad - 4, pad + r * cell + cell * 0.72);
+      x.fillText(fit(B.queries[i].t), pad - 4, pad + r * cell + cell * 0.72);
     });
     ks.forEach((j, col) => {
       x.save();
       x.translate(pad + col * cell + cell * 0.72, pad - 4);
       x.rotate(-Math.PI / 2);
       x.textAlign = 'left';
-      x.fillText(B.keys[j].t, 0, 0);
+      x.fillText(fit(B.keys[j].t), 0, 0);
       x.restore();
     });
   }
@@ -241,14 +262,21 @@ function heat() {
     const box = c.getBoundingClientRect(), sx = c.width / box.width, sy = c.height / box.height;
     return [Math.floor(((e.clientY - box.top) * sy - pad) / cell), Math.floor(((e.clientX - box.left) * sx - pad) / cell)];
   };
-  const describe = (i, j) => {
-    const at = (h) => (h * L.n + i) * L.m + j;
-    return `"${B.queries[i].t}" (${i}) → "${B.keys[j].t}" (${j}): weight ${fmt(L.w[at(S.h)], 4)}, score ${fmt(L.z[at(S.h)])}`;
+  const describe = (i, j) => `"${B.queries[i].t}" (${i}) → "${B.keys[j].t}" (${j}): ` +
+    `weight ${fmt(L.w[at(i, j)], 4)}, score ${fmt(L.z[at(i, j)])}${masked(L.z[at(i, j)]) ? ' (masked)' : ''}`;
+  // The readout follows the redraw (another head, another filter): never the numbers of the last one.
+  const readout = () => {
+    const [i, j] = S.cell || [], shown = qs.includes(i) && ks.includes(j);
+    $('hover').textContent = !qs.length || !ks.length ? 'The filters hide every query or every key.'
+                           : shown ? describe(i, j) : ' ';
   };
+  readout();
   c.onmousemove = (e) => {
     const [r2, c2] = cellAt(e);
-    $('hover').textContent = r2 >= 0 && c2 >= 0 && r2 < qs.length && c2 < ks.length ? describe(qs[r2], ks[c2]) : ' ';
+    S.cell = r2 >= 0 && c2 >= 0 && r2 < qs.length && c2 < ks.length ? [qs[r2], ks[c2]] : null;
+    readout();
   };
+  c.onmouseleave = () => { S.cell = null; readout(); };
   c.onclick = (e) => {
     const [r2] = cellAt(e);
     if (r2 >= 0 && r2 < qs.length) select({ q: qs[r2] });
@@ -256,12 +284,12 @@ function heat() {
   c.onkeydown = (e) => {
     const qi = Math.max(0, qs.indexOf(S.q)), ki = Math.max(0, ks.indexOf(S.k));
     const move = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] }[e.key];
-    if (!move) return;
+    if (!move || !qs.length || !ks.length) return;
     e.preventDefault();
     const nq = qs[Math.min(qs.length - 1, Math.max(0, qi + move[0]))];
     const nk = ks[Math.min(ks.length - 1, Math.max(0, S.k < 0 ? 0 : ki + move[1]))];
+    S.cell = [nq, nk];
     select({ q: nq, k: nk });
-    $('hover').textContent = describe(nq, nk);
   };
 }
 
@@ -278,8 +306,7 @@ function headToggles() {
     x.onclick = () => {
       if (x.dataset.all) S.on = S.on.map((_, h) => x.dataset.all === '1' || h === S.h);
       else S.on[+x.dataset.h] = !S.on[+x.dataset.h];
-      headToggles();
-      lines();
+      keepFocus(() => { headToggles(); lines(); });
     };
   });
 }
@@ -297,15 +324,19 @@ function lines() {
     if (!S.on[h]) continue;
     const colour = headColour(h);
     qs.forEach((i, r) => ks.forEach((j, col) => {
-      const w = weight(L, h, i, j);
-      if (w >= threshold)
+      const w = weight(L, h, i, j), a = Math.min(1, Math.abs(w));  // a negative weight: dashed
+      if (a >= threshold)
         html += `<line x1="${lx}" y1="${y(r)}" x2="${rx}" y2="${y(col)}" stroke="${colour}" ` +
-                `stroke-width="2" stroke-opacity="${w.toFixed(3)}" data-h="${h}" data-i="${i}" data-j="${j}"/>`;
+                `stroke-width="2" stroke-opacity="${a.toFixed(3)}"${w < 0 ? ' stroke-dasharray="4 3"' : ''} ` +
+                `data-h="${h}" data-i="${i}" data-j="${j}"/>`;
     }));
   }
-  const label = (t, i, side, r) =>
-    `<text x="${side ? rx + 6 : lx - 6}" y="${y(r) + 4}" text-anchor="${side ? 'start' : 'end'}" ` +
-    `data-side="${side}" data-i="${i}" tabindex="0">${esc(t.t)}</text>`;
+  const label = (t, i, side, r) => {  // 16 characters fit beside the lines; the rest is cut
+    const cut = clip(t.t, (u) => [...u].length <= 16);
+    return `<text x="${side ? rx + 6 : lx - 6}" y="${y(r) + 4}" text-anchor="${side ? 'start' : 'end'}" ` +
+           `data-side="${side}" data-i="${i}" tabindex="0"${cut === t.t ? '' : ` aria-label="${esc(t.t)}"`}>` +
+           `${esc(cut)}</text>`;
+  };
   qs.forEach((i, r) => { html += label(B.queries[i], i, 0, r); });
   ks.forEach((j, r) => { html += label(B.keys[j], j, 1, r); });
   svg.innerHTML = html;
@@ -353,6 +384,10 @@ function strip(vec, scale, withNumbers = false) {
 const maxAbs = (vecs) => Math.max(1e-12, ...vecs.map((v) => Math.max(...Array.from(v, Math.abs))));
 
 function steps() {
+  if (!queries().length || !keys().length) {
+    $('steps').innerHTML = '<p class="mute">The filters hide every query or every key.</p>';
+    return;
+  }
   const B = block(), L = layer(S.b, S.l), { d, dv, H, Hk } = B, i = S.q, h = S.h, kh = Math.floor(h * Hk / H);
   const dotScore = B.score === 'scaled_dot' || B.score === 'dot';
   const q = L.q.subarray((h * L.n + i) * d, (h * L.n + i + 1) * d);
@@ -370,32 +405,41 @@ function steps() {
   const visible = new Set(keys());
   let list = rows.filter((r) => visible.has(r.j));
   const many = list.length > 24 && !S.all;
-  if (many) list = [...list].sort((a, b) => b.w - a.w).slice(0, 16);
+  if (many) list = [...list].sort((a, b) => Math.abs(b.w) - Math.abs(a.w)).slice(0, 16);
+  // The logits as given (qkv attend, a trained model) may carry a mask: −∞ where a key may not be
+  // read (causal, --mask, --key-lengths), or a float --mask added to the scaled score.
+  const nMasked = rows.filter((r) => masked(r.z)).length;
+  const added = dotScore && rows.some((r) => !masked(r.z) && Math.abs(r.z - B.scale * r.dot) > 1e-4 * Math.max(1, Math.abs(r.z)));
+  const scaled = dotScore ? '×scale' : B.scale !== 1 ? 'score×scale' : 'score';
+  const maskNote = nMasked === L.m ? ' Every key is masked (−∞): this query has nothing to attend to, so its weights and its output are 0.'
+    : B.causal && nMasked ? ' Keys after the query are masked (−∞): a decoder may not look ahead.'
+    : nMasked ? ` Keys scored −∞ are masked (${nMasked} of ${L.m}): they get no weight.` : '';
   const kScale = maxAbs([q, ...rows.map((r) => r.k)]), pScale = maxAbs(rows.map((r) => r.prod));
   const vScale = maxAbs(rows.map((r) => r.wv).concat([out]));
   const scoreName = { scaled_dot: 'scaled dot-product', dot: 'dot-product' }[B.score] || B.score;
   let html = `<p>Query token <b>"${esc(B.queries[i].t)}"</b> (${i}), ${esc(B.name)}, layer ${S.l}, head ${h}; ` +
              `score: ${esc(scoreName)}, d<sub>k</sub> = ${d}` +
-             (dotScore ? `, scale ${fmt(B.scale, 4)}${B.score === 'scaled_dot' ? ' = 1/√' + d : ''}` : '') + '.</p>' +
+             (dotScore || B.scale !== 1 ? `, scale ${fmt(B.scale, 4)}${B.score === 'scaled_dot' && Math.abs(B.scale * Math.sqrt(d) - 1) < 1e-6 ? ' = 1/√' + d : ''}` : '') + '.</p>' +
              `<p>1. Its query q (${d} numbers): <span id="q-strip"></span></p>` +
              `<p class="vec mute"><code id="q-vec">[${Array.from(q, (x) => fmt(x)).join(', ')}]</code></p>` +
              '<p>2. Every key k answers: ' + (dotScore ? 'multiply q and k element by element (q∘k), add up (q·k), scale' : 'the score function compares q and k') +
              (B.softmax ? '; 3. softmax turns the scores into weights' : '; 3. the scores are the weights (no softmax)') + '; 4. each value v is scaled by its weight.' +
-             (B.causal ? ' Keys after the query are masked (−∞): a decoder may not look ahead.' : '') + '</p>';
+             maskNote + (added ? ' The mask is added to the scaled score (the ' + scaled + ' + mask column).' : '') + '</p>';
   html += '<table class="steps"><thead><tr><th>key</th><th>k</th>' +
-          (dotScore ? '<th>q∘k</th><th>q·k</th><th>×scale</th>' : '<th>score</th>') +
+          (dotScore ? '<th>q∘k</th><th>q·k</th>' : '') + `<th>${scaled}${added ? ' + mask' : ''}</th>` +
           `<th>${B.softmax ? 'softmax' : 'weight'}</th><th></th><th>weight·v</th></tr></thead><tbody>`;
   list.forEach((r, n) => {
     html += `<tr data-j="${r.j}"${n === 0 && many ? ' class="top"' : ''}><td>${esc(B.keys[r.j].t)} <span class="mute">${r.j}</span></td>` +
             '<td class="k"></td>' +
             (dotScore ? `<td class="prod"></td><td class="dot" data-v="${r.dot}">${fmt(r.dot)}</td>` : '') +
             `<td class="z" data-v="${r.z}">${fmt(r.z)}</td><td class="w" data-v="${r.w}">${fmt(r.w, 4)}</td>` +
-            `<td><span class="bar" style="width:${Math.round(70 * r.w)}px"></span></td><td class="wv"></td></tr>`;
+            `<td><span class="bar" style="width:${Math.round(70 * Math.min(1, Math.abs(r.w)))}px` +
+            `${r.w < 0 ? ';background:var(--neg)' : ''}"></span></td><td class="wv"></td></tr>`;
   });
   html += '</tbody></table>';
   if (many) {
-    const rest = rows.filter((r) => visible.has(r.j)).length - list.length;
-    const share = 1 - list.reduce((a, r) => a + r.w, 0);
+    const top = new Set(list.map((r) => r.j)), others = rows.filter((r) => visible.has(r.j) && !top.has(r.j));
+    const rest = others.length, share = others.reduce((a, r) => a + r.w, 0);
     html += `<p class="mute">The 16 keys with the largest weights; the other ${rest} carry ${fmt(share, 4)} of the weight. ` +
             '<button id="show-all">show every key</button></p>';
   } else if (S.all) {
@@ -413,18 +457,30 @@ function steps() {
     tr.querySelector('.wv').appendChild(strip(r.wv, vScale, true));
   });
   const button = $('show-all');
-  if (button) button.onclick = () => { S.all = !S.all; steps(); };
+  if (button) button.onclick = () => { S.all = !S.all; keepFocus(steps); };
+}
+
+// The views redraw their buttons and labels; the one that had the keyboard focus gets it back
+// (found by its id or data-* attributes), so Enter on a token does not send Tab back to the top.
+function keepFocus(draw) {
+  const a = document.activeElement, home = a && a.parentElement && a.parentElement.closest('[id]');
+  const again = home && (a.id ? '#' + a.id : Object.keys(a.dataset).length ?
+    a.tagName.toLowerCase() + Object.entries(a.dataset).map(([k, v]) => `[data-${k}="${v}"]`).join('') : null);
+  draw();
+  if (again && !a.isConnected && home.isConnected) home.querySelector(again)?.focus();
 }
 
 function render() {
-  readColours();
-  status();
-  tokens();
-  grid();
-  heat();
-  headToggles();
-  lines();
-  steps();
+  keepFocus(() => {
+    readColours();
+    status();
+    tokens();
+    grid();
+    heat();
+    headToggles();
+    lines();
+    steps();
+  });
 }
 
 header();
