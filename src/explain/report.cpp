@@ -84,7 +84,9 @@ Report report_of(const Seq2SeqCapture& c, const std::string& title) {
   const std::vector<ReportToken> outputs = seq2seq_tokens(c.output_tokens);
   Report r{.title = title};
   r.texts.emplace_back("input", c.source);
-  r.texts.emplace_back("output", c.output);
+  const bool ended = !c.output_tokens.empty() && c.output_tokens.back() == "</s>";
+  r.texts.emplace_back(ended ? "output" : "output (no end token within the model's limit)",
+                       c.output);
   r.blocks.push_back(seq2seq_block(c, c.cross, "cross-attention",
                                    "each output step (query) reads the source characters (keys, "
                                    "values) through the encoder",
