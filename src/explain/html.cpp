@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "explain/html/assets.h"
+#include "explain/markup.h"
 
 namespace qkv::explain {
 namespace {
@@ -82,21 +83,6 @@ nlohmann::json block_json(const ReportBlock& b) {
           {"layers", std::move(layers)}};
 }
 
-std::string escape_html(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else
-      out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string base64(const void* data, std::size_t size) {
@@ -151,7 +137,7 @@ std::string html_report(const Report& report) {
   page.reserve(data.size() + 64 * 1024);
   page += "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  page += "<title>qkv · " + escape_html(report.title) + "</title>\n<style>\n";
+  page += "<title>qkv · " + escape_markup(report.title) + "</title>\n<style>\n";
   page += report_css();
   page += "</style></head>\n<body>\n";
   page += report_body();

@@ -3,25 +3,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "explain/markup.h"
+
 namespace qkv::explain {
 namespace {
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else if (c == '"')
-      out += "&quot;";
-    else
-      out += c;
-  }
-  return out;
-}
 
 // White (0) to orange (1), the report's accent colour.
 std::string fill(double w) {
@@ -55,7 +40,7 @@ std::string svg_heatmap(const Explained& e, int64_t layer, int64_t head) {
   s << "<g transform=\"translate(0,24)\">";
   if (n <= 96)
     for (int64_t i = 0; i < n; ++i) {
-      const std::string t = escape(e.tokens[static_cast<std::size_t>(i)].text);
+      const std::string t = escape_markup(e.tokens[static_cast<std::size_t>(i)].text);
       s << "<text x=\"" << pad - 4 << "\" y=\"" << pad + i * cell + cell * 0.7
         << "\" text-anchor=\"end\">" << t << "</text>";
       s << "<text transform=\"translate(" << pad + i * cell + cell * 0.7 << "," << pad - 4

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "models/minilm.h"
 #include "models/model_files.h"
 #include "models/safetensors.h"
+#include "nn/compare.h"
 #include "qkv/npy.h"
 
 namespace qkv {
@@ -20,34 +22,14 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-struct Minilm {
-  BertConfig config;
-  BertWeights weights;
-};
-
-const Minilm& minilm() {
-  static const Minilm model = [] {
-    const std::string dir = test::minilm_dir();
-    Minilm m;
-    m.config = read_bert_config(dir + "/config.json");
-    m.weights = read_bert_weights(dir + "/model.safetensors", m.config);
-    return m;
-  }();
-  return model;
-}
+using test::Minilm;
+using test::minilm;
 
 std::vector<int32_t> golden_ids(int text) {
   return test::read_golden_json("tokens.json")[text]["ids"].get<std::vector<int32_t>>();
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const Tensor x = a.contiguous().to(DType::f64), y = b.contiguous().to(DType::f64);
-  double worst = 0;
-  for (int64_t i = 0; i < x.numel(); ++i)
-    worst = std::max(worst, std::abs(x.data<double>()[i] - y.data<double>()[i]));
-  return worst;
-}
+using test::max_abs_diff;  // +∞ when the shapes differ
 
 TEST(BertConfigTest, ReadsMiniLM) {
   const BertConfig& c = minilm().config;

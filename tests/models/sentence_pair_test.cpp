@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "models/bert.h"
+#include "models/minilm.h"
 #include "models/model_files.h"
 #include "models/tokenizer.h"
+#include "nn/compare.h"
 #include "qkv/npy.h"
 
 namespace qkv {
@@ -21,36 +23,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const WordPieceTokenizer& tokenizer() {
-  static const WordPieceTokenizer tok =
-      WordPieceTokenizer::from_vocab_file(test::minilm_file("vocab.txt"));
-  return tok;
-}
+const WordPieceTokenizer& tokenizer() { return test::minilm_tokenizer(); }
 
-struct Minilm {
-  BertConfig config;
-  BertWeights weights;
-};
+using test::Minilm;
+using test::minilm;
 
-const Minilm& minilm() {
-  static const Minilm model = [] {
-    const std::string dir = test::minilm_dir();
-    Minilm m;
-    m.config = read_bert_config(dir + "/config.json");
-    m.weights = read_bert_weights(dir + "/model.safetensors", m.config);
-    return m;
-  }();
-  return model;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const Tensor x = a.contiguous().to(DType::f64), y = b.contiguous().to(DType::f64);
-  double worst = 0;
-  for (int64_t i = 0; i < x.numel(); ++i)
-    worst = std::max(worst, std::abs(x.data<double>()[i] - y.data<double>()[i]));
-  return worst;
-}
+using test::max_abs_diff;  // +∞ when the shapes differ
 
 std::vector<std::string> texts_of(const Encoding& e) {
   std::vector<std::string> out;

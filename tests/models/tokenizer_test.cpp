@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "models/minilm.h"
 #include "models/model_files.h"
 #include "models/unicode_tables.h"
 #include "qkv/tensor.h"
@@ -24,11 +25,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const WordPieceTokenizer& minilm() {
-  static const WordPieceTokenizer tokenizer =
-      WordPieceTokenizer::from_vocab_file(test::minilm_file("vocab.txt"));
-  return tokenizer;
-}
+const WordPieceTokenizer& minilm() { return test::minilm_tokenizer(); }
 
 std::vector<std::string> words(std::string_view text) { return minilm().basic_tokenize(text); }
 
