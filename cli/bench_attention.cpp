@@ -1,5 +1,7 @@
 // `qkv bench attention`: the fused kernel's forward and backward GFLOP/s on the cases of issue 3,
 // beside this machine's SGEMM rate, the float64 reference, and the unfused OpenBLAS math path.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -16,6 +18,7 @@
 #include "core/aligned.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/unfused_attention.h"
+#include "kernels/cpu/vec_ops.h"
 #include "qkv/attention.h"
 
 namespace qkv::cli {
@@ -273,19 +276,20 @@ class Bench {
     if (!c.backward) return;
 
     stage("fused backward");
-    // The backward kernel alone, given the forward's output and logsumexp (what a training step
-    // runs, and what PyTorch's backward times): the public attention_backward would also redo
+    // The backward kernel alone, given the forward's output and softmax statistics (what a training
+    // step runs, and what PyTorch's backward times): the public attention_backward would also redo
     // the forward. The timed dq is checked on the slices' rows; dk and dv, which sum over every
     // row, on the slices as problems of their own, through the public API.
     const cpu::FlashProblem& p = d.problem;
-    std::vector<float> o(numel(c, c.Hq, c.L)), lse(c.B * c.Hq * c.L);
+    std::vector<float> o(numel(c, c.Hq, c.L)), row_max(c.B * c.Hq * c.L), row_sum(row_max.size());
     std::vector<float> dq(numel(c, c.Hq, c.L)), dk(numel(c, c.Hkv, c.S)), dv(dk.size());
-    cpu::flash_forward(p, o.data(), lse.data(), s_.threads);
+    const cpu::SoftmaxStats stats{row_max.data(), row_sum.data()};
+    cpu::flash_forward(p, o.data(), nullptr, s_.threads, stats);
     double dscale = 0;
     const Timed bwd = validate_and_time(
         s_,
         [&] {
-          cpu::flash_backward(p, o.data(), d.dout.data<float>(), lse.data(), dq.data(), dk.data(),
+          cpu::flash_backward(p, o.data(), d.dout.data<float>(), stats, dq.data(), dk.data(),
                               dv.data(), &dscale, s_.threads);
         },
         [&] {
@@ -390,6 +394,8 @@ nlohmann::json to_json(const Row& r, const Settings& s) {
           {"D", c.D},
           {"causal", c.causal},
           {"threads", s.threads},
+          {"simd", cpu::simd_target()},
+          {"openblas_core", openblas_get_corename()},
           {"repeats", s.repeats},
           {"quick", s.quick},
           {"fwd_gflops", num(r.fwd)},
@@ -457,7 +463,8 @@ std::string line(const std::vector<std::string>& cells) {
 std::string pair(const std::string& a, const std::string& b) { return a + "/" + b; }
 
 void print_header(const Settings& s) {
-  std::cout << "qkv bench attention: float32, " << s.threads << " thread"
+  std::cout << "qkv bench attention: float32, " << cpu::simd_target() << " kernels, OpenBLAS "
+            << openblas_get_corename() << ", " << s.threads << " thread"
             << (s.threads == 1 ? "" : "s") << ", median of " << s.repeats << " after a warm-up"
             << (s.quick ? " (--quick: small shapes, a smoke test)" : "") << "\n\n";
   std::vector<std::string> titles, units;
@@ -478,12 +485,14 @@ void print_row(const Row& r) {
 }
 
 constexpr const char* kNotes =
-    "\nfwd/bwd: the fused kernel (bwd alone, given the forward's output and logsumexp); FLOPs\n"
-    "4·B·Hq·L·S·D forward, half when causal, 2.5× that backward. sgemm: OpenBLAS SGEMM 2048³ on\n"
-    "all threads, measured just before the case (the machine may be shared). ref: the float64\n"
-    "reference path on one head (single-threaded), — above L·S = 4096². unfused: OpenBLAS SGEMM,\n"
-    "row softmax, SGEMM per head, — where its L×S matrices would pass 8 GiB. MiB: peak scratch\n"
-    "beyond inputs and outputs. Every path was checked against the float64 reference first.\n";
+    "\nfwd/bwd: the fused kernel (bwd alone, given the forward's output and row statistics);\n"
+    "FLOPs 4·B·Hq·L·S·D forward, half when causal, 2.5× that backward. sgemm: OpenBLAS SGEMM\n"
+    "2048³ on all threads, measured just before the case (the machine may be shared). ref: the\n"
+    "float64 "
+    "reference path on one head (single-threaded), — above L·S = 4096². unfused: OpenBLAS\n"
+    "SGEMM, row softmax, SGEMM per head, — where its L×S matrices would pass 8 GiB. MiB: peak\n"
+    "scratch beyond inputs and outputs. Every path was checked against the float64 reference\n"
+    "first.\n";
 
 }  // namespace
 

@@ -110,16 +110,17 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
 AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const AttentionOptions& o, const Dims& d) {
   const Prepared p = prepare(q, k, v, o, d);
-  Tensor out(leading(d, {d.Dv}), DType::f32), lse(leading(d, {}), DType::f32);
-  cpu::flash_forward(p.problem, out.data<float>(), lse.data<float>(), p.threads);
+  Tensor out(leading(d, {d.Dv}), DType::f32);
+  Tensor row_max(leading(d, {}), DType::f32), row_sum(leading(d, {}), DType::f32);
+  const cpu::SoftmaxStats stats{row_max.data<float>(), row_sum.data<float>()};
+  cpu::flash_forward(p.problem, out.data<float>(), nullptr, p.threads, stats);
   const Tensor dout32 = dout.to(DType::f32);
   AttentionGrads g;
   g.dq = Tensor(q.shape(), DType::f32);
   g.dk = Tensor(k.shape(), DType::f32);
   g.dv = Tensor(v.shape(), DType::f32);
-  cpu::flash_backward(p.problem, out.data<float>(), dout32.data<float>(), lse.data<float>(),
-                      g.dq.data<float>(), g.dk.data<float>(), g.dv.data<float>(), &g.dscale,
-                      p.threads);
+  cpu::flash_backward(p.problem, out.data<float>(), dout32.data<float>(), stats, g.dq.data<float>(),
+                      g.dk.data<float>(), g.dv.data<float>(), &g.dscale, p.threads);
   return g;
 }
 

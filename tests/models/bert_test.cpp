@@ -15,6 +15,7 @@
 #include "models/safetensors.h"
 #include "nn/compare.h"
 #include "qkv/npy.h"
+#include "simd_targets.h"
 
 namespace qkv {
 namespace {
@@ -89,9 +90,11 @@ std::vector<int64_t> lengths_of(const std::vector<std::vector<int32_t>>& ids) {
   return lengths;
 }
 
+QKV_PER_SIMD_TARGET(BertEmbedTest);
+
 // Every golden text, batched with padding (13 at a time, so batches mix lengths 2 to 256):
 // cosine ≥ 0.99999 and max |diff| ≤ 1e-5 against transformers' float64 embeddings.
-TEST(BertEmbedTest, PaddedBatchesMatchTransformersForEveryText) {
+TEST_P(BertEmbedTest, PaddedBatchesMatchTransformersForEveryText) {
   const Minilm& m = minilm();
   const std::vector<std::vector<int32_t>> ids = all_golden_ids();
   const Tensor golden = read_npy(test::golden_dir() + "/embeddings_f64.npy");
@@ -122,7 +125,7 @@ TEST(BertEmbedTest, PaddedBatchesMatchTransformersForEveryText) {
 }
 
 // The public reference values of sentence-transformers/all-MiniLM-L6-v2.
-TEST(BertEmbedTest, PublicReferenceValues) {
+TEST_P(BertEmbedTest, PublicReferenceValues) {
   const Minilm& m = minilm();
   const std::vector<int32_t> ids = {101, 2023, 2003, 2019, 2742, 6251, 102};
   const Tensor e = mean_pool_normalize(bert_encode(m.weights, m.config, {ids}), {7});
@@ -133,7 +136,7 @@ TEST(BertEmbedTest, PublicReferenceValues) {
 
 // The whole encoder in float64 (weights converted; the reference attention) agrees with
 // transformers' float64 run to float64 accuracy; the float32 fast path is checked above.
-TEST(BertEmbedTest, Float64ReferenceRunMatchesTransformersFloat64) {
+TEST_P(BertEmbedTest, Float64ReferenceRunMatchesTransformersFloat64) {
   const Minilm& m = minilm();
   const BertWeights w64 = to(m.weights, DType::f64);
   const Tensor golden = read_npy(test::golden_dir() + "/embeddings_f64.npy");

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <random>
 
+#include "simd_targets.h"
+
 namespace qkv::nn {
 namespace {
 
@@ -27,7 +29,9 @@ double max_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-TEST(Dense, ReferenceWorkedByHand) {
+QKV_PER_SIMD_TARGET(Dense);
+
+TEST_P(Dense, ReferenceWorkedByHand) {
   // y = x·Wᵀ + b with x = [1, 2], W = [[1, 0], [1, −1], [0.5, 2]], b = [0, 1, −1].
   const LinearWeights layer{Tensor::from({3, 2}, {1.0, 0.0, 1.0, -1.0, 0.5, 2.0}),
                             Tensor::from({3}, {0.0, 1.0, -1.0})};
@@ -63,7 +67,7 @@ Tensor naive_linear_f32(const Tensor& x, const LinearWeights& l) {
   return y;
 }
 
-TEST(Dense, FastLinearIsWithinTheFp32BoundOfTheReference) {
+TEST_P(Dense, FastLinearIsWithinTheFp32BoundOfTheReference) {
   for (const auto& [n, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {1, 1, 1}, {7, 384, 1152}, {17, 1536, 384}, {3, 21, 97}}) {
     SCOPED_TRACE(::testing::Message() << "n=" << n << " in=" << in << " out=" << out);
@@ -80,7 +84,7 @@ TEST(Dense, FastLinearIsWithinTheFp32BoundOfTheReference) {
   }
 }
 
-TEST(Dense, FastLayerNormWithResidualAndGeluMatchTheReference) {
+TEST_P(Dense, FastLayerNormWithResidualAndGeluMatchTheReference) {
   const Tensor x = normal({33, 384}, 4, 3.0), r = normal({33, 384}, 5);
   const NormWeights n64{normal({384}, 6), normal({384}, 7), 1e-12};
   Tensor ref = x.clone();
@@ -96,7 +100,7 @@ TEST(Dense, FastLayerNormWithResidualAndGeluMatchTheReference) {
   EXPECT_LE(max_diff(g32, g64), 4e-6);  // |x| ≤ ~16: a few ε of values up to 16
 }
 
-TEST(Dense, ShapeErrorsNameTheShapes) {
+TEST_P(Dense, ShapeErrorsNameTheShapes) {
   const LinearWeights l{Tensor({3, 2}), Tensor({3})};
   EXPECT_THAT(
       [&] {

@@ -30,13 +30,29 @@ struct FlashProblem {
   const int64_t* key_lengths = nullptr;  // [B] or null
 };
 
-// out: [B, Hq, L, Dv] contiguous; lse: [B, Hq, L] (natural log; −∞ for a row with no visible key).
-void flash_forward(const FlashProblem& p, float* out, float* lse, int threads);
+// The forward's softmax of each row as the backward recomputes it: P_ij = exp(x_ij − m_i) / l_i
+// with m_i the row's largest logit and l_i = Σ_j exp(x_ij − m_i), both [B, Hq, L]. m is kept in
+// the units the kernels form exponents in (flash::raw_units: raw scores q·k when there is no bias
+// and the scale is positive, logits otherwise), so the backward evaluates the forward's very
+// exponent. Why not the logsumexp alone: a float32 lse = m + log l of a row whose logits are in
+// the hundreds is off by up to |lse|·2⁻²⁴, an error that exp(x − lse) passes on, relative, to every
+// P of the row (dv 1.37× its tolerance at logits ~400 on OpenBLAS's Haswell kernels; issue 11).
+// A poisoned row has m = NaN; a row that sees no key has m = −∞ and l = 0.
+struct SoftmaxStats {
+  float* max = nullptr;
+  float* sum = nullptr;
+};
 
-// Gradients given dout [B, Hq, L, Dv] and the forward's out and lse (all contiguous).
+// out: [B, Hq, L, Dv] contiguous; lse: [B, Hq, L] (natural log; −∞ for a row with no visible key)
+// or null; stats: filled when its pointers are set.
+void flash_forward(const FlashProblem& p, float* out, float* lse, int threads,
+                   SoftmaxStats stats = {});
+
+// Gradients given dout [B, Hq, L, Dv] and the forward's out and stats (all contiguous).
 // dq: [B, Hq, L, Dk], dk: [B, Hkv, S, Dk], dv: [B, Hkv, S, Dv], contiguous, overwritten.
 // *dscale receives ∂loss/∂scale. Results are bitwise identical for any thread count.
-void flash_backward(const FlashProblem& p, const float* out, const float* dout, const float* lse,
-                    float* dq, float* dk, float* dv, double* dscale, int threads);
+void flash_backward(const FlashProblem& p, const float* out, const float* dout,
+                    const SoftmaxStats& stats, float* dq, float* dk, float* dv, double* dscale,
+                    int threads);
 
 }  // namespace qkv::cpu

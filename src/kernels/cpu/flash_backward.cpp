@@ -1,8 +1,8 @@
 // Fused attention backward, FlashAttention-2 (Dao 2023, Algorithm 2) on the CPU.
 //
-// Forward was O = P·V with P = softmax(X), X = scale·Q·Kᵀ + bias, and it kept lse = log Σ exp X
-// per row. So tile by tile, without any L×S buffer:
-//   P = exp(X − lse)                 recomputed from the saved logsumexp
+// Forward was O = P·V with P = softmax(X), X = scale·Q·Kᵀ + bias, and it kept each row's max m and
+// sum l = Σ exp(X − m) (SoftmaxStats). So tile by tile, without any L×S buffer:
+//   P = exp(X − m) / l               recomputed by the forward's own exponent
 //   dV += Pᵀ·dO                      ∂/∂V of O = P·V
 //   dP = dO·Vᵀ
 //   dX = P ∘ (dP − D), D = rowsum(dO ∘ O)   the softmax backward, since Σ_j P_ij dP_ij = D_i
@@ -15,6 +15,7 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/flash_common.h"
+#include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
 
 namespace qkv::cpu {
@@ -23,8 +24,9 @@ namespace {
 using namespace flash;
 
 struct Scratch {
-  // Packed Q; clean K and V tiles; raw scores R = Q·Kᵀ, logits X, probabilities P, dP → dX.
-  AlignedBuffer<float> q, k, v, raw, logit, prob, grad;
+  // Packed Q; clean K and V tiles, K transposed; raw scores R = Q·Kᵀ, logits X, probabilities P,
+  // dP → dX.
+  AlignedBuffer<float> q, k, v, kt, raw, logit, prob, grad;
   std::vector<float> d;
   std::vector<int64_t> end;
   std::vector<uint8_t> flags = std::vector<uint8_t>(kBackwardKeys);
@@ -32,6 +34,7 @@ struct Scratch {
       : q(std::max<int64_t>(1, p.Hq / std::max<int64_t>(p.Hkv, 1) * p.L * p.Dk)),
         k(kBackwardKeys * p.Dk),
         v(kBackwardKeys * p.Dv),
+        kt(p.Dk * kBackwardKeys),
         raw(kBackwardRows * kBackwardKeys),
         logit(kBackwardRows * kBackwardKeys),
         prob(kBackwardRows * kBackwardKeys),
@@ -39,10 +42,12 @@ struct Scratch {
 };
 
 double backward_group(const FlashProblem& p, const Group& g, const float* out, const float* dout,
-                      const float* lse, float* dq, float* dk, float* dv, Scratch& w) {
-  // The group's rows are consecutive in the contiguous out, dout, lse and dq.
+                      const SoftmaxStats& stats, float* dq, float* dk, float* dv, Scratch& w) {
+  // The group's rows are consecutive in the contiguous out, dout, stats and dq.
   const int64_t first = (g.b * p.Hq + g.kv * g.G) * p.L;
-  out += first * p.Dv, dout += first * p.Dv, lse += first, dq += first * p.Dk;
+  out += first * p.Dv, dout += first * p.Dv, dq += first * p.Dk;
+  const float* row_max = stats.max + first;
+  const float* row_sum = stats.sum + first;
   dk += (g.b * p.Hkv + g.kv) * p.S * p.Dk;
   dv += (g.b * p.Hkv + g.kv) * p.S * p.Dv;
   w.d.resize(g.rows), w.end.resize(g.rows);
@@ -50,7 +55,7 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
     const float* q = row_of(p.q, g.b, g.head(p, r), g.pos(p, r));
     float* packed = w.q.data() + r * p.Dk;
     // A non-finite q row is packed as zeros so that 0 · NaN cannot reach keys it does not see;
-    // its saved logsumexp is NaN, which poisons exactly what the row does see.
+    // its saved max is NaN, which poisons exactly what the row does see.
     if (all_finite_row(q, p.Dk))
       std::copy(q, q + p.Dk, packed);
     else
@@ -81,6 +86,7 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       }
       k = w.k.data(), v = w.v.data(), ldk = p.Dk, ldv = p.Dv;
     }
+    KeyTile keys{k, ldk, n, w.kt.data(), kBackwardKeys};
 
     for (int64_t r0 = 0; r0 < g.rows; r0 += kBackwardRows) {
       const int64_t m = std::min(kBackwardRows, g.rows - r0);
@@ -92,7 +98,9 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       float* logit = w.logit.data();
       float* prob = w.prob.data();
       float* grad = w.grad.data();
-      gemm_abt(m, n, p.Dk, 1.0f, w.q.data() + r0 * p.Dk, p.Dk, k, ldk, 0.0f, raw, kBackwardKeys);
+      // The forward's scores, bit for bit (qk_tile.h: the same rows per tile), so that
+      // exp(x − m) of a row's max is 1.
+      qk_tile(w.q.data() + r0 * p.Dk, p.Dk, m, keys, p.Dk, raw, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t row = r0 + r;
         float* x = logit + r * kBackwardKeys;
@@ -101,19 +109,19 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
         std::copy(raw + r * kBackwardKeys, raw + r * kBackwardKeys + e, x);
         scale_row(x, e, p.scale);
         if (p.bias) add_bias(p, bias_row(p, g.b, g.head(p, row), g.pos(p, row)), j0, x, e);
-        // Without a bias, P = exp(scale·raw − lse) straight from the raw scores in one FMA: the
-        // rounded logits would add their own rounding to that of lse.
-        const float* from = p.bias ? x : raw + r * kBackwardKeys;
-        const float a = p.bias ? 1.0f : p.scale;
         std::fill(x + e, x + n, -kInf);
-        const float lse_row = lse[row];
-        if (std::isnan(lse_row)) {  // a poisoned row: NaN wherever it sees
+        const float m = row_max[row];
+        if (std::isnan(m)) {  // a poisoned row: NaN wherever it sees
           for (int64_t j = 0; j < n; ++j)
             pr[j] = x[j] == -kInf ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-        } else if (lse_row == -kInf) {  // nothing visible: no gradient at all
+        } else if (m == -kInf) {  // nothing visible: no gradient at all
           std::fill(pr, pr + n, 0.0f);
         } else {
-          exp_sub_row(from, pr, e, lse_row, kLog2e, a);
+          // The forward's exponent, on the same rounded scores (the tiles have the forward's
+          // rows, so OpenBLAS rounds Q·Kᵀ alike), then the forward's 1/l.
+          const float* from = raw_units(p) ? raw + r * kBackwardKeys : x;
+          exp_sub_row(from, pr, e, m, max_unit(p) * kLog2e);
+          scale_row(pr, e, 1.0f / row_sum[row]);
           std::fill(pr + e, pr + n, 0.0f);
         }
       }
@@ -137,8 +145,9 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
 
 }  // namespace
 
-void flash_backward(const FlashProblem& p, const float* out, const float* dout, const float* lse,
-                    float* dq, float* dk, float* dv, double* dscale, int threads) {
+void flash_backward(const FlashProblem& p, const float* out, const float* dout,
+                    const SoftmaxStats& stats, float* dq, float* dk, float* dv, double* dscale,
+                    int threads) {
   std::fill(dq, dq + p.B * p.Hq * p.L * p.Dk, 0.0f);
   std::fill(dk, dk + p.B * p.Hkv * p.S * p.Dk, 0.0f);
   std::fill(dv, dv + p.B * p.Hkv * p.S * p.Dv, 0.0f);
@@ -153,7 +162,7 @@ void flash_backward(const FlashProblem& p, const float* out, const float* dout, 
   SingleThreadedBlas blas;
   parallel_for(groups, workers, [&](int64_t item, int worker) {
     const Group g{item / p.Hkv, item % p.Hkv, G, G * p.L};
-    partial[item] = backward_group(p, g, out, dout, lse, dq, dk, dv, scratch[worker]);
+    partial[item] = backward_group(p, g, out, dout, stats, dq, dk, dv, scratch[worker]);
   });
   for (double x : partial) *dscale += x;  // in a fixed order, whatever the threads
 }

@@ -15,15 +15,21 @@ namespace qkv::cpu::flash {
 // Tile sizes, query rows × keys, chosen by measurement (fp32, D = 64, L = S = 4096, 2 cores,
 // forward GFLOP/s as a share of the same run's SGEMM): 128×256 56%, 128×512 57%, 64×512 50%,
 // 256×256 63%, 256×512 68%, 512×512 65–69%, 256×1024 60–63%. The backward keeps four score-sized
-// tiles, so its tiles have fewer keys; its rows match the forward's, so both passes multiply
-// Q·Kᵀ in blocks of the same shape and OpenBLAS rounds the scores alike (with different shapes,
-// P = exp(X − lse) mixed two roundings of X and lost accuracy at logits of several hundred).
+// tiles, so its tiles have fewer keys. Both passes compute the scores with qk_tile, whose bits
+// do not depend on the tile's shape (OpenBLAS's do: qk_tile.h).
 inline constexpr int64_t kRows = 256;
 inline constexpr int64_t kKeys = 512;
 inline constexpr int64_t kBackwardRows = kRows;
 inline constexpr int64_t kBackwardKeys = 256;
 inline constexpr float kLog2e = 1.44269504088896340736f;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Without a bias and with a positive scale, the kernels keep each row's max in raw-score units and
+// fold the scale into the exponent, 2^((s − m)·scale·log2 e): max(scale·s) = scale·max(s), and the
+// pass that would scale the tile is saved. Otherwise they work on the logits x = scale·s + bias.
+inline bool raw_units(const FlashProblem& p) { return !p.bias && p.scale > 0; }
+// Natural-log units per unit of a row max.
+inline float max_unit(const FlashProblem& p) { return raw_units(p) ? p.scale : 1.0f; }
 
 // Query rows of one (batch, kv head) work item: the Hq / Hkv query heads that share it, stacked
 // (row r is head kv·G + r / L, position r % L), so a key/value tile is read once for all of them.

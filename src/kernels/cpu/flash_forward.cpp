@@ -11,6 +11,7 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/flash_common.h"
+#include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
 
 namespace qkv::cpu {
@@ -20,12 +21,14 @@ using namespace flash;
 
 // Scratch of one worker, allocated once per call.
 struct Scratch {
-  AlignedBuffer<float> q, s, o, v;  // packed Q tile, score tile, output accumulator, clean V tile
+  // Packed Q tile, transposed K tile, score tile, output accumulator, clean V tile.
+  AlignedBuffer<float> q, kt, s, o, v;
   std::vector<float> m, l;
   std::vector<int64_t> end;
   std::vector<uint8_t> q_bad, poisoned, bad_value, flags;
   explicit Scratch(const FlashProblem& p)
       : q(kRows * p.Dk),
+        kt(p.Dk * kKeys),
         s(kRows * kKeys),
         o(kRows * p.Dv),
         v(kKeys * p.Dv),
@@ -47,11 +50,10 @@ bool sees(const FlashProblem& p, const float* bias, int64_t end, int64_t j) {
 // j0 .. j0 + n, of which [0, e) pass causality and lengths. Leaves the probabilities in s
 // (0 where masked) and rescales the row's accumulator when its max grows.
 //
-// Without a bias and with a positive scale, the scale is folded into the exponential and m is
-// kept in raw-score units (raw_units), saving a pass over the tile: max(scale·s) = scale·max(s).
+// m is in the units of flash::raw_units.
 void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t n, int64_t e,
-                  bool raw_units, float* s, float& m, float& l, float* o, uint8_t& poisoned) {
-  if (!raw_units) {
+                  float* s, float& m, float& l, float* o, uint8_t& poisoned) {
+  if (!raw_units(p)) {
     scale_row(s, e, p.scale);
     if (bias) add_bias(p, bias, j0, s, e);
   }
@@ -66,7 +68,7 @@ void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t 
     std::fill(s, s + n, 0.0f);
     return;
   }
-  const float unit = raw_units ? p.scale : 1.0f;     // natural units per unit of m
+  const float unit = max_unit(p);
   const float alpha = std::exp((m - m_new) * unit);  // 0 when m was −∞
   const float tile_sum = exp_sub_row(s, s, e, m_new, unit * kLog2e);
   std::fill(s + e, s + n, 0.0f);
@@ -92,7 +94,6 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
   }
   std::fill(w.o.data(), w.o.data() + rows * p.Dv, 0.0f);
 
-  const bool raw_units = !p.bias && p.scale > 0;
   // Key tiles past every row's causal or length limit are skipped whole.
   max_end = std::min(max_end, j_end);
   for (int64_t j0 = j_begin; j0 < max_end; j0 += kKeys) {
@@ -116,12 +117,9 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
       ldv = p.Dv;
     }
 
-    const bool few = rows <= kGemvRows;
-    if (few)
-      for (int64_t r = 0; r < rows; ++r)
-        gemv(n, p.Dk, 1.0f, k, ldk, w.q.data() + r * p.Dk, 0.0f, w.s.data() + r * kKeys);
-    else
-      gemm_abt(rows, n, p.Dk, 1.0f, w.q.data(), p.Dk, k, ldk, 0.0f, w.s.data(), kKeys);
+    // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits.
+    KeyTile keys{k, ldk, n, w.kt.data(), kKeys};
+    qk_tile(w.q.data(), p.Dk, rows, keys, p.Dk, w.s.data(), kKeys);
 
     for (int64_t r = 0; r < rows; ++r) {
       const float* bias = p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
@@ -135,39 +133,48 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
           if (w.flags[j] & kBadValue) w.bad_value[r] = 1;
         }
       }
-      softmax_step(p, bias, j0, n, e, raw_units, w.s.data() + r * kKeys, w.m[r], w.l[r],
-                   w.o.data() + r * p.Dv, w.poisoned[r]);
+      softmax_step(p, bias, j0, n, e, w.s.data() + r * kKeys, w.m[r], w.l[r], w.o.data() + r * p.Dv,
+                   w.poisoned[r]);
     }
 
-    if (few)
+    if (rows <= kGemvRows)
       for (int64_t r = 0; r < rows; ++r)
         gemv_t(n, p.Dv, 1.0f, v, ldv, w.s.data() + r * kKeys, 1.0f, w.o.data() + r * p.Dv);
     else
       gemm_ab(rows, p.Dv, n, 1.0f, w.s.data(), kKeys, v, ldv, 1.0f, w.o.data(), p.Dv);
   }
-  if (raw_units)  // back to natural units for finish_row and the merge of splits
-    for (int64_t r = 0; r < rows; ++r)
-      if (w.m[r] != -kInf) w.m[r] *= p.scale;
 }
 
-// Writes one row's output and logsumexp from its running max m, sum l and
-// unnormalized output acc: NaN when poisoned, 0 and −∞ when nothing was visible.
+// Where finish_row writes one row: its output, and its logsumexp and softmax statistics where
+// asked for.
+struct RowOut {
+  float* o;
+  float* lse;
+  float* max;
+  float* sum;
+};
+
+// Writes one row's output, logsumexp and statistics from its running max m (flash::raw_units),
+// sum l and unnormalized output acc: NaN when poisoned, 0 and −∞ when nothing was visible.
 void finish_row(const FlashProblem& p, bool poisoned, bool bad_value, float m, float l,
-                const float* acc, float* o, float* lse) {
+                const float* acc, const RowOut& to) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
+  float lse;
   if (poisoned) {
-    std::fill(o, o + p.Dv, nan);
-    *lse = nan;
+    std::fill(to.o, to.o + p.Dv, nan);
+    lse = m = nan;
   } else if (m == -kInf) {  // nothing to attend to: output 0, logsumexp −∞
-    std::fill(o, o + p.Dv, 0.0f);
-    *lse = -kInf;
+    std::fill(to.o, to.o + p.Dv, 0.0f);
+    lse = -kInf, l = 0;
   } else {
     const float inv = 1.0f / l;
     bool finite = true;
-    for (int64_t d = 0; d < p.Dv; ++d) finite = finite && std::isfinite(o[d] = acc[d] * inv);
-    if (!finite || bad_value) std::fill(o, o + p.Dv, nan);  // NaN or ∞ in a visible value row
-    *lse = m + std::log(l);
+    for (int64_t d = 0; d < p.Dv; ++d) finite = finite && std::isfinite(to.o[d] = acc[d] * inv);
+    if (!finite || bad_value) std::fill(to.o, to.o + p.Dv, nan);  // NaN or ∞ in a visible value
+    lse = m * max_unit(p) + std::log(l);
   }
+  if (to.lse) *to.lse = lse;
+  if (to.max) *to.max = m, *to.sum = l;
 }
 
 int64_t out_row(const FlashProblem& p, const Group& g, int64_t r) {
@@ -201,7 +208,7 @@ Splits plan_splits(const FlashProblem& p, int64_t items, int64_t rows_total) {
 
 }  // namespace
 
-void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
+void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, SoftmaxStats stats) {
   if (p.B == 0 || p.Hq == 0 || p.L == 0) return;
   const int64_t G = p.Hq / p.Hkv;
   const int64_t tiles = (G * p.L + kRows - 1) / kRows;
@@ -209,6 +216,10 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
   std::vector<Scratch> scratch;
   for (int t = 0; t < threads; ++t) scratch.emplace_back(p);
   const int64_t rows_total = p.B * p.Hq * p.L;
+  const auto row_out = [&](int64_t row) {
+    return RowOut{out + row * p.Dv, lse ? lse + row : nullptr,
+                  stats.max ? stats.max + row : nullptr, stats.max ? stats.sum + row : nullptr};
+  };
   Splits sp = plan_splits(p, items, rows_total);
   SingleThreadedBlas blas;
   parallel_for(items * sp.count, threads, [&](int64_t job, int worker) {
@@ -224,10 +235,7 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
       const int64_t row = out_row(p, g, r0 + r);
       const float* acc = w.o.data() + r * p.Dv;
       if (sp.count == 1) {
-        float row_lse;
-        finish_row(p, w.poisoned[r], w.bad_value[r], w.m[r], w.l[r], acc, out + row * p.Dv,
-                   &row_lse);
-        if (lse) lse[row] = row_lse;
+        finish_row(p, w.poisoned[r], w.bad_value[r], w.m[r], w.l[r], acc, row_out(row));
         continue;
       }
       const int64_t at = split * rows_total + row;
@@ -238,7 +246,9 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
   });
   if (sp.count == 1) return;
 
-  // Merge the splits of each row: with M = max m_s, l = Σ l_s 2^(m_s − M), o = Σ o_s 2^(m_s − M).
+  // Merge the splits of each row: with M = max m_s, l = Σ l_s e^(m_s − M), o = Σ o_s e^(m_s − M)
+  // (m in the units of flash::raw_units, whose unit is positive: the max is the same key's).
+  const float unit = max_unit(p);
   parallel_for(rows_total, threads, [&](int64_t row, int worker) {
     float m = -kInf, l = 0;
     bool poisoned = false, bad_value = false;
@@ -251,14 +261,12 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads) {
     std::fill(acc, acc + p.Dv, 0.0f);
     for (int64_t s = 0; s < sp.count && m != -kInf; ++s) {
       const int64_t at = s * rows_total + row;
-      const float factor = std::exp(sp.m[at] - m);  // 0 for a split that saw nothing
+      const float factor = std::exp((sp.m[at] - m) * unit);  // 0 for a split that saw nothing
       l += sp.l[at] * factor;
       const float* o = sp.o.data() + at * p.Dv;
       for (int64_t d = 0; d < p.Dv; ++d) acc[d] += o[d] * factor;
     }
-    float row_lse;
-    finish_row(p, poisoned, bad_value, m, l, acc, out + row * p.Dv, &row_lse);
-    if (lse) lse[row] = row_lse;
+    finish_row(p, poisoned, bad_value, m, l, acc, row_out(row));
   });
 }
 

@@ -234,6 +234,8 @@ float Exp2Approx(float x) {
   return hn::GetLane(Exp2(d1, hn::Set(d1, x)));
 }
 
+const char* SimdTarget() { return hwy::TargetName(HWY_TARGET); }
+
 }  // namespace qkv::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -250,6 +252,7 @@ HWY_EXPORT(AllFiniteRow);
 HWY_EXPORT(Exp2Approx);
 HWY_EXPORT(GeluRow);
 HWY_EXPORT(LayerNormRow);
+HWY_EXPORT(SimdTarget);
 
 void scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
 void add_bias_row(float* x, const float* bias, int64_t n, float a) {
@@ -270,6 +273,7 @@ float dot_row(const float* a, const float* b, int64_t n) {
 }
 bool all_finite_row(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AllFiniteRow)(x, n); }
 float exp2_approx(float x) { return HWY_DYNAMIC_DISPATCH(Exp2Approx)(x); }
+const char* simd_target() { return HWY_DYNAMIC_DISPATCH(SimdTarget)(); }
 void gelu_row(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluRow)(x, n); }
 void layer_norm_row(float* dst, const float* x, const float* residual, const float* gamma,
                     const float* beta, int64_t d, float eps) {

@@ -44,4 +44,8 @@ void layer_norm_row(float* dst, const float* x, const float* residual, const flo
 // 2^x for one float by the same polynomial as exp2_sub_row (for tests of its accuracy).
 float exp2_approx(float x);
 
+// The instruction set the row operations dispatch to now, e.g. "AVX2" (for benchmarks' reports
+// and for tests that run every compiled target).
+const char* simd_target();
+
 }  // namespace qkv::cpu

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/flash_test_support.h"
+#include "simd_targets.h"
 
 namespace qkv_test::flash {
 namespace {
@@ -92,9 +93,11 @@ TEST(FlashNaive, DoubleInstantiationMatchesTheReference) {
 
 // ---- backward ----
 
+QKV_PER_SIMD_TARGET(FlashBackward);
+
 // A representative subset: GQA, both causal alignments, masks, Dv ≠ Dk, fully masked rows and
 // first tiles, large logits, negative and zero scales, empty shapes, decode.
-TEST(FlashBackward, MatchesTheReference) {
+TEST_P(FlashBackward, MatchesTheReference) {
   Tally tally("FlashBackward.MatchesTheReference");
   std::vector<Spec> specs;
   auto add = [&](std::string name, int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t S,
@@ -155,7 +158,7 @@ TEST(FlashBackward, MatchesTheReference) {
 }
 
 // Every mask kind and broadcast shape of the forward sweep, through the backward.
-TEST(FlashBackward, Masks) {
+TEST_P(FlashBackward, Masks) {
   Tally tally("FlashBackward.Masks");
   uint64_t idx = 0;
   for (const MaskSpec& m : mask_specs())
@@ -171,7 +174,7 @@ TEST(FlashBackward, Masks) {
 }
 
 // Key tiles nobody sees (dk = dv = 0 exactly) and first tiles masked for some rows only.
-TEST(FlashBackward, FullyMaskedFirstTile) {
+TEST_P(FlashBackward, FullyMaskedFirstTile) {
   Tally tally("FlashBackward.FullyMaskedFirstTile");
   uint64_t idx = 0;
   for (const MaskSpec& m : first_tile_masks()) {
@@ -185,7 +188,7 @@ TEST(FlashBackward, FullyMaskedFirstTile) {
   }
 }
 
-TEST(FlashBackward, NonFiniteInputsPoisonExactlyTheGradientsThatReadThem) {
+TEST_P(FlashBackward, NonFiniteInputsPoisonExactlyTheGradientsThatReadThem) {
   Tally tally("FlashBackward.NonFiniteInputs");
   uint64_t idx = 0;
   for (const Plant& p : plants()) {
@@ -199,7 +202,7 @@ TEST(FlashBackward, NonFiniteInputsPoisonExactlyTheGradientsThatReadThem) {
   }
 }
 
-TEST(FlashBackward, ThreadCountsGiveTheSameBits) {
+TEST_P(FlashBackward, ThreadCountsGiveTheSameBits) {
   const std::vector<Spec> specs = [] {
     std::vector<Spec> v(3);
     v[0].setup = both(bool_mask_ls(0.7), causal(Causal::bottom_right));
@@ -226,7 +229,7 @@ TEST(FlashBackward, ThreadCountsGiveTheSameBits) {
   }
 }
 
-TEST(FlashBackward, StridedViewsGiveTheBitsOfContiguousCopies) {
+TEST_P(FlashBackward, StridedViewsGiveTheBitsOfContiguousCopies) {
   const Case c = strided_case();
   SCOPED_TRACE(c.describe());
   const AttentionOptions o = options_for(c, Path::fused);

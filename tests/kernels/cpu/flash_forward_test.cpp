@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cpu/flash_test_support.h"
+#include "simd_targets.h"
 
 namespace qkv_test::flash {
 namespace {
@@ -28,9 +29,11 @@ constexpr int64_t kDims[] = {1, 8, 21, 32, 59, 64, 111, 128, 203, 256};
 
 // ---- forward ----
 
+QKV_PER_SIMD_TARGET(FlashForward);
+
 // L × S over the awkward sizes and the tile boundaries 64, 128, 256 ± 1, both causal alignments,
 // with the head dims, Dv ≠ Dk and GQA ratios rotating through the combinations.
-TEST(FlashForward, SequenceLengthsAroundTiles) {
+TEST_P(FlashForward, SequenceLengthsAroundTiles) {
   Tally tally("FlashForward.SequenceLengthsAroundTiles");
   constexpr int64_t kRatios[] = {1, 2, 4, 8};
   constexpr Causal kCausal[] = {Causal::none, Causal::top_left, Causal::bottom_right};
@@ -60,7 +63,7 @@ TEST(FlashForward, SequenceLengthsAroundTiles) {
 }
 
 // Every head dim, with Dv = Dk and Dv ≠ Dk, on shapes that cross tiles, GQA rotating.
-TEST(FlashForward, HeadDims) {
+TEST_P(FlashForward, HeadDims) {
   Tally tally("FlashForward.HeadDims");
   uint64_t idx = 0;
   for (int64_t D : kDims)
@@ -93,7 +96,7 @@ TEST(FlashForward, HeadDims) {
 }
 
 // GQA ratios 1, 2, 4, 8 with one, two and three kv heads (Hkv = 1: multi-query).
-TEST(FlashForward, GroupedQueryHeads) {
+TEST_P(FlashForward, GroupedQueryHeads) {
   Tally tally("FlashForward.GroupedQueryHeads");
   uint64_t idx = 0;
   for (int64_t ratio : {1, 2, 4, 8})
@@ -110,7 +113,7 @@ TEST(FlashForward, GroupedQueryHeads) {
 }
 
 // Every mask kind and broadcast shape, on shapes around the tiles, with GQA and Dv ≠ Dk.
-TEST(FlashForward, Masks) {
+TEST_P(FlashForward, Masks) {
   Tally tally("FlashForward.Masks");
   struct Dims {
     int64_t B, Hq, Hkv, L, S, Dk, Dv;
@@ -131,7 +134,7 @@ TEST(FlashForward, Masks) {
     }
 }
 
-TEST(FlashForward, FullyMaskedFirstTile) {
+TEST_P(FlashForward, FullyMaskedFirstTile) {
   Tally tally("FlashForward.FullyMaskedFirstTile");
   uint64_t idx = 0;
   for (const MaskSpec& m : first_tile_masks())
@@ -150,7 +153,7 @@ TEST(FlashForward, FullyMaskedFirstTile) {
 }
 
 // Rows with nothing to attend to: out exactly 0, logsumexp −∞ (the rule's pattern checks).
-TEST(FlashForward, EveryRowFullyMasked) {
+TEST_P(FlashForward, EveryRowFullyMasked) {
   Tally tally("FlashForward.EveryRowFullyMasked");
   const std::vector<MaskSpec> masks = {
       {"bool all false [B,Hq,L,S]",
@@ -180,7 +183,7 @@ TEST(FlashForward, EveryRowFullyMasked) {
 }
 
 // Inputs ×5: logits of tens to hundreds, where an unshifted exp overflows.
-TEST(FlashForward, LargeLogits) {
+TEST_P(FlashForward, LargeLogits) {
   Tally tally("FlashForward.LargeLogits");
   struct Dims {
     int64_t B, Hq, Hkv, L, S, Dk, Dv;
@@ -206,7 +209,7 @@ TEST(FlashForward, LargeLogits) {
 }
 
 // Negative, zero and unusual scales; the dot score's default scale of 1.
-TEST(FlashForward, Scales) {
+TEST_P(FlashForward, Scales) {
   Tally tally("FlashForward.Scales");
   uint64_t idx = 0;
   for (double scale : {-0.3, 0.0, -1.0, 2.5, 1e-3})
@@ -229,7 +232,7 @@ TEST(FlashForward, Scales) {
 }
 
 // L = 0 (nothing to compute) and S = 0 (every row sees nothing: out 0, logsumexp −∞).
-TEST(FlashForward, EmptyShapes) {
+TEST_P(FlashForward, EmptyShapes) {
   Tally tally("FlashForward.EmptyShapes");
   struct Dims {
     int64_t B, Hq, Hkv, L, S, Dk, Dv;
@@ -253,7 +256,7 @@ TEST(FlashForward, EmptyShapes) {
 
 // Decoding: one query (or a few) against thousands of keys, GQA; the kernel may split the keys
 // across threads and merge the partial logsumexps, so splits that see nothing must merge cleanly.
-TEST(FlashForward, DecodeLongKeys) {
+TEST_P(FlashForward, DecodeLongKeys) {
   Tally tally("FlashForward.DecodeLongKeys");
   const std::vector<MaskSpec> masks = {
       {"none", nullptr},
@@ -295,7 +298,7 @@ TEST(FlashForward, DecodeLongKeys) {
   check_forward(s);
 }
 
-TEST(FlashForward, NonFiniteInputsPoisonExactlyTheRowsThatReadThem) {
+TEST_P(FlashForward, NonFiniteInputsPoisonExactlyTheRowsThatReadThem) {
   Tally tally("FlashForward.NonFiniteInputs");
   uint64_t idx = 0;
   for (const Plant& p : plants())
@@ -310,7 +313,7 @@ TEST(FlashForward, NonFiniteInputsPoisonExactlyTheRowsThatReadThem) {
 }
 
 // A NaN in a float mask is a NaN logit: its row is NaN, as in the reference.
-TEST(FlashForward, NanInFloatMaskPoisonsItsRow) {
+TEST_P(FlashForward, NanInFloatMaskPoisonsItsRow) {
   Tally tally("FlashForward.NanInFloatMask");
   Spec s;
   s.name = "float32 [L,S] with NaN at [5, 9] and [100, 290]";
@@ -326,7 +329,7 @@ TEST(FlashForward, NanInFloatMaskPoisonsItsRow) {
 // ---- bitwise identities ----
 
 // give the bits of the contiguous copies (and the rule holds for them).
-TEST(FlashForward, StridedViewsGiveTheBitsOfContiguousCopies) {
+TEST_P(FlashForward, StridedViewsGiveTheBitsOfContiguousCopies) {
   const Case c = strided_case();
   SCOPED_TRACE(c.describe());
   const AttentionOptions o = options_for(c, Path::fused);
@@ -370,7 +373,7 @@ TEST(FlashForward, StridedViewsGiveTheBitsOfContiguousCopies) {
 }
 
 // A strided mask (a transposed view) reads like its contiguous copy.
-TEST(FlashForward, StridedMaskGivesTheBitsOfItsContiguousCopy) {
+TEST_P(FlashForward, StridedMaskGivesTheBitsOfItsContiguousCopy) {
   Spec s;
   s.setup = bool_mask_ls(0.6);
   s.B = 1, s.Hq = 2, s.Hkv = 1, s.L = 97, s.S = 130, s.Dk = 32, s.Dv = 32, s.seed = 11100;
@@ -392,7 +395,7 @@ TEST(FlashForward, StridedMaskGivesTheBitsOfItsContiguousCopy) {
 
 // Rank-2 [L, D] and rank-3 [H, L, D] inputs give rank-2 and rank-3 results with the bits of the
 // rank-4 problem.
-TEST(FlashForward, RanksTwoAndThree) {
+TEST_P(FlashForward, RanksTwoAndThree) {
   Spec s;
   s.setup = causal(Causal::top_left);
   s.B = 1, s.Hq = 1, s.Hkv = 1, s.L = 129, s.S = 97, s.Dk = 21, s.Dv = 8, s.seed = 11200;
@@ -413,7 +416,7 @@ TEST(FlashForward, RanksTwoAndThree) {
 
 // Results are bitwise identical for any thread count (DESIGN.md §3), including the decode shape
 // where the keys may be split across threads.
-TEST(FlashForward, ThreadCountsGiveTheSameBits) {
+TEST_P(FlashForward, ThreadCountsGiveTheSameBits) {
   const std::vector<Spec> specs = [] {
     std::vector<Spec> v(5);
     v[0].name = "none";
@@ -447,7 +450,7 @@ TEST(FlashForward, ThreadCountsGiveTheSameBits) {
 
 // Path::automatic takes the fused path where it applies (same bits), and falls back to the
 // reference where it does not (weights asked for) instead of failing.
-TEST(FlashForward, AutomaticPathPicksFusedWhereItApplies) {
+TEST_P(FlashForward, AutomaticPathPicksFusedWhereItApplies) {
   Spec s;
   s.setup = bool_mask_ls(0.7);
   s.B = 1, s.Hq = 4, s.Hkv = 2, s.L = 97, s.S = 129, s.Dk = 64, s.Dv = 64, s.seed = 13000;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/cpu/fp32_naive.h"
+#include "kernels/cpu/vec_ops.h"
 #include "kernels/reference/naive_attention.h"
 #include "qkv/attention.h"
 #include "qkv/tensor.h"
@@ -141,8 +142,8 @@ class Tally {
     current_ = nullptr;
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::cout << "[ tally    ] " << name_ << ": " << cases_ << " cases in " << s
-              << " s; worst max|X-R|/tol = " << worst_;
+    std::cout << "[ tally    ] " << name_ << " on " << qkv::cpu::simd_target() << ": " << cases_
+              << " cases in " << s << " s; worst max|X-R|/tol = " << worst_;
     if (worst_ > 0) std::cout << " (" << worst_what_ << " of " << worst_case_ << ")";
     for (const auto& [what, value] : maxima_) std::cout << "; max " << what << " = " << value;
     std::cout << "\n";

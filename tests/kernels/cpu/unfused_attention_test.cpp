@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "qkv/attention.h"
+#include "simd_targets.h"
 
 namespace {
 
@@ -210,7 +211,9 @@ void check_every_threading(const Spec& s) {
     for (int threads : {1, 2}) check(s, t, threads);
 }
 
-TEST(UnfusedAttention, Shapes) {
+QKV_PER_SIMD_TARGET(UnfusedAttention);
+
+TEST_P(UnfusedAttention, Shapes) {
   for (int64_t L : {1, 2, 17, 97})
     for (int64_t S : {1, 17, 97})
       check_every_threading({.B = 2,
@@ -222,19 +225,19 @@ TEST(UnfusedAttention, Shapes) {
                              .seed = static_cast<uint64_t>(L * 1000 + S)});
 }
 
-TEST(UnfusedAttention, CausalBothAlignments) {
+TEST_P(UnfusedAttention, CausalBothAlignments) {
   for (Causal c : {Causal::top_left, Causal::bottom_right})
     for (auto [L, S] : {std::pair<int64_t, int64_t>{17, 17}, {9, 30}, {30, 9}, {1, 40}})
       check_every_threading({.Hq = 2, .Hkv = 2, .L = L, .S = S, .D = 8, .causal = c});
 }
 
-TEST(UnfusedAttention, GroupedQueryHeads) {
+TEST_P(UnfusedAttention, GroupedQueryHeads) {
   for (int64_t Hkv : {1, 2, 4})
     check_every_threading({.B = 2, .Hq = 4, .Hkv = Hkv, .L = 19, .S = 23, .D = 16, .seed = 7});
   check_every_threading({.Hq = 8, .Hkv = 2, .L = 1, .S = 300, .D = 32, .seed = 8});  // decode
 }
 
-TEST(UnfusedAttention, KeyLengthsAndFloatMask) {
+TEST_P(UnfusedAttention, KeyLengthsAndFloatMask) {
   // Batch 1 sees no key at all: its rows give 0, lse −∞ and no gradient.
   check_every_threading(
       {.B = 3, .Hq = 2, .Hkv = 1, .L = 13, .S = 20, .D = 8, .key_lengths = {20, 0, 5}});
@@ -250,7 +253,7 @@ TEST(UnfusedAttention, KeyLengthsAndFloatMask) {
                          .bias = true});
 }
 
-TEST(UnfusedAttention, EmptyShapes) {
+TEST_P(UnfusedAttention, EmptyShapes) {
   // No keys: out 0, lse −∞, dq 0. No queries: dk, dv 0.
   check({.Hq = 2, .Hkv = 2, .L = 5, .S = 0, .D = 8}, BlasThreading::automatic, 2);
   check({.Hq = 2, .Hkv = 2, .L = 0, .S = 5, .D = 8}, BlasThreading::automatic, 2);

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "simd_targets.h"
+
 namespace qkv::cpu {
 namespace {
 
@@ -30,8 +32,10 @@ std::vector<float> normal(int64_t n, uint32_t seed) {
   return x;
 }
 
+QKV_PER_SIMD_TARGET(VecOps);
+
 // Relative error of exp2_approx against std::exp2 in float64, in units of float's epsilon.
-TEST(VecOps, Exp2IsWithinTwoUlpOverTheSoftmaxRange) {
+TEST_P(VecOps, Exp2IsWithinTwoUlpOverTheSoftmaxRange) {
   double worst = 0;
   float worst_x = 0;
   for (float x = -126.0f; x <= 0.0f; x += 1.0f / 1024) {  // s − max ≤ 0 in the softmax
@@ -51,7 +55,7 @@ double gelu_bound(double x) { return (8 + x * x) * std::numeric_limits<float>::e
 
 double gelu_exact(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 
-TEST(VecOps, GeluRowMatchesFloat64Erfc) {
+TEST_P(VecOps, GeluRowMatchesFloat64Erfc) {
   std::vector<float> xs;
   for (float x = -12.0f; x <= 12.0f; x += 1.0f / 512) xs.push_back(x);
   std::vector<float> y = xs;
@@ -80,7 +84,7 @@ TEST(VecOps, GeluRowMatchesFloat64Erfc) {
   EXPECT_EQ(special[2], 0.0f);
 }
 
-TEST(VecOps, Exp2GivesExactZeroBelowTheNormalRangeAndOneAtZero) {
+TEST_P(VecOps, Exp2GivesExactZeroBelowTheNormalRangeAndOneAtZero) {
   EXPECT_EQ(exp2_approx(0.0f), 1.0f);
   EXPECT_EQ(exp2_approx(-126.5f), 0.0f);
   EXPECT_EQ(exp2_approx(-1000.0f), 0.0f);
@@ -89,7 +93,7 @@ TEST(VecOps, Exp2GivesExactZeroBelowTheNormalRangeAndOneAtZero) {
   EXPECT_FLOAT_EQ(exp2_approx(10.0f), 1024.0f);
 }
 
-TEST(VecOps, ExpSubRowMatchesThePolynomialLaneByLaneAndSums) {
+TEST_P(VecOps, ExpSubRowMatchesThePolynomialLaneByLaneAndSums) {
   for_each_length_and_offset([](int64_t n, int64_t offset) {
     SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
     std::vector<float> buf(n + 16), out(n + 16, -1.0f);
@@ -110,7 +114,7 @@ TEST(VecOps, ExpSubRowMatchesThePolynomialLaneByLaneAndSums) {
   });
 }
 
-TEST(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
+TEST_P(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
   for_each_length_and_offset([](int64_t n, int64_t offset) {
     SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
     const std::vector<float> a = normal(n, 3 + n), b = normal(n, 5 + n);
@@ -158,7 +162,7 @@ TEST(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
   });
 }
 
-TEST(VecOps, MaxRowSumRevealsNaNAndPlusInfinity) {
+TEST_P(VecOps, MaxRowSumRevealsNaNAndPlusInfinity) {
   std::vector<float> x = normal(40, 7);
   float sum = 0;
   max_row(x.data(), 40, &sum);
@@ -174,7 +178,7 @@ TEST(VecOps, MaxRowSumRevealsNaNAndPlusInfinity) {
   EXPECT_TRUE(std::isnan(sum));
 }
 
-TEST(VecOps, SoftmaxGradRowIsExactlyZeroWhereMaskedAndPassesNaNWhereVisible) {
+TEST_P(VecOps, SoftmaxGradRowIsExactlyZeroWhereMaskedAndPassesNaNWhereVisible) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   for_each_length_and_offset([](int64_t n, int64_t offset) {
     SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
@@ -207,7 +211,7 @@ TEST(VecOps, SoftmaxGradRowIsExactlyZeroWhereMaskedAndPassesNaNWhereVisible) {
   });
 }
 
-TEST(VecOps, AllFiniteRowFindsEveryKindOfNonFiniteAtEveryPosition) {
+TEST_P(VecOps, AllFiniteRowFindsEveryKindOfNonFiniteAtEveryPosition) {
   for (int64_t n = 1; n <= 40; ++n)
     for (int64_t at = 0; at < n; ++at)
       for (float bad : {kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {

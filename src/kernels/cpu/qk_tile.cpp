@@ -1,0 +1,143 @@
+// Highway implementation of qk_tile.h, compiled once per target instruction set
+// (hwy/foreach_target.h re-includes this file); HWY_DYNAMIC_DISPATCH picks one at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/qk_tile.cpp"
+#include "kernels/cpu/qk_tile.h"
+
+#include <algorithm>
+
+#include "hwy/foreach_target.h"  // must come before highway.h
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qkv::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One register block: R query rows × C vectors of keys, accumulated over d = 0 .. D − 1 in
+// order (the contract of qk_tile.h). 4 × 3 uses 12 accumulators, 3 key vectors and a broadcast:
+// the 16 registers of AVX2. (Arrays of vectors are fine on x86 and NEON, not on SVE or RVV.)
+template <int R, int C>
+HWY_INLINE void Block(const float* q, int64_t ldq, const float* kt, int64_t ldkt, int64_t D,
+                      float* s, int64_t lds) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  V acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(d);
+  for (int64_t x = 0; x < D; ++x) {
+    V k[C];
+    for (int c = 0; c < C; ++c) k[c] = hn::LoadU(d, kt + x * ldkt + c * N);
+    for (int r = 0; r < R; ++r) {
+      const V qx = hn::Set(d, q[r * ldq + x]);
+      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(qx, k[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) hn::StoreU(acc[r][c], d, s + r * lds + c * N);
+}
+
+// Every row of q against the C·N keys at kt: the keys' panel (D × C·N floats) stays in L1 while
+// the rows stream past it, four at a time.
+template <int C>
+HWY_INLINE void Panel(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t ldkt,
+                      int64_t D, float* s, int64_t lds) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) Block<4, C>(q + i * ldq, ldq, kt, ldkt, D, s + i * lds, lds);
+  for (; i < m; ++i) Block<1, C>(q + i * ldq, ldq, kt, ldkt, D, s + i * lds, lds);
+}
+
+void QkOuter(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t ldkt, int64_t n,
+             int64_t D, float* s, int64_t lds) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const int64_t npad = padded_keys(n);  // a multiple of every target's lane count
+  int64_t j = 0;
+  for (; j + 3 * N <= npad; j += 3 * N) Panel<3>(q, ldq, m, kt + j, ldkt, D, s + j, lds);
+  for (; j < npad; j += N) Panel<1>(q, ldq, m, kt + j, ldkt, D, s + j, lds);
+}
+
+// Dot products of up to kDotRows rows with each key, read once from its row-major place: lane l
+// chains d = l, l + N, … in order, the lanes are summed by SumOfLanes, then the D mod N last
+// products are added in order.
+template <int R>
+HWY_INLINE void DotRows(const float* q, int64_t ldq, const float* k, int64_t ldk, int64_t n,
+                        int64_t D, float* s, int64_t lds) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = hn::Lanes(d);
+  const int64_t body = D / N * N;
+  using V = hn::Vec<decltype(d)>;
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kj = k + j * ldk;
+    V acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = hn::Zero(d);
+    for (int64_t x = 0; x < body; x += N) {
+      const V kx = hn::LoadU(d, kj + x);
+      for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(d, q + r * ldq + x), kx, acc[r]);
+    }
+    for (int r = 0; r < R; ++r) {
+      float total = hn::GetLane(hn::SumOfLanes(d, acc[r]));
+      const hn::CappedTag<float, 1> d1;  // the tail through the target's own multiply-add
+      for (int64_t x = body; x < D; ++x)
+        total = hn::GetLane(
+            hn::MulAdd(hn::Set(d1, q[r * ldq + x]), hn::Set(d1, kj[x]), hn::Set(d1, total)));
+      s[r * lds + j] = total;
+    }
+  }
+}
+
+void QkDot(const float* q, int64_t ldq, int64_t m, const float* k, int64_t ldk, int64_t n,
+           int64_t D, float* s, int64_t lds) {
+  switch (m) {
+    case 4:
+      return DotRows<4>(q, ldq, k, ldk, n, D, s, lds);
+    case 3:
+      return DotRows<3>(q, ldq, k, ldk, n, D, s, lds);
+    case 2:
+      return DotRows<2>(q, ldq, k, ldk, n, D, s, lds);
+    case 1:
+      return DotRows<1>(q, ldq, k, ldk, n, D, s, lds);
+    default:
+      return;
+  }
+}
+
+}  // namespace qkv::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qkv::cpu {
+
+HWY_EXPORT(QkOuter);
+HWY_EXPORT(QkDot);
+static_assert(kDotRows == 4, "QkDot has a case for each row count up to kDotRows");
+
+namespace {
+
+// kt[d·ldkt + j] = k[j·ldk + d] for d < D and j < n, and 0 for n ≤ j < padded_keys(n).
+void transpose_keys(KeyTile& t, int64_t D) {
+  const int64_t npad = padded_keys(t.n);
+  for (int64_t x = 0; x < D; ++x)
+    std::fill(t.kt + x * t.ldkt + t.n, t.kt + x * t.ldkt + npad, 0.0f);
+  // Blocks of 16 keys: their 16 reads of a column stay within 16 cached rows.
+  for (int64_t j0 = 0; j0 < t.n; j0 += 16) {
+    const int64_t j1 = std::min(t.n, j0 + 16);
+    for (int64_t x = 0; x < D; ++x)
+      for (int64_t j = j0; j < j1; ++j) t.kt[x * t.ldkt + j] = t.k[j * t.ldk + x];
+  }
+  t.transposed = true;
+}
+
+}  // namespace
+
+void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
+             int64_t lds) {
+  if (m <= 0 || keys.n <= 0) return;
+  if (m <= kDotRows)
+    return HWY_DYNAMIC_DISPATCH(QkDot)(q, ldq, m, keys.k, keys.ldk, keys.n, D, s, lds);
+  if (!keys.transposed) transpose_keys(keys, D);
+  HWY_DYNAMIC_DISPATCH(QkOuter)(q, ldq, m, keys.kt, keys.ldkt, keys.n, D, s, lds);
+}
+
+}  // namespace qkv::cpu
+#endif  // HWY_ONCE

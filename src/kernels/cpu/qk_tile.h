@@ -1,0 +1,39 @@
+// The score tile S = Q·Kᵀ of the fused kernels, computed so that every score is a function of its
+// query row, its key row and the tile's number of rows m alone — not of the tile's number of keys,
+// the blocking or the thread. The forward finds each row's max and sum from these scores and the
+// backward recomputes them with the same row tiles: both must round alike, or exp(s − m) of the
+// row's largest score is not 1. (Issue 11: OpenBLAS's Haswell SGEMM rounds an element differently
+// for different numbers of columns; a one-ulp difference in a logit of 326 was a 3e-5 error in
+// every gradient of its row.) Vectorized with Highway, dispatched at run time; on targets without
+// FMA (SSE4 and older) a fused multiply-add below is a multiply and an add, the same in every path.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+// Keys per row of a transposed key tile are padded to a multiple of this (the widest vector).
+inline constexpr int64_t kKeyPad = 16;
+inline constexpr int64_t padded_keys(int64_t n) { return (n + kKeyPad - 1) / kKeyPad * kKeyPad; }
+// Tiles of at most this many query rows take dot products along D: a transposed copy of the keys
+// would cost more than the few rows' products (decoding).
+inline constexpr int64_t kDotRows = 4;
+
+// n keys of D floats, rows ldk apart, and scratch for their transpose (D × padded_keys(n) floats,
+// rows ldkt apart, ldkt ≥ padded_keys(n)), made on first need and reused by later tiles of rows.
+struct KeyTile {
+  const float* k;
+  int64_t ldk, n;
+  float* kt;
+  int64_t ldkt;
+  bool transposed = false;
+};
+
+// s[i·lds + j] = q_i·k_j for i < m, j < n; q: [m, D] with row stride ldq; lds ≥ padded_keys(n)
+// (columns n .. padded_keys(n) are overwritten). For m > kDotRows, one chain of fused
+// multiply-adds in the order d = 0, 1, …, D − 1; for m ≤ kDotRows, the target's vector lanes
+// each chain their share of d in order, then are summed in a fixed order.
+void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
+             int64_t lds);
+
+}  // namespace qkv::cpu

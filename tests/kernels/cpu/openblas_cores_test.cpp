@@ -1,0 +1,64 @@
+// The fused kernels' tests once more under each OpenBLAS kernel family this CPU can run. Debian's
+// OpenBLAS (DYNAMIC_ARCH) picks its SGEMM kernels by CPU, and they round differently — Haswell's
+// even rounds one element differently for different numbers of columns, which once broke the
+// backward on AVX2 machines only (issue 11) — so a machine with AVX-512 would otherwise never run
+// the AVX2 kernels, nor one with AVX2 the AVX and SSE ones. OPENBLAS_CORETYPE forces a family; it
+// is read once when the library loads, so each family runs in a child process: this test program
+// again, filtered to the kernel suites on the best SIMD target.
+#include <cblas.h>
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli/cli_runner.h"
+#include "simd_targets.h"
+
+namespace {
+
+// In a child started below: the family asked for is the one OpenBLAS runs.
+TEST(OpenBlasCores, TheForcedCoreIsTheOneInUse) {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (!forced) GTEST_SKIP() << "runs in the children of FusedKernelTestsPassOnEveryCore";
+  EXPECT_STRCASEEQ(openblas_get_corename(), forced);
+}
+
+TEST(OpenBlasCores, FusedKernelTestsPassOnEveryCoreThisCpuRuns) {
+  __builtin_cpu_init();
+  struct Core {
+    const char* name;
+    bool runs;
+  };
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const Core cores[] = {
+      {"SkylakeX", avx512},
+      {"Haswell", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")},
+      {"Sandybridge", __builtin_cpu_supports("avx") != 0},
+      {"Nehalem", __builtin_cpu_supports("sse4.2") != 0},
+  };
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(len, 0);
+  self[len] = '\0';
+  const std::string best = hwy::TargetName(qkv_test::runnable_simd_targets().front());
+  const std::string filter = "--gtest_filter=Simd/Flash*/" + best + ":Simd/QkTile*/" + best +
+                             ":Simd/UnfusedAttention*/" + best +
+                             ":OpenBlasCores.TheForcedCoreIsTheOneInUse";
+  std::string ran;
+  for (const Core& core : cores) {
+    if (!core.runs) continue;
+    ::setenv("OPENBLAS_CORETYPE", core.name, 1);
+    const auto r = qkv::testing::run_program(self, {filter, "--gtest_brief=1"});
+    ::unsetenv("OPENBLAS_CORETYPE");
+    EXPECT_EQ(r.exit_code, 0) << "OPENBLAS_CORETYPE=" << core.name << "\n" << r.describe();
+    ran += std::string(ran.empty() ? "" : ", ") + core.name;
+  }
+  std::cout << "[ cores    ] OpenBLAS families run: " << ran << " (SIMD target " << best << ")\n";
+  EXPECT_FALSE(ran.empty());
+}
+
+}  // namespace

@@ -1,0 +1,141 @@
+// The score tile of the fused kernels (kernels/cpu/qk_tile.h): every score a function of its query
+// row, its key row and the tile's row count alone — the same bits whatever the number of keys,
+// their offset in the tile or the other rows — and exactly the multiply-add chain it promises.
+#include "kernels/cpu/qk_tile.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "simd_targets.h"
+
+namespace qkv::cpu {
+namespace {
+
+std::vector<float> normal(int64_t n, uint32_t seed, float sd) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, sd);
+  std::vector<float> x(n);
+  for (float& v : x) v = d(rng);
+  return x;
+}
+
+// Scores of rows [i0, i0 + m) against keys [j0, j0 + n) of q: [*, D] and k: [*, D], as the
+// kernels call it: keys read in place (row stride D), a fresh transpose scratch.
+std::vector<float> tile(const std::vector<float>& q, const std::vector<float>& k, int64_t D,
+                        int64_t i0, int64_t m, int64_t j0, int64_t n) {
+  const int64_t lds = padded_keys(n) + 16;  // leading dimensions other than the minimum
+  std::vector<float> kt(D * (lds + 32)), s(m * lds, -1.0f);
+  KeyTile keys{k.data() + j0 * D, D, n, kt.data(), lds + 32};
+  qk_tile(q.data() + i0 * D, D, m, keys, D, s.data(), lds);
+  std::vector<float> out(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) out[i * n + j] = s[i * lds + j];
+  return out;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+bool target_has_fma(int64_t target) {
+#if HWY_ARCH_X86
+  return (target & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
+#else
+  return target != HWY_SCALAR;
+#endif
+}
+
+QKV_PER_SIMD_TARGET(QkTile);
+
+// Past kDotRows rows: s_ij = fma(q[D−1], k[D−1], … fma(q[0], k[0], 0)), bit for bit, on targets
+// with FMA; a multiply and an add per step without it.
+TEST_P(QkTile, ManyRowsAreOneMultiplyAddChainInOrder) {
+  const bool fma = target_has_fma(GetParam());
+  for (int64_t D : {1, 7, 8, 21, 64, 111, 128}) {
+    const int64_t m = 13, n = 45;
+    const auto q = normal(m * D, 1 + D, 3), k = normal(n * D, 2 + D, 3);
+    const auto s = tile(q, k, D, 0, m, 0, n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float chain = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          const float a = q[i * D + d], b = k[j * D + d];
+          chain = fma ? std::fma(a, b, chain) : a * b + chain;
+        }
+        ASSERT_TRUE(same_bits(s[i * n + j], chain))
+            << "D=" << D << " i=" << i << " j=" << j << ": " << s[i * n + j] << " vs " << chain;
+      }
+  }
+}
+
+// The bug this kernel fixed: the forward and the backward multiply different tiles (65 keys in
+// one, 97 or 256 in the other; rows 0..129 or 4..129) and must get the same bits for the scores
+// they share. Both forms: rows > kDotRows and ≤ kDotRows.
+TEST_P(QkTile, ScoresDoNotDependOnTheTileShape) {
+  for (int64_t D : {5, 32, 64, 128}) {
+    const int64_t rows = 130, keys = 300;
+    const auto q = normal(rows * D, 10 + D, 5), k = normal(keys * D, 20 + D, 5);
+    for (int64_t m : {int64_t{130}, int64_t{5}, int64_t{4}, int64_t{3}, int64_t{1}}) {
+      const auto whole = tile(q, k, D, 0, m, 0, keys);
+      struct Part {
+        int64_t i0, m, j0, n;
+      };
+      // Same rows per tile (the kernels' contract), other key counts and offsets; for the many-row
+      // form other row subsets too.
+      std::vector<Part> parts = {{0, m, 0, 65}, {0, m, 0, 97}, {0, m, 17, 256}, {0, m, 299, 1}};
+      if (m >= 4 + 2 * kDotRows)
+        parts.push_back({4, m - 4, 3, 200}), parts.push_back({1, 6, 0, 16});
+      for (const Part& p : parts) {
+        const auto part = tile(q, k, D, p.i0, p.m, p.j0, p.n);
+        for (int64_t i = 0; i < p.m; ++i)
+          for (int64_t j = 0; j < p.n; ++j)
+            ASSERT_TRUE(same_bits(part[i * p.n + j], whole[(p.i0 + i) * keys + p.j0 + j]))
+                << "D=" << D << " m=" << m << " part rows " << p.i0 << "+" << p.m << " keys "
+                << p.j0 << "+" << p.n << " at (" << i << ", " << j << ")";
+      }
+    }
+  }
+}
+
+// Both forms are dot products to float32 accuracy: |s − q·k| ≤ D·u·Σ|q_d k_d| (the worst case
+// of a sum of D rounded terms, u = 2⁻²⁴), against float64.
+TEST_P(QkTile, WithinTheRoundingOfADotProduct) {
+  for (int64_t m : {int64_t{3}, int64_t{9}}) {
+    for (int64_t D : {1, 3, 16, 59, 256}) {
+      const int64_t n = 33;
+      const auto q = normal(m * D, 30 + D, 4), k = normal(n * D, 40 + D, 4);
+      const auto s = tile(q, k, D, 0, m, 0, n);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double exact = 0, mag = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            exact += static_cast<double>(q[i * D + d]) * k[j * D + d];
+            mag += std::abs(static_cast<double>(q[i * D + d]) * k[j * D + d]);
+          }
+          EXPECT_LE(std::abs(s[i * n + j] - exact), D * 0x1.0p-24 * mag)
+              << "m=" << m << " D=" << D << " (" << i << ", " << j << ")";
+        }
+    }
+  }
+}
+
+// NaN and ∞ stay in the scores of the rows and keys that hold them, and nowhere else.
+TEST_P(QkTile, NonFiniteInputsReachOnlyTheirScores) {
+  for (int64_t m : {int64_t{2}, int64_t{8}}) {
+    const int64_t D = 24, n = 40;
+    auto q = normal(m * D, 50, 1), k = normal(n * D, 51, 1);
+    q[1 * D + 5] = NAN;
+    k[7 * D + 0] = INFINITY;
+    const auto s = tile(q, k, D, 0, m, 0, n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_EQ(std::isfinite(s[i * n + j]), i != 1 && j != 7)
+            << "m=" << m << " " << i << ", " << j;
+  }
+}
+
+}  // namespace
+}  // namespace qkv::cpu
