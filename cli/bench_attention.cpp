@@ -486,9 +486,9 @@ void print_row(const Row& r) {
 
 constexpr const char* kNotes =
     "\nfwd/bwd: the fused kernel (bwd alone, given the forward's output and row statistics);\n"
-    "FLOPs 4·B·Hq·L·S·D forward, half when causal, 2.5× that backward. sgemm: OpenBLAS SGEMM\n"
-    "2048³ on all threads, measured just before the case (the machine may be shared). ref: the\n"
-    "float64 "
+    "FLOPs 4·B·Hq·L·S·D forward, half when causal, 2.5× that backward.\n"
+    "sgemm: OpenBLAS SGEMM 2048³ on all threads, measured just before the case (the machine may\n"
+    "be shared). ref: the float64 "
     "reference path on one head (single-threaded), — above L·S = 4096². unfused: OpenBLAS\n"
     "SGEMM, row softmax, SGEMM per head, — where its L×S matrices would pass 8 GiB. MiB: peak\n"
     "scratch beyond inputs and outputs. Every path was checked against the float64 reference\n"
