@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       "  qkv attend --help                  every option, with examples\n"
       "  qkv bench attention                GFLOP/s of the attention kernels on this machine",
       "qkv"};
+  app.set_version_flag("--version", std::string("qkv ") + QKV_VERSION);
   app.require_subcommand(1);
   qkv::cli::AttendArgs attend_args;
   CLI::App* attend = qkv::cli::add_attend_command(app, attend_args);
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const std::string first = argc > 1 ? argv[1] : "";

@@ -71,10 +71,14 @@ std::string percent(double x, int digits = 1) { return fixed(100 * x, digits) + 
 
 // 1234567 → "1,234,567".
 std::string grouped(int64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > (n < 0 ? 1 : 0); i -= 3)
-    s.insert(static_cast<std::size_t>(i), ",");
-  return s;
+  const std::string digits = std::to_string(n);
+  const std::size_t sign = n < 0 ? 1 : 0;
+  std::string out = digits.substr(0, sign);
+  for (std::size_t i = sign; i < digits.size(); ++i) {
+    if (i > sign && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 std::string progress_line(const TrainProgress& p, bool with_bar) {
