@@ -2,10 +2,13 @@
 #include "attend.h"
 
 #include <charconv>
+#include <cmath>
 #include <iostream>
+#include <limits>
 
 #include "attend_render.h"
 #include "attend_report.h"
+#include "attend_rows.h"
 #include "attention/fused.h"
 #include "attention/validate.h"
 #include "core/files.h"
@@ -175,6 +178,66 @@ void write_outputs(const AttendArgs& a, const AttentionResult& r) {
   }
 }
 
+// The first element of t that is NaN or ±∞, as "[i, j, ...]"; empty when every one is finite.
+std::string first_non_finite(const Tensor& t) {
+  if (!t.defined() || t.dtype() == DType::b8) return "";
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (std::isfinite(t.value(i))) continue;
+    std::string at;
+    int64_t rest = i;
+    for (int d = t.rank() - 1; d >= 0; --d) {
+      at = std::to_string(rest % t.dim(d)) + (at.empty() ? "" : ", ") + at;
+      rest /= t.dim(d);
+    }
+    return "[" + at + "]";
+  }
+  return "";
+}
+
+// The inputs that hold NaN or ∞, as "--query (first at [0, 3])"; a mask's −∞ only masks.
+std::vector<std::string> non_finite_inputs(const AttendCase& c) {
+  std::vector<std::string> found;
+  auto look = [&](const std::string& name, const Tensor& t) {
+    const std::string at = first_non_finite(t);
+    if (!at.empty()) found.push_back(name + " (first at " + at + ")");
+  };
+  look("--query", c.q), look("--keys", c.k), look("--values", c.v);
+  const ScoreParams& p = c.options.params;
+  look("--params W", p.w), look("--params W_q", p.w_q), look("--params W_k", p.w_k);
+  look("--params v", p.v);
+  const Tensor& m = c.options.mask;
+  if (m.defined() && m.dtype() != DType::b8)
+    for (int64_t i = 0; i < m.numel(); ++i)
+      if (std::isnan(m.value(i)) || m.value(i) == std::numeric_limits<double>::infinity()) {
+        found.push_back("--mask (NaN or +∞ at " + std::to_string(i) + ")");
+        break;
+      }
+  return found;
+}
+
+// NaN in, NaN out is a result (DESIGN.md §3), shown as NaN with this note; NaN from finite
+// inputs is an overflow (qkv/attention.h) and an error, never printed as a result.
+std::string non_finite_note(const AttendCase& c) {
+  const auto found = non_finite_inputs(c);
+  if (found.empty()) return "";
+  std::string names;
+  for (const std::string& f : found) names += (names.empty() ? "" : ", ") + f;
+  return "note: NaN or ∞ in " + names + ": the rows that read them are NaN (NaN in, NaN out)\n";
+}
+
+void check_overflow(const AttendCase& c, const AttentionResult& r) {
+  if (!non_finite_inputs(c).empty()) return;
+  const std::string at = first_non_finite(r.out);
+  if (at.empty()) return;
+  const bool f32 = r.out.dtype() == DType::f32;
+  throw Error(std::string("the scores overflow ") + (f32 ? "float32" : "float64") +
+                  ": output row " + at.substr(0, at.rfind(',')) + "] has a score or logit beyond " +
+                  (f32 ? "±3.4e38" : "±1.8e308") +
+                  ", so its softmax has no representable value; expected inputs scaled down" +
+                  (f32 ? " (or float64 .npy files)" : ""),
+              Error::Kind::runtime);
+}
+
 bool same_values(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return false;
   for (int64_t i = 0; i < a.numel(); ++i)
@@ -287,30 +350,59 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
       ->type_name("K")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  cmd->add_option("--memory-limit", a.memory_limit,
+                  "most memory the L×S matrices of --weights, --json and --html may take "
+                  "(default: half the machine's memory)")
+      ->type_name("SIZE");
   return cmd;
 }
 
 int run_attend(const AttendArgs& a) {
   if (!a.example.empty()) return run_example(a);
   const AttendCase c = case_from_files(a);
+  const int64_t weights = weight_count(c);
   // The report embeds every logit and weight (float32): bound it before anything is written.
   constexpr int64_t kMaxReportWeights = int64_t{1} << 21;
-  const int64_t weights = c.q.numel() / c.q.dim(-1) * c.k.dim(-2);
   if (!a.html.empty() && weights > kMaxReportWeights)
     usage("--html: " + std::to_string(weights) +
           " attention weights are too many for one report (" + "at most " +
           std::to_string(kMaxReportWeights) + "); expected fewer queries or keys");
-  AttentionResult r = run_case(c);
-  // The explanation always comes from the float64 reference; --out and --lse from the chosen
-  // path (the fused kernel where it applies, unless --path says otherwise).
+  // Only --weights, --json, --html and the step-by-step view need every weight, score and logit
+  // (the float64 reference, L×S); they say what that costs before it starts.
+  const int64_t limit = a.memory_limit.empty() ? default_memory_limit()
+                                               : parse_bytes("--memory-limit", a.memory_limit);
+  const bool step_by_step = fits_step_by_step(c);
+  const bool whole = step_by_step || !a.weights.empty() || a.json || !a.html.empty();
+  if (whole) {
+    const int64_t need = reference_bytes(c, a.json);
+    if (need > limit) {
+      const std::string what = !a.weights.empty() ? "--weights" : a.json ? "--json" : "--html";
+      usage(what + " needs all " + grouped(weights) + " attention weights, scores and " +
+            "logits in memory: about " + bytes_str(need) + ", over the limit of " +
+            bytes_str(limit) + " (--memory-limit); expected fewer queries or keys, or only --out " +
+            "and --lse, which need no L×S memory");
+    }
+  }
+
+  // --out and --lse from the chosen path (the fused kernel where it applies, unless --path says
+  // otherwise); the explanation from the float64 reference.
   AttentionOptions chosen = c.options;
   chosen.need_logsumexp = true;
   const Path path = attention_detail::choose_path(c.q, c.k, c.v, chosen);
-  if (path == Path::fused) {
-    const AttentionResult fused = attention(c.q, c.k, c.v, chosen);
-    r.out = fused.out;
-    r.logsumexp = fused.logsumexp;
+  AttentionResult r;
+  if (whole) r = run_case(c);
+  if (path == Path::fused || !whole) {
+    const AttentionResult computed = attention(c.q, c.k, c.v, chosen);
+    r.out = computed.out;
+    r.logsumexp = computed.logsumexp;
   }
+  // The summary: the first rows of the first heads, each run on its own.
+  std::vector<AttentionResult> first;
+  if (!step_by_step)
+    for (int64_t pair = 0; pair < std::min(head_pairs(c), kSummaryPairs); ++pair)
+      first.push_back(run_case(first_rows(c, pair, std::min(c.q.dim(-2), kSummaryRows))));
+  check_overflow(c, r);
+
   write_outputs(a, r);  // every file or none, before anything is printed
   if (!a.html.empty())
     write_html(a.html,
@@ -330,7 +422,8 @@ int run_attend(const AttendArgs& a) {
                     ? ", causal " + std::string(to_string(c.options.causal))
                     : std::string())
             << ", output by the " << to_string(path) << " path\n";
-  std::cout << (fits_step_by_step(c) ? explain_steps(c, r, ro) : summarize(c, r, ro));
+  std::cout << non_finite_note(c);
+  std::cout << (step_by_step ? explain_steps(c, r, ro) : summarize(c, first, ro));
   for (const auto& [path, tensor] :
        {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})
     if (!path.empty())

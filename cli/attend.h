@@ -15,6 +15,7 @@ struct AttendArgs {
   std::string out, weights, lse;
   std::string html;  // the self-contained HTML report
   std::string example;
+  std::string memory_limit;  // for the L×S matrices; empty: half the machine's memory
   bool json = false;
   int digits = 2;
   int top = 3;

@@ -191,14 +191,19 @@ std::string explain_steps(const AttendCase& c, const AttentionResult& r, const R
   return s.str();
 }
 
-std::string summarize(const AttendCase& c, const AttentionResult& r, const RenderOptions& o) {
+std::string summarize(const AttendCase& c, const std::vector<AttentionResult>& first,
+                      const RenderOptions& o) {
   std::ostringstream s;
+  Shape out_shape = c.q.shape();
+  out_shape.back() = c.v.dim(-1);
   s << "  query " << shape_str(c.q.shape()) << "  keys " << shape_str(c.k.shape()) << "  values "
-    << shape_str(c.v.shape()) << "  →  out " << shape_str(r.out.shape()) << "\n";
+    << shape_str(c.v.shape()) << "  →  out " << shape_str(out_shape) << "\n";
   s << "  score(q, k) = " << score_formula(c.options.score) << ", " << scale_text(c) << "\n";
-  const int64_t L = r.weights.dim(-2), S = r.weights.dim(-1);
-  const int64_t heads = L == 0 ? 0 : r.weights.numel() / (L * std::max<int64_t>(S, 1));
-  const int64_t show_heads = std::min<int64_t>(heads, 2), show_queries = std::min<int64_t>(L, 8);
+  const int64_t L = c.q.dim(-2), S = c.k.dim(-2);
+  int64_t heads = 1;
+  for (int d = 0; d < c.q.rank() - 2; ++d) heads *= c.q.dim(d);
+  const int64_t show_heads = static_cast<int64_t>(first.size());
+  const int64_t show_queries = show_heads == 0 ? 0 : first[0].weights.dim(-2);
   const auto keys = labels_or_default(c.key_labels, S, "k");
   const auto queries = labels_or_default(c.query_labels, L, "q");
   s << "\n  top " << o.top << " keys of the first " << show_queries << " queries";
@@ -206,7 +211,7 @@ std::string summarize(const AttendCase& c, const AttentionResult& r, const Rende
                         " (batch, head) pairs"
                   : "")
     << ":\n";
-  const int64_t Hq = r.weights.rank() >= 3 ? r.weights.dim(-3) : 1;
+  const int64_t Hq = c.q.rank() >= 3 ? c.q.dim(-3) : 1;
   int label_width = 0;
   for (int64_t i = 0; i < show_queries; ++i)
     label_width = std::max(label_width, display_width(clip(queries[i], 12)));
@@ -215,7 +220,8 @@ std::string summarize(const AttendCase& c, const AttentionResult& r, const Rende
     for (int64_t i = 0; i < show_queries; ++i) {
       std::vector<int64_t> order(S);
       std::iota(order.begin(), order.end(), 0);
-      const int64_t base = (h * L + i) * S;
+      const AttentionResult& r = first[h];
+      const int64_t base = i * S;
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
         return r.weights.value(base + a) > r.weights.value(base + b);
       });

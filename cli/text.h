@@ -9,6 +9,7 @@ using explain::bar;
 using explain::clip;
 using explain::display_width;
 using explain::fixed;
+using explain::grouped;
 using explain::pad_left;
 using explain::pad_right;
 using explain::render;

@@ -69,18 +69,6 @@ std::string duration_str(double seconds) {
 
 std::string percent(double x, int digits = 1) { return fixed(100 * x, digits) + "%"; }
 
-// 1234567 → "1,234,567".
-std::string grouped(int64_t n) {
-  const std::string digits = std::to_string(n);
-  const std::size_t sign = n < 0 ? 1 : 0;
-  std::string out = digits.substr(0, sign);
-  for (std::size_t i = sign; i < digits.size(); ++i) {
-    if (i > sign && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 std::string progress_line(const TrainProgress& p, bool with_bar) {
   const double rate = p.seconds > 0 ? static_cast<double>(p.step) / p.seconds : 0;
   const double eta = rate > 0 ? static_cast<double>(p.steps - p.step) / rate : NAN;

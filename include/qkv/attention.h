@@ -12,6 +12,11 @@
 // A row with nothing to attend to gives output 0, weights 0, logsumexp −∞ and gradient 0.
 // NaN or ∞ in q_i or in a visible k_j makes row i's weights and output NaN; NaN or ∞ in a visible
 // v_j makes row i's output NaN. Masked keys are never read.
+// Overflow: results are computed in the precision of the inputs (float32 when q, k and v all are,
+// else float64). Where finite inputs give a visible score q·k, logit scale·q·k + mask or output
+// beyond that precision's range (3.4e38 or 1.8e308), the row has no representable softmax: its
+// output, weights, logsumexp and gradients are NaN, on every path alike (the float64 reference
+// applies float32's range to float32 inputs). Scale such inputs down, or pass float64.
 #pragma once
 
 #include <optional>

@@ -3,6 +3,8 @@
 // dtype.
 #include "qkv/attention.h"
 
+#include <limits>
+
 #include "attention/fused.h"
 #include "attention/validate.h"
 #include "kernels/reference/attention.h"
@@ -52,6 +54,7 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
               .v = ptr(p.v_param)};
   pr.normalize = o.normalize;
   pr.scale = o.scale.value_or(default_scale(o.score, d.Dk));
+  if (p.dtype == DType::f32) pr.range = std::numeric_limits<float>::max();
   pr.q = ptr(p.q), pr.k = ptr(p.k), pr.v = ptr(p.v), pr.bias = ptr(p.bias);
   return p;
 }

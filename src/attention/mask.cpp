@@ -5,6 +5,17 @@
 #include "attention/validate.h"
 
 namespace qkv::attention_detail {
+
+void broadcast_strides(const Shape& shape, int64_t stride[4]) {
+  const int rank = static_cast<int>(shape.size());
+  int64_t step = 1;
+  for (int i = 1; i <= 4; ++i) {
+    const int64_t size = i <= rank ? shape[rank - i] : 1;
+    stride[4 - i] = size == 1 ? 0 : step;
+    step *= size;
+  }
+}
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -22,46 +33,55 @@ bool causal_visible(Causal causal, int64_t i, int64_t j, int64_t L, int64_t S) {
   return true;
 }
 
-}  // namespace
-
-void broadcast_strides(const Shape& shape, int64_t stride[4]) {
-  const int rank = static_cast<int>(shape.size());
-  int64_t step = 1;
-  for (int i = 1; i <= 4; ++i) {
-    const int64_t size = i <= rank ? shape[rank - i] : 1;
-    stride[4 - i] = size == 1 ? 0 : step;
-    step *= size;
+// The mask as a contiguous copy, read through broadcast strides over [B, Hq, L, S].
+struct MaskReader {
+  explicit MaskReader(const Tensor& m)
+      : as_f64(m.defined() && m.dtype() != DType::b8 ? m.to(DType::f64) : Tensor()),
+        as_bool(m.defined() && m.dtype() == DType::b8 ? m.contiguous() : Tensor()) {
+    if (m.defined()) broadcast_strides(m.shape(), stride);
   }
+  Tensor as_f64, as_bool;
+  int64_t stride[4] = {0, 0, 0, 0};
+};
+
+// The bias of rows [i0, i0 + rows) of (b, h): [rows, S] from `out` on.
+void bias_rows(const AttentionOptions& o, const Dims& d, const MaskReader& m, int64_t b, int64_t h,
+               int64_t i0, int64_t rows, double* out) {
+  for (int64_t i = i0; i < i0 + rows; ++i)
+    for (int64_t j = 0; j < d.S; ++j) {
+      double x = 0;
+      bool visible = causal_visible(o.causal, i, j, d.L, d.S);
+      if (!o.key_lengths.empty() && j >= o.key_lengths[b]) visible = false;
+      const int64_t at = b * m.stride[0] + h * m.stride[1] + i * m.stride[2] + j * m.stride[3];
+      if (m.as_bool.defined())
+        visible = visible && m.as_bool.data<bool>()[at];
+      else if (m.as_f64.defined())
+        x = m.as_f64.data<double>()[at];
+      *out++ = visible ? x : -kInf;
+    }
 }
 
+bool masks_anything(const AttentionOptions& o) {
+  return o.mask.defined() || o.causal != Causal::none || !o.key_lengths.empty();
+}
+
+}  // namespace
+
 Tensor logit_bias(const AttentionOptions& o, const Dims& d) {
-  if (!o.mask.defined() && o.causal == Causal::none && o.key_lengths.empty()) return Tensor();
+  if (!masks_anything(o)) return Tensor();
   Tensor bias({d.B, d.Hq, d.L, d.S}, DType::f64);
-  double* out = bias.data<double>();
-
-  // The mask as a contiguous copy, read through broadcast strides over [B, Hq, L, S].
-  const Tensor& m = o.mask;
-  const Tensor mask_f64 = m.defined() && m.dtype() != DType::b8 ? m.to(DType::f64) : Tensor();
-  const Tensor mask_bool = m.defined() && m.dtype() == DType::b8 ? m.contiguous() : Tensor();
-  int64_t stride[4] = {0, 0, 0, 0};
-  if (m.defined()) broadcast_strides(m.shape(), stride);
-
+  const MaskReader m(o.mask);
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.Hq; ++h)
-      for (int64_t i = 0; i < d.L; ++i)
-        for (int64_t j = 0; j < d.S; ++j) {
-          double x = 0;
-          bool visible = causal_visible(o.causal, i, j, d.L, d.S);
-          if (!o.key_lengths.empty() && j >= o.key_lengths[b]) visible = false;
-          if (m.defined()) {
-            const int64_t at = b * stride[0] + h * stride[1] + i * stride[2] + j * stride[3];
-            if (mask_bool.defined())
-              visible = visible && mask_bool.data<bool>()[at];
-            else
-              x = mask_f64.data<double>()[at];
-          }
-          *out++ = visible ? x : -kInf;
-        }
+      bias_rows(o, d, m, b, h, 0, d.L, bias.data<double>() + (b * d.Hq + h) * d.L * d.S);
+  return bias;
+}
+
+Tensor logit_bias_rows(const AttentionOptions& o, const Dims& d, int64_t b, int64_t h, int64_t i0,
+                       int64_t rows) {
+  if (!masks_anything(o)) return Tensor();
+  Tensor bias({rows, d.S}, DType::f64);
+  bias_rows(o, d, MaskReader(o.mask), b, h, i0, rows, bias.data<double>());
   return bias;
 }
 

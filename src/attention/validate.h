@@ -28,6 +28,10 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
 // The bias added to the scaled scores, float64 [B, Hq, L, S]: 0, the float mask's value, or −∞
 // where the bool mask, causality or key lengths hide the key. Undefined when nothing masks.
 Tensor logit_bias(const AttentionOptions& options, const Dims& dims);
+// Rows [i0, i0 + rows) of batch b, query head h of that bias, [rows, S] (undefined when nothing
+// masks): what a problem of only those rows needs to see what the whole problem's rows see.
+Tensor logit_bias_rows(const AttentionOptions& options, const Dims& dims, int64_t b, int64_t h,
+                       int64_t i0, int64_t rows);
 
 // Strides that read a contiguous mask of shape `shape` (rank ≤ 4) as [B, Hq, L, S]: 0 along each
 // broadcast dimension (size 1, or absent on the left).

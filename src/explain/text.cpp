@@ -24,6 +24,17 @@ std::string short_number(double x) {
   return buf;
 }
 
+std::string grouped(int64_t n) {
+  const std::string digits = std::to_string(n);
+  const std::size_t sign = n < 0 ? 1 : 0;
+  std::string out = digits.substr(0, sign);
+  for (std::size_t i = sign; i < digits.size(); ++i) {
+    if (i > sign && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 int display_width(const std::string& s) {
   int n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // count lead bytes, not continuations

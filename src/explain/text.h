@@ -11,6 +11,8 @@ namespace qkv::explain {
 std::string fixed(double x, int digits);
 // A number in at most 4 significant digits: 0.3780 → "0.378", 3 → "3".
 std::string short_number(double x);
+// An integer with thousands separators: 1234567 → "1,234,567".
+std::string grouped(int64_t n);
 
 // Columns a string takes on a terminal (UTF-8 code points; good enough for labels).
 int display_width(const std::string& s);

@@ -67,25 +67,13 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
   double dscale = 0;
   for (int64_t j0 = 0; j0 < p.S; j0 += kBackwardKeys) {
     const int64_t n = std::min(kBackwardKeys, p.S - j0);
-    const float* k = row_of(p.k, g.b, g.kv, j0);
-    const float* v = row_of(p.v, g.b, g.kv, j0);
-    int64_t ldk = p.k.stride[2], ldv = p.v.stride[2];
-    const bool tile_bad = tile_flags(p, k, ldk, v, ldv, n, w.flags.data());
-    if (tile_bad) {  // as in the forward: non-finite rows as zeros, their readers are NaN already
-      for (int64_t j = 0; j < n; ++j) {
-        float* kd = w.k.data() + j * p.Dk;
-        float* vd = w.v.data() + j * p.Dv;
-        if (w.flags[j] & kBadKey)
-          std::fill(kd, kd + p.Dk, 0.0f);
-        else
-          std::copy(k + j * ldk, k + j * ldk + p.Dk, kd);
-        if (w.flags[j] & kBadValue)
-          std::fill(vd, vd + p.Dv, 0.0f);
-        else
-          std::copy(v + j * ldv, v + j * ldv + p.Dv, vd);
-      }
-      k = w.k.data(), v = w.v.data(), ldk = p.Dk, ldv = p.Dv;
-    }
+    TileRows t{row_of(p.k, g.b, g.kv, j0), p.k.stride[2], row_of(p.v, g.b, g.kv, j0),
+               p.v.stride[2]};
+    if (tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data()))
+      t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
+    const float* k = t.k;
+    const float* v = t.v;
+    const int64_t ldk = t.ldk, ldv = t.ldv;
     KeyTile keys{k, ldk, n, w.kt.data(), kBackwardKeys};
 
     for (int64_t r0 = 0; r0 < g.rows; r0 += kBackwardRows) {

@@ -10,15 +10,15 @@
 
 namespace qkv::cpu::flash {
 
-void add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n) {
-  if (p.bias_stride[3] == 1) {
-    add_bias_row(s, bias + j0, n, 1.0f);
-    return;
-  }
+bool add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n) {
+  if (p.bias_stride[3] == 1) return add_bias_row(s, bias + j0, n, 1.0f);
+  bool overflow = false;
   for (int64_t j = 0; j < n; ++j) {
     const float b = bias_at(p, bias, j0 + j);
     s[j] = b == -kInf ? -kInf : s[j] + b;
+    overflow = overflow || (b != -kInf && std::isinf(s[j]));
   }
+  return overflow;
 }
 
 bool tile_flags(const FlashProblem& p, const float* k, int64_t ldk, const float* v, int64_t ldv,
@@ -30,6 +30,23 @@ bool tile_flags(const FlashProblem& p, const float* k, int64_t ldk, const float*
     any = any || flags[j] != 0;
   }
   return any;
+}
+
+TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t* flags,
+                    float* k_copy, float* v_copy) {
+  for (int64_t j = 0; j < n; ++j) {
+    float* kd = k_copy + j * p.Dk;
+    float* vd = v_copy + j * p.Dv;
+    if (flags[j] & kBadKey)
+      std::fill(kd, kd + p.Dk, 0.0f);
+    else
+      std::copy(in.k + j * in.ldk, in.k + j * in.ldk + p.Dk, kd);
+    if (flags[j] & kBadValue)
+      std::fill(vd, vd + p.Dv, 0.0f);
+    else
+      std::copy(in.v + j * in.ldv, in.v + j * in.ldv + p.Dv, vd);
+  }
+  return {k_copy, p.Dk, v_copy, p.Dv};
 }
 
 void gemv(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* x,

@@ -24,10 +24,11 @@ inline constexpr int64_t kBackwardKeys = 256;
 inline constexpr float kLog2e = 1.44269504088896340736f;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Without a bias and with a positive scale, the kernels keep each row's max in raw-score units and
+// Without a bias and with a scale in (0, 1], the kernels keep each row's max in raw-score units and
 // fold the scale into the exponent, 2^((s − m)·scale·log2 e): max(scale·s) = scale·max(s), and the
-// pass that would scale the tile is saved. Otherwise they work on the logits x = scale·s + bias.
-inline bool raw_units(const FlashProblem& p) { return !p.bias && p.scale > 0; }
+// pass that would scale the tile is saved; scale·s cannot overflow where s did not. Otherwise they
+// work on the logits x = scale·s + bias.
+inline bool raw_units(const FlashProblem& p) { return !p.bias && p.scale > 0 && p.scale <= 1; }
 // Natural-log units per unit of a row max.
 inline float max_unit(const FlashProblem& p) { return raw_units(p) ? p.scale : 1.0f; }
 
@@ -60,14 +61,26 @@ inline float bias_at(const FlashProblem& p, const float* row, int64_t j) {
   return row[j * p.bias_stride[3]];
 }
 
-// s[j] += bias[j], or −∞ where the bias is −∞, for keys j0 .. j0 + n.
-void add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
+// s[j] += bias[j], or −∞ where the bias is −∞, for keys j0 .. j0 + n. True when a sum with a bias
+// above −∞ came out ±∞ (an overflow).
+bool add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
 
 // Flags of the keys of one tile: bit 1 when k_j has a NaN or ∞, bit 2 when v_j has one. Such keys
 // poison the rows that see them (DESIGN.md §3). Checked tile by tile, while the tile is in cache.
 enum : uint8_t { kBadKey = 1, kBadValue = 2 };
 bool tile_flags(const FlashProblem& p, const float* k, int64_t ldk, const float* v, int64_t ldv,
                 int64_t n, uint8_t* flags);
+
+// Where a tile's keys and values are read from: in place, or copies with the flagged rows zeroed
+// so that 0·NaN cannot reach rows that do not see them (the rows that do are poisoned anyway).
+struct TileRows {
+  const float* k;
+  int64_t ldk;
+  const float* v;
+  int64_t ldv;
+};
+TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t* flags,
+                    float* k_copy, float* v_copy);
 
 // Tiles with at most this many query rows multiply by matrix-vector products: a GEMM of one row
 // would pack the whole K tile first, doubling the memory traffic of decoding.

@@ -21,8 +21,8 @@ using namespace flash;
 
 // Scratch of one worker, allocated once per call.
 struct Scratch {
-  // Packed Q tile, transposed K tile, score tile, output accumulator, clean V tile.
-  AlignedBuffer<float> q, kt, s, o, v;
+  // Packed Q tile, transposed K tile, score tile, output accumulator, clean K and V tiles.
+  AlignedBuffer<float> q, kt, s, o, k, v;
   std::vector<float> m, l;
   std::vector<int64_t> end;
   std::vector<uint8_t> q_bad, poisoned, bad_value, flags;
@@ -31,6 +31,7 @@ struct Scratch {
         kt(p.Dk * kKeys),
         s(kRows * kKeys),
         o(kRows * p.Dv),
+        k(kKeys * p.Dk),
         v(kKeys * p.Dv),
         m(kRows),
         l(kRows),
@@ -53,16 +54,23 @@ bool sees(const FlashProblem& p, const float* bias, int64_t end, int64_t j) {
 // m is in the units of flash::raw_units.
 void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t n, int64_t e,
                   float* s, float& m, float& l, float* o, uint8_t& poisoned) {
-  if (!raw_units(p)) {
+  // A score or logit that is not finite though q and k are (they were checked) overflowed float32,
+  // or came from an ∞ or NaN in the bias: the row is NaN, as in the reference (qkv/attention.h,
+  // "Overflow").
+  // Only a −∞ bias masks.
+  uint32_t seen = 0;
+  float tile_max;
+  if (raw_units(p)) {
+    tile_max = max_row(s, e, &seen);
+    if (seen) poisoned = 1;
+  } else {
     scale_row(s, e, p.scale);
-    if (bias) add_bias(p, bias, j0, s, e);
+    if (!all_finite_row(s, e)) poisoned = 1;
+    if (bias && add_bias(p, bias, j0, s, e)) poisoned = 1;
+    tile_max = max_row(s, e, &seen);
+    if (seen & kSawNaNOrPlusInf) poisoned = 1;
   }
   std::fill(s + e, s + n, -kInf);
-  // NaN or +∞ among the scores (from the bias, or overflow) makes the row NaN, as in the
-  // reference; their sum shows either (−∞ entries alone only make it −∞).
-  float sum = 0;
-  const float tile_max = max_row(s, e, &sum);
-  if (std::isnan(sum) || sum == kInf) poisoned = 1;
   const float m_new = std::max(m, tile_max);
   if (poisoned || m_new == -kInf) {  // a fully masked tile must not poison the running max
     std::fill(s, s + n, 0.0f);
@@ -98,27 +106,15 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
   max_end = std::min(max_end, j_end);
   for (int64_t j0 = j_begin; j0 < max_end; j0 += kKeys) {
     const int64_t n = std::min(kKeys, max_end - j0);
-    const float* k = row_of(p.k, g.b, g.kv, j0);
-    const float* v = row_of(p.v, g.b, g.kv, j0);
-    const int64_t ldk = p.k.stride[2];
-    int64_t ldv = p.v.stride[2];
-    const bool tile_bad = tile_flags(p, k, ldk, v, ldv, n, w.flags.data());
-    if (tile_bad) {
-      // A non-finite value row must not leak into rows that do not see it (0 · NaN = NaN):
-      // multiply a copy with those rows zeroed; the rows that see them are poisoned below.
-      for (int64_t j = 0; j < n; ++j) {
-        float* dst = w.v.data() + j * p.Dv;
-        if (w.flags[j] & kBadValue)
-          std::fill(dst, dst + p.Dv, 0.0f);
-        else
-          std::copy(v + j * ldv, v + j * ldv + p.Dv, dst);
-      }
-      v = w.v.data();
-      ldv = p.Dv;
-    }
+    TileRows t{row_of(p.k, g.b, g.kv, j0), p.k.stride[2], row_of(p.v, g.b, g.kv, j0),
+               p.v.stride[2]};
+    const bool tile_bad = tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data());
+    if (tile_bad) t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
+    const float* v = t.v;
+    const int64_t ldv = t.ldv;
 
     // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits.
-    KeyTile keys{k, ldk, n, w.kt.data(), kKeys};
+    KeyTile keys{t.k, t.ldk, n, w.kt.data(), kKeys};
     qk_tile(w.q.data(), p.Dk, rows, keys, p.Dk, w.s.data(), kKeys);
 
     for (int64_t r = 0; r < rows; ++r) {

@@ -47,40 +47,57 @@ void ScaleRow(float* x, int64_t n, float a) {
   for (; j < n; ++j) x[j] *= a;
 }
 
-void AddBiasRow(float* x, const float* bias, int64_t n, float a) {
+bool AddBiasRow(float* x, const float* bias, int64_t n, float a) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
   const float ninf = -std::numeric_limits<float>::infinity();
   const auto va = hn::Set(d, a), vninf = hn::Set(d, ninf);
+  auto infinite = hn::FirstN(d, 0);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
     const auto b = hn::LoadU(d, bias + j);
     const auto sum = hn::MulAdd(b, va, hn::LoadU(d, x + j));
-    hn::StoreU(hn::IfThenElse(hn::Eq(b, vninf), vninf, sum), d, x + j);
+    const auto masked = hn::Eq(b, vninf);
+    infinite = hn::Or(infinite, hn::AndNot(masked, hn::IsInf(sum)));
+    hn::StoreU(hn::IfThenElse(masked, vninf, sum), d, x + j);
   }
-  for (; j < n; ++j) x[j] = bias[j] == ninf ? ninf : x[j] + bias[j] * a;
+  bool overflow = !hn::AllFalse(d, infinite);
+  for (; j < n; ++j) {
+    x[j] = bias[j] == ninf ? ninf : x[j] + bias[j] * a;
+    overflow = overflow || (bias[j] != ninf && std::isinf(x[j]));
+  }
+  return overflow;
 }
 
-float MaxRow(const float* x, int64_t n, float* sum) {
+float MaxRow(const float* x, int64_t n, uint32_t* seen) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
-  float m = -std::numeric_limits<float>::infinity(), total = 0;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  float m = ninf;
+  bool bad = false, minus_inf = false;
   int64_t j = 0;
   if (n >= N) {
-    auto vm = hn::Set(d, m), vs = hn::Zero(d);
+    const auto vninf = hn::Set(d, ninf), zero = hn::Zero(d);
+    // x·0 is NaN for a NaN or ±∞ and 0 otherwise; −∞ is told apart by its own mask.
+    auto vm = vninf, vbad = zero;
+    auto vminus = hn::FirstN(d, 0);
     for (; j + N <= n; j += N) {
       const auto x_j = hn::LoadU(d, x + j);
+      const auto is_minus = hn::Eq(x_j, vninf);
       vm = hn::Max(vm, x_j);
-      vs = hn::Add(vs, x_j);
+      vbad = hn::Add(vbad, hn::IfThenZeroElse(is_minus, hn::Mul(x_j, zero)));
+      vminus = hn::Or(vminus, is_minus);
     }
     m = hn::GetLane(hn::MaxOfLanes(d, vm));
-    total = hn::GetLane(hn::SumOfLanes(d, vs));
+    bad = std::isnan(hn::GetLane(hn::SumOfLanes(d, vbad)));
+    minus_inf = !hn::AllFalse(d, vminus);
   }
   for (; j < n; ++j) {
     m = x[j] > m ? x[j] : m;
-    total += x[j];
+    bad = bad || std::isnan(x[j]) || x[j] == -ninf;
+    minus_inf = minus_inf || x[j] == ninf;
   }
-  *sum = total;
+  *seen = (bad ? uint32_t{kSawNaNOrPlusInf} : 0u) | (minus_inf ? uint32_t{kSawMinusInf} : 0u);
   return m;
 }
 
@@ -255,11 +272,11 @@ HWY_EXPORT(LayerNormRow);
 HWY_EXPORT(SimdTarget);
 
 void scale_row(float* x, int64_t n, float a) { HWY_DYNAMIC_DISPATCH(ScaleRow)(x, n, a); }
-void add_bias_row(float* x, const float* bias, int64_t n, float a) {
-  HWY_DYNAMIC_DISPATCH(AddBiasRow)(x, bias, n, a);
+bool add_bias_row(float* x, const float* bias, int64_t n, float a) {
+  return HWY_DYNAMIC_DISPATCH(AddBiasRow)(x, bias, n, a);
 }
-float max_row(const float* x, int64_t n, float* sum) {
-  return HWY_DYNAMIC_DISPATCH(MaxRow)(x, n, sum);
+float max_row(const float* x, int64_t n, uint32_t* seen) {
+  return HWY_DYNAMIC_DISPATCH(MaxRow)(x, n, seen);
 }
 float exp_sub_row(const float* s, float* p, int64_t n, float m, float c, float a) {
   return HWY_DYNAMIC_DISPATCH(ExpSubRow)(s, p, n, m, c, a);

@@ -8,11 +8,14 @@ namespace qkv::cpu {
 
 // x[j] *= a.
 void scale_row(float* x, int64_t n, float a);
-// x[j] = (bias[j] == −∞) ? −∞ : x[j] + bias[j]·a, for a contiguous bias row.
-void add_bias_row(float* x, const float* bias, int64_t n, float a);
-// max_j x[j] (−∞ for n = 0), and *sum = Σ_j x[j]. The max may or may not see a NaN; the sum
-// always does (NaN, or +∞ next to −∞, make it NaN), so callers test the sum.
-float max_row(const float* x, int64_t n, float* sum);
+// x[j] = (bias[j] == −∞) ? −∞ : x[j] + bias[j]·a, for a contiguous bias row. Returns whether some
+// x[j] + bias[j]·a with bias[j] above −∞ came out ±∞: an overflow (or an ∞ already there), which
+// would otherwise pass for a mask.
+bool add_bias_row(float* x, const float* bias, int64_t n, float a);
+// What max_row saw among x[0, n), as bits.
+enum : uint32_t { kSawNaNOrPlusInf = 1, kSawMinusInf = 2 };
+// max_j x[j] (−∞ for n = 0), and *seen. The max may or may not see a NaN; *seen always does.
+float max_row(const float* x, int64_t n, uint32_t* seen);
 // p[j] = 2^((a·s[j] − m)·c), returning Σ p[j], with a·s[j] − m in one fused multiply-add.
 // With a = 1, c = log2 e: exp(s[j] − m). With a = 1, c = scale·log2 e: exp(scale·(s[j] − m)) for
 // raw scores s and a raw max m. With a = scale, c = log2 e: exp(scale·s[j] − lse). The difference

@@ -42,7 +42,8 @@ bool all_finite(const double* x, int64_t n) {
 
 // The logits of one row: scale · score(q, k_j) + bias_j, −∞ where masked. NaN or ∞ in q or in a
 // visible k_j makes the logit NaN, whatever the score makes of it (tanh(∞) = 1 would hide it, the
-// uniform score would ignore it): bad input never vanishes quietly.
+// uniform score would ignore it): bad input never vanishes quietly. So does a score or logit
+// beyond p.range (an overflow): as −∞ it would pass for a mask, as +∞ for a certainty.
 void row_logits(const Problem& p, const Row& r, double* scores, double* logits) {
   const bool q_finite = all_finite(r.q, p.score.dq);
   for (int64_t j = 0; j < p.S; ++j) {
@@ -50,12 +51,14 @@ void row_logits(const Problem& p, const Row& r, double* scores, double* logits) 
     const double raw = p.score(r.q, k);
     const double bias = r.bias ? r.bias[j] : 0.0;
     scores[j] = raw;
+    const double x = p.scale * raw + bias;
     if (bias == -kInf)
       logits[j] = -kInf;
-    else if (!q_finite || !all_finite(k, p.score.dk) || !std::isfinite(raw))
+    else if (!q_finite || !all_finite(k, p.score.dk) || !(std::abs(raw) <= p.range) ||
+             !(std::abs(x) <= p.range))
       logits[j] = kNaN;
     else
-      logits[j] = p.scale * raw + bias;
+      logits[j] = x;
   }
 }
 
@@ -105,9 +108,10 @@ void attention_forward(const Problem& p, const ForwardOutputs& o) {
           if (logits[j] == -kInf) continue;
           for (int64_t c = 0; c < p.Dv; ++c) out[c] += weights[j] * r.v[j * p.Dv + c];
         }
-        // ∞ in a visible value row would surface as ±∞ in some columns: the row is not a result.
+        // ∞ in a visible value row would surface as ±∞ in some columns, an output beyond p.range
+        // as ∞ in float32: the row is not a result.
         bool finite = true;
-        for (int64_t c = 0; c < p.Dv; ++c) finite = finite && std::isfinite(out[c]);
+        for (int64_t c = 0; c < p.Dv; ++c) finite = finite && std::abs(out[c]) <= p.range;
         if (!finite)
           for (int64_t c = 0; c < p.Dv; ++c) out[c] = kNaN;
         const int64_t at = r.row_index * p.S;

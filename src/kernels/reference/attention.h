@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/reference/scores.h"
 
@@ -17,6 +18,11 @@ struct Problem {
   ScoreFunction score;
   Normalize normalize = Normalize::softmax;
   double scale = 1;
+  // The largest magnitude a score, logit or output may have: a row where a finite q, k and bias
+  // give one beyond it has no representable result (an overflow) and is NaN, as an ∞ in the
+  // inputs would make it. DBL_MAX for float64 inputs; FLT_MAX for float32 ones, whose fused path
+  // computes in float32 (qkv/attention.h, "Overflow"), so both paths agree on which rows overflow.
+  double range = std::numeric_limits<double>::max();
   const double* q = nullptr;
   const double* k = nullptr;
   const double* v = nullptr;

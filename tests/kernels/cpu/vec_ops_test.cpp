@@ -135,7 +135,7 @@ TEST_P(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
       bound[j] = 1.2e-7f * (std::abs(want[j]) + std::abs(1.5f * bias[offset + j]));
       want[j] = std::fma(bias[offset + j], 1.5f, want[j]);  // −∞ where the bias is −∞
     }
-    add_bias_row(x.data() + offset, bias.data() + offset, n, 1.5f);
+    EXPECT_FALSE(add_bias_row(x.data() + offset, bias.data() + offset, n, 1.5f));
     for (int64_t j = 0; j < n; ++j) {
       if (std::isinf(want[j]))
         ASSERT_EQ(x[offset + j], want[j]) << "j=" << j;
@@ -143,15 +143,14 @@ TEST_P(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
         ASSERT_NEAR(x[offset + j], want[j], bound[j]) << "j=" << j;
     }
 
-    float sum = 0, want_max = -kInf;
-    double want_sum = 0;
-    for (int64_t j = 0; j < n; ++j)  // max and sum of the row as it now is
-      want_max = std::max(want_max, x[offset + j]), want_sum += x[offset + j];
-    EXPECT_EQ(max_row(x.data() + offset, n, &sum), want_max);
-    if (std::isinf(want_sum))
-      EXPECT_EQ(sum, static_cast<float>(want_sum));
-    else
-      EXPECT_NEAR(sum, want_sum, 1e-4 * (1 + std::abs(want_sum)));
+    float want_max = -kInf;
+    uint32_t want_seen = 0, seen = 0;
+    for (int64_t j = 0; j < n; ++j) {  // of the row as it now is
+      want_max = std::max(want_max, x[offset + j]);
+      if (x[offset + j] == -kInf) want_seen |= kSawMinusInf;
+    }
+    EXPECT_EQ(max_row(x.data() + offset, n, &seen), want_max);
+    EXPECT_EQ(seen, want_seen);
 
     double want_dot = 0;
     for (int64_t j = 0; j < n; ++j) want_dot += static_cast<double>(a[j]) * b[j];
@@ -162,20 +161,51 @@ TEST_P(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
   });
 }
 
-TEST_P(VecOps, MaxRowSumRevealsNaNAndPlusInfinity) {
-  std::vector<float> x = normal(40, 7);
-  float sum = 0;
-  max_row(x.data(), 40, &sum);
-  EXPECT_TRUE(std::isfinite(sum));
-  x[3] = -kInf;
-  max_row(x.data(), 40, &sum);
-  EXPECT_EQ(sum, -kInf);  // masked scores alone are no alarm
-  x[37] = std::numeric_limits<float>::quiet_NaN();
-  max_row(x.data(), 40, &sum);
-  EXPECT_TRUE(std::isnan(sum));
-  x[37] = kInf;  // +∞ next to −∞
-  max_row(x.data(), 40, &sum);
-  EXPECT_TRUE(std::isnan(sum));
+// Every position of every length, so both the vector body and the scalar tail are seen to look.
+TEST_P(VecOps, MaxRowSeesNaNPlusAndMinusInfinityAnywhere) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t n = 1; n <= 40; ++n) {
+    const std::vector<float> clean = normal(n, 7 + n);
+    uint32_t seen = 1234;
+    max_row(clean.data(), n, &seen);
+    EXPECT_EQ(seen, 0u) << "n=" << n;
+    // Huge but finite values are no alarm (a sum of them would overflow).
+    std::vector<float> big(n, 3e38f);
+    max_row(big.data(), n, &seen);
+    EXPECT_EQ(seen, 0u) << "n=" << n;
+    for (int64_t at = 0; at < n; ++at) {
+      for (const auto& [bad, want] :
+           {std::pair{nan, uint32_t{kSawNaNOrPlusInf}}, std::pair{kInf, uint32_t{kSawNaNOrPlusInf}},
+            std::pair{-kInf, uint32_t{kSawMinusInf}}}) {
+        std::vector<float> x = clean;
+        x[at] = bad;
+        max_row(x.data(), n, &seen);
+        ASSERT_EQ(seen, want) << "n=" << n << " x[" << at << "] = " << bad;
+      }
+      std::vector<float> both = clean;  // +∞ next to −∞
+      both[at] = kInf;
+      both[(at + 1) % n] = -kInf;
+      max_row(both.data(), n, &seen);
+      if (n > 1) ASSERT_EQ(seen, uint32_t{kSawNaNOrPlusInf | kSawMinusInf}) << "n=" << n;
+    }
+  }
+}
+
+// add_bias_row says when a sum with a bias above −∞ came out ±∞ — an overflow that would
+// otherwise pass for a mask — and only then.
+TEST_P(VecOps, AddBiasRowReportsOverflowNotMasks) {
+  for (int64_t n = 1; n <= 40; ++n)
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<float> x(n, 1.0f), bias(n, 0.5f);
+      bias[at] = -kInf;  // a mask: not an overflow
+      EXPECT_FALSE(add_bias_row(x.data(), bias.data(), n, 1.0f)) << "n=" << n;
+      EXPECT_EQ(x[at], -kInf);
+      std::vector<float> y(n, 1.0f), huge(n, 0.0f);
+      y[at] = -3e38f;
+      huge[at] = -3e38f;  // −6e38: beyond float32, −∞
+      EXPECT_TRUE(add_bias_row(y.data(), huge.data(), n, 1.0f)) << "n=" << n << " at " << at;
+      EXPECT_EQ(y[at], -kInf);
+    }
 }
 
 TEST_P(VecOps, SoftmaxGradRowIsExactlyZeroWhereMaskedAndPassesNaNWhereVisible) {

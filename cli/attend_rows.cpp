@@ -1,0 +1,130 @@
+// What `qkv attend` computes and its memory; see attend_rows.h.
+#include "attend_rows.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "attention/validate.h"
+
+namespace qkv::cli {
+namespace {
+
+attention_detail::Dims dims_of(const AttendCase& c) {
+  return attention_detail::check_inputs(c.q, c.k, c.v, c.options);
+}
+
+// Element (b, h, i) of a query-shaped tensor's leading dimensions, read through q's rank.
+int64_t row_index(const attention_detail::Dims& d, int64_t b, int64_t h, int64_t i) {
+  return (b * d.Hq + h) * d.L + i;
+}
+
+}  // namespace
+
+int64_t weight_count(const AttendCase& c) {
+  const auto d = dims_of(c);
+  return d.B * d.Hq * d.L * d.S;
+}
+
+int64_t head_pairs(const AttendCase& c) {
+  const auto d = dims_of(c);
+  return d.B * d.Hq;
+}
+
+int64_t reference_bytes(const AttendCase& c, bool json) {
+  const auto d = dims_of(c);
+  const double w = static_cast<double>(d.B * d.Hq * d.L * d.S);
+  const bool f32 =
+      c.q.dtype() == DType::f32 && c.k.dtype() == DType::f32 && c.v.dtype() == DType::f32;
+  const bool masked = c.options.mask.defined() || c.options.causal != Causal::none ||
+                      !c.options.key_lengths.empty();
+  // float64 weights, scores and logits; the mask as a float64 bias; their float32 copies; with
+  // --json three nested arrays of numbers and their text (measured at L = S = 1024: 36, 44 with
+  // a mask, 201 bytes a weight with --json).
+  double per_weight = 3 * 8 + (masked ? 8 : 0) + (f32 ? 3 * 4 : 0) + (json ? 170 : 0);
+  const double bytes = w * per_weight;
+  return bytes > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(bytes);
+}
+
+AttendCase first_rows(const AttendCase& c, int64_t pair, int64_t rows) {
+  const auto d = dims_of(c);
+  const int64_t b = pair / d.Hq, h = pair % d.Hq, kv = h / (d.Hq / d.Hkv);
+  AttendCase s;
+  s.caption = c.caption;
+  s.options = c.options;
+  s.options.mask = Tensor();
+  s.options.causal = Causal::none;
+  s.options.key_lengths.clear();
+  s.options.scale = c.options.scale.value_or(default_scale(c.options.score, d.Dk));
+  s.query_labels = c.query_labels, s.key_labels = c.key_labels;
+  s.value_columns = c.value_columns;
+
+  const Tensor q = c.q.contiguous(), k = c.k.contiguous(), v = c.v.contiguous();
+  auto copy_rows = [](const Tensor& from, int64_t first, int64_t count) {
+    const int64_t D = from.dim(-1);
+    Tensor to({count, D}, from.dtype());
+    for (int64_t i = 0; i < count * D; ++i) {
+      if (from.dtype() == DType::f32)
+        to.data<float>()[i] = from.data<float>()[first * D + i];
+      else
+        to.data<double>()[i] = from.data<double>()[first * D + i];
+    }
+    return to;
+  };
+  s.q = copy_rows(q, row_index(d, b, h, 0), rows);
+  s.k = copy_rows(k, (b * d.Hkv + kv) * d.S, d.S);
+  s.v = copy_rows(v, (b * d.Hkv + kv) * d.S, d.S);
+
+  // One float mask for everything that hides keys from these rows, by the whole problem's rules
+  // (causal alignment included), not the whole L×S of it.
+  s.options.mask = attention_detail::logit_bias_rows(c.options, d, b, h, 0, rows);
+  return s;
+}
+
+int64_t parse_bytes(const std::string& option, const std::string& text) {
+  double x = 0;
+  const char* end = text.data() + text.size();
+  const auto [rest, ec] = std::from_chars(text.data(), end, x);
+  double unit = 1;
+  const std::string suffix(rest, end);
+  if (suffix == "K" || suffix == "KiB")
+    unit = 1024.0;
+  else if (suffix == "M" || suffix == "MiB")
+    unit = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GiB")
+    unit = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TiB")
+    unit = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty())
+    unit = 0;
+  const double bytes = x * unit;
+  if (ec != std::errc() || unit == 0 || !(bytes >= 1) || bytes > 9e18)
+    throw Error(option + " '" + text +
+                "' is not a size; expected a positive number of bytes with K, M, G or T, e.g. 8G");
+  return static_cast<int64_t>(bytes);
+}
+
+int64_t default_memory_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || size <= 0) return int64_t{4} << 30;
+  return static_cast<int64_t>(pages) * size / 2;
+}
+
+std::string bytes_str(int64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double x = static_cast<double>(bytes);
+  int u = 0;
+  while (x >= 1024 && u < 6) x /= 1024, ++u;
+  char text[32];
+  std::snprintf(text, sizeof text,
+                u == 0   ? "%.0f %s"
+                : x < 10 ? "%.1f %s"
+                         : "%.0f %s",
+                x, units[u]);
+  return text;
+}
+
+}  // namespace qkv::cli
