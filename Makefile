@@ -36,7 +36,8 @@ bootstrap:
 
 # libFuzzer targets (clang) for the file readers and the tokenizer, FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
-fuzz: bootstrap
+fuzz:
+	@./scripts/bootstrap --fuzz
 	@./scripts/fuzz $(FUZZ_SECONDS)
 
 format:
