@@ -448,16 +448,17 @@ TEST_F(NpyFile, WriteIntoAMissingDirectoryIsARuntimeErrorAndLeavesNothing) {
   EXPECT_TRUE(entries().empty());
 }
 
-TEST_F(NpyFile, FailedRenameRemovesTheTemporary) {
-  // Renaming a file over a non-empty directory fails after the data has been written.
+TEST_F(NpyFile, DirectoryAsTheOutputIsAUsageErrorAndNothingIsWritten) {
+  // Once a runtime error after the data was written (the rename onto a directory failed); now
+  // refused before any temporary exists (core/files.h).
   ASSERT_EQ(::mkdir((dir_ + "Q.npy").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir((dir_ + "Q.npy/keep").c_str(), 0755), 0);
   try {
     write_npy(dir_ + "Q.npy", sample({2}, DType::f32));
     FAIL() << "write_npy over a directory did not throw";
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::runtime);
-    EXPECT_NE(std::string(e.what()).find("cannot rename"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    EXPECT_EQ(std::string(e.what()), dir_ + "Q.npy: is a directory; expected a file name");
   }
   EXPECT_EQ(entries(), std::vector<std::string>{"Q.npy"});
   ::rmdir((dir_ + "Q.npy/keep").c_str());
