@@ -179,7 +179,11 @@ int run_train(const TrainArgs& args) {
   std::map<std::string, std::string> extra = {{"qkv.steps", std::to_string(s.steps)},
                                               {"qkv.seed", std::to_string(options.seed)},
                                               {"qkv.test_accuracy", fixed(s.test_accuracy, 4)}};
-  if (!args.out.empty()) model->save(args.out, extra);
+  try {
+    if (!args.out.empty()) model->save(args.out, extra);
+  } catch (const Error& e) {
+    throw Error("--out " + std::string(e.what()), e.kind());  // the message starts with the path
+  }
 
   const Seq2SeqConfig& c = model->config();
   if (args.json) {

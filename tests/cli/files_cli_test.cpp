@@ -177,6 +177,28 @@ TEST_F(FilesCli, OutputToAFullDeviceIsARuntimeErrorAndWritesNothingElse) {
   EXPECT_FALSE(has_temporary(dir_));
 }
 
+TEST_F(FilesCli, TrainedModelToADeviceKeepsTheDevice) {
+  // qkv train --out /dev/null (as root) replaced /dev/null; /dev/full "succeeded".
+  const std::string null = dir_.device("null", 1, 3), full = dir_.device("full", 1, 7);
+  if (null.empty()) GTEST_SKIP() << "cannot make device nodes here (not root)";
+  const std::vector<std::string> tiny = {
+      "train", "--task",          "copy", "--steps",   "2", "--layers",
+      "1",     "--heads",         "1",    "--d-model", "8", "--batch",
+      "4",     "--test-examples", "4",    "--threads", "1", "--out"};
+  std::vector<std::string> to_null = tiny, to_full = tiny;
+  to_null.push_back(null);
+  to_full.push_back(full);
+  const CliResult r = run_limited(to_null);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(test::kind_of(null), S_IFCHR);
+  const CliResult f = run_limited(to_full);
+  EXPECT_EQ(f.exit_code, 1) << f.describe();
+  // The progress lines of training come first; the error is the last line.
+  EXPECT_THAT(f.err, ::testing::EndsWith("\nqkv: error: --out " + full +
+                                         ": cannot write: No space left on device\n"));
+  EXPECT_EQ(test::kind_of(full), S_IFCHR);
+}
+
 TEST_F(FilesCli, OutputToAFifoWithAReaderStaysAFifo) {
   const std::string fifo = dir_.fifo("out.npy");
   std::string received;
