@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <tuple>
 
 #include "attend_render.h"
 #include "attend_report.h"
@@ -44,11 +45,13 @@ constexpr const char* kFooter =
 
 [[noreturn]] void usage(const std::string& message) { throw Error(message); }
 
-void write_html(const std::string& path, const explain::Report& report) {
-  const std::string html = explain::html_report(report);
-  write_files_atomically({{path, html}});
-  std::cerr << "wrote " << path << " (" << (html.size() + 1023) / 1024
-            << " KB, self-contained: open it in any browser, offline)\n";
+// Writes the outputs as one set: a failure in any leaves none of them.
+void write_all(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
+  write_outputs(outputs);
+  for (const auto& [output, bytes] : outputs)
+    if (output.option == "--html")
+      std::cerr << "wrote " << output.path << " (" << (bytes.size() + 1023) / 1024
+                << " KB, self-contained: open it in any browser, offline)\n";
 }
 
 // Reads a .npy given by an option; errors name the option as well as the file.
@@ -155,27 +158,15 @@ AttendCase case_from_files(const AttendArgs& a) {
   return c;
 }
 
-void write_outputs(const AttendArgs& a, const AttentionResult& r) {
-  std::vector<std::pair<std::string, std::string>> files;
-  std::vector<std::string> options;
-  auto add = [&](const std::string& option, const std::string& path, const Tensor& t) {
-    if (path.empty()) return;
-    files.emplace_back(path, encode_npy(t));
-    options.push_back(option);
-  };
-  add("--out", a.out, r.out);
-  add("--weights", a.weights, r.weights);
-  add("--lse", a.lse, r.logsumexp);
-  try {
-    write_files_atomically(files);
-  } catch (const Error& e) {
-    // The message starts with the path that failed: name its option too.
-    const std::string message = e.what();
-    for (std::size_t i = 0; i < files.size(); ++i)
-      if (message.rfind(files[i].first + ":", 0) == 0)
-        throw Error(options[i] + " " + message, Error::Kind::runtime);
-    throw;
-  }
+// The .npy outputs of a run: --out, --weights and --lse, those asked for.
+std::vector<std::pair<OutputPath, std::string>> npy_outputs(const AttendArgs& a,
+                                                            const AttentionResult& r) {
+  std::vector<std::pair<OutputPath, std::string>> files;
+  for (const auto& [option, path, tensor] :
+       {std::tuple{"--out", &a.out, &r.out}, std::tuple{"--weights", &a.weights, &r.weights},
+        std::tuple{"--lse", &a.lse, &r.logsumexp}})
+    if (!path->empty()) files.push_back({{option, *path}, encode_npy(*tensor)});
+  return files;
 }
 
 // The first element of t that is NaN or ±∞, as "[i, j, ...]"; empty when every one is finite.
@@ -267,6 +258,7 @@ int run_example(const AttendArgs& a) {
         "--example cannot be combined with input or output files; expected --example NAME "
         "alone (with --json or --digits)");
   const Example& e = find_example(a.example);
+  check_outputs({{"--html", a.html}});
   const RenderOptions ro{.digits = a.digits, .top = a.top};
   nlohmann::json runs = nlohmann::json::array();
   std::vector<AttentionResult> results;
@@ -284,7 +276,9 @@ int run_example(const AttendArgs& a) {
   }
   if (!e.takeaway.empty()) text += "\n" + wrap("What it shows: " + e.takeaway, 96, 2) + "\n";
   if (!a.html.empty())
-    write_html(a.html, attend_report(e.name + " — " + e.title, e.story, e.runs, results));
+    write_all({{{"--html", a.html},
+                explain::html_report(
+                    attend_report(e.name + " — " + e.title, e.story, e.runs, results))}});
   if (a.json)
     std::cout << nlohmann::json{{"example", e.name},
                                 {"title", e.title},
@@ -359,6 +353,8 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
 
 int run_attend(const AttendArgs& a) {
   if (!a.example.empty()) return run_example(a);
+  // Every output can be written, and no two are one file, before any input is read.
+  check_outputs({{"--out", a.out}, {"--weights", a.weights}, {"--lse", a.lse}, {"--html", a.html}});
   const AttendCase c = case_from_files(a);
   const int64_t weights = weight_count(c);
   // The report embeds every logit and weight (float32): bound it before anything is written.
@@ -403,12 +399,14 @@ int run_attend(const AttendArgs& a) {
       first.push_back(run_case(first_rows(c, pair, std::min(c.q.dim(-2), kSummaryRows))));
   check_overflow(c, r);
 
-  write_outputs(a, r);  // every file or none, before anything is printed
+  std::vector<std::pair<OutputPath, std::string>> outputs = npy_outputs(a, r);
   if (!a.html.empty())
-    write_html(a.html,
-               attend_report("qkv attend",
-                             {"queries " + a.query + ", keys " + a.keys + ", values " + a.values},
-                             {c}, {r}));
+    outputs.push_back(
+        {{"--html", a.html},
+         explain::html_report(attend_report(
+             "qkv attend", {"queries " + a.query + ", keys " + a.keys + ", values " + a.values},
+             {c}, {r}))});
+  write_all(outputs);  // every file or none, before anything is printed
   if (a.json) {
     nlohmann::json j = to_json(c, r);
     j["path"] = to_string(path);

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,6 +21,7 @@
 
 #include "bench.h"
 #include "bench_common.h"
+#include "core/files.h"
 #include "model_args.h"
 #include "text.h"
 
@@ -334,24 +334,11 @@ void check_output_folder(const std::string& path) {
     throw Error("--dump-corpus " + path + " is a folder; expected a file name");
 }
 
-// One text a line, written to a temporary name and renamed: never a partial file (DESIGN.md §3).
+// One text a line, written as a set of one (core/files.h): never a partial file.
 void write_corpus(const std::string& path, const std::vector<std::string>& corpus) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    for (const std::string& text : corpus) out << text << "\n";
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error("--dump-corpus " + path + ": cannot write the file");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error("--dump-corpus " + path + ": cannot write the file: " + ec.message());
-  }
+  std::string text;
+  for (const std::string& line : corpus) text += line + "\n";
+  write_outputs({{{"--dump-corpus", path}, text}});
 }
 
 // ---- output ------------------------------------------------------------------------------------
@@ -466,6 +453,7 @@ int run_bench_model(const BenchModelArgs& args) {
     corpus_name = "generated: 5–40 words, seed " + std::to_string(kCorpusSeed);
   }
   if (!args.dump_corpus.empty()) check_output_folder(args.dump_corpus);
+  check_outputs({{"--dump-corpus", args.dump_corpus}});
 
   bench::Progress progress;
   progress.show("bench model: loading the model");

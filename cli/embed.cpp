@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.h"
+#include "core/files.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -33,6 +34,7 @@ CLI::App* add_embed_command(CLI::App& app, EmbedArgs& args) {
 
 int run_embed(const EmbedArgs& args) {
   const std::vector<std::string> texts = texts_or_stdin(args.texts, "texts");
+  check_outputs({{"--npy", args.npy}});
   const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
   for (std::size_t i = 0; i < texts.size(); ++i) model.tokenize(texts[i]);  // bad UTF-8 → error
   bench::Progress progress;
@@ -42,7 +44,7 @@ int run_embed(const EmbedArgs& args) {
   });
   progress.clear();
   const int64_t n = e.dim(0), d = e.dim(1);
-  if (!args.npy.empty()) write_npy(args.npy, e);
+  if (!args.npy.empty()) write_outputs({{{"--npy", args.npy}, encode_npy(e)}});
   if (args.json) {
     nlohmann::json out = {
         {"model", model.dir()}, {"dim", d}, {"embeddings", nlohmann::json::array()}};

@@ -90,6 +90,8 @@ int run_explain(const ExplainArgs& args) {
   const std::string text = args.text.value_or(kDefaultSentence);
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
+  // Every output can be written, and no two are one file, before the model runs.
+  check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}});
   const SentenceModel model = load_model(args.model);
   const BertConfig& c = model.config();
   if (args.layer >= c.num_layers)
@@ -113,6 +115,8 @@ int run_explain(const ExplainArgs& args) {
     }
     focus = *found;
   }
+  // All files as one set: a failure in the last leaves none of them.
+  std::vector<std::pair<OutputPath, std::string>> outputs;
   if (!args.html.empty()) {
     const std::string title = args.model.dir.empty()
                                   ? "all-MiniLM-L6-v2"
@@ -121,23 +125,21 @@ int run_explain(const ExplainArgs& args) {
     const explain::HeadPick first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
     report.layer = args.layer >= 0 ? args.layer : first.layer;
     report.head = args.layer >= 0 ? args.head : first.head;
-    const std::string html = explain::html_report(report);
-    write_files_atomically({{args.html, html}});
-    std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
-              << " KB, self-contained: open it in any browser, offline)\n";
+    outputs.push_back({{"--html", args.html}, explain::html_report(report)});
   }
-  if (!args.svg.empty()) {
-    const std::string svg = args.layer >= 0 ? explain::svg_heatmap(e, args.layer, args.head)
-                                            : explain::svg_model_grid(e);
-    write_files_atomically({{args.svg, svg}});
-    std::cerr << "wrote " << args.svg << " (" << (svg.size() + 1023) / 1024 << " KB)\n";
-  }
-  if (!args.png.empty()) {
-    const std::string png = args.layer >= 0 ? explain::png_heatmap(e, args.layer, args.head)
-                                            : explain::png_model_grid(e);
-    write_files_atomically({{args.png, png}});
-    std::cerr << "wrote " << args.png << " (" << (png.size() + 1023) / 1024 << " KB)\n";
-  }
+  if (!args.svg.empty())
+    outputs.push_back({{"--svg", args.svg},
+                       args.layer >= 0 ? explain::svg_heatmap(e, args.layer, args.head)
+                                       : explain::svg_model_grid(e)});
+  if (!args.png.empty())
+    outputs.push_back({{"--png", args.png},
+                       args.layer >= 0 ? explain::png_heatmap(e, args.layer, args.head)
+                                       : explain::png_model_grid(e)});
+  write_outputs(outputs);
+  for (const auto& [output, bytes] : outputs)
+    std::cerr << "wrote " << output.path << " (" << (bytes.size() + 1023) / 1024 << " KB"
+              << (output.option == "--html" ? ", self-contained: open it in any browser, offline)\n"
+                                            : ")\n");
   if (args.json) {
     std::cout << explain::to_json(e, focus).dump() << "\n";
     return 0;

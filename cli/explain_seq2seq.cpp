@@ -40,6 +40,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   if (!std::filesystem::exists(path))
     throw Error("--model " + path + ": no such file; train one with qkv train --task dates --out " +
                 path);
+  check_outputs({{"--html", args.html}});
   std::map<std::string, std::string> metadata;
   const std::unique_ptr<Seq2Seq> model = Seq2Seq::load(path, &metadata);
   const Seq2SeqConfig& c = model->config();
@@ -91,7 +92,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     report.layer = layer;
     report.head = head;
     const std::string html = explain::html_report(report);
-    write_files_atomically({{args.html, html}});
+    write_outputs({{{"--html", args.html}, html}});
     std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
               << " KB, self-contained: open it in any browser, offline)\n";
   }

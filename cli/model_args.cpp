@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <fstream>
-#include <iostream>
+
+#include "core/input_file.h"
 
 namespace qkv::cli {
 
@@ -22,12 +22,24 @@ SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& opti
 
 namespace {
 
-std::vector<std::string> split_lines(std::istream& in) {
+// Texts on stdin: far more than a person pastes, and a bound for /dev/zero or an endless pipe.
+constexpr uint64_t kMaxStdinBytes = uint64_t{64} << 20;
+// A --corpus file: a million lines of text is about 100 MB.
+constexpr InputSpec kTextInput{.expected = "a regular text file, one text a line",
+                               .max_bytes = uint64_t{256} << 20,
+                               .noun = "the file"};
+
+// One entry a line: \n ends a line, a \r before it is dropped, a last line needs no \n.
+std::vector<std::string> split_lines(const std::string& bytes) {
   std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
+  std::size_t start = 0;
+  while (start < bytes.size()) {
+    std::size_t end = bytes.find('\n', start);
+    if (end == std::string::npos) end = bytes.size();
+    std::string line = bytes.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
+    lines.push_back(std::move(line));
+    start = end + 1;
   }
   return lines;
 }
@@ -39,16 +51,20 @@ std::vector<std::string> texts_or_stdin(const std::vector<std::string>& args, co
   if (::isatty(STDIN_FILENO) == 1)
     throw Error(std::string("no ") + what +
                 " given; pass them as arguments or one a line on stdin");
-  std::vector<std::string> lines = split_lines(std::cin);
+  std::vector<std::string> lines = split_lines(read_stream(STDIN_FILENO, "stdin", kMaxStdinBytes));
   if (lines.empty()) throw Error(std::string("stdin is empty; expected ") + what + ", one a line");
   return lines;
 }
 
 std::vector<std::string> read_lines(const std::string& option, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(option + " " + path + ": cannot open the file");
+  std::string bytes;
+  try {
+    bytes = read_input_file(path, kTextInput);
+  } catch (const Error& e) {
+    throw Error(option + " " + e.what(), e.kind());
+  }
   std::vector<std::string> lines;
-  for (std::string& line : split_lines(in))
+  for (std::string& line : split_lines(bytes))
     if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
   if (lines.empty())
     throw Error(option + " " + path + " has no non-empty lines; expected one text a line");

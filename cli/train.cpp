@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.h"
+#include "core/files.h"
 #include "core/parallel.h"
 #include "models/trainer.h"
 #include "text.h"
@@ -37,24 +38,6 @@ std::string task_list() {
   for (const std::string& name : task_names())
     s += "  " + wrap(pad_right(name, 9) + make_task(name).description(), 78, 11) + "\n";
   return s;
-}
-
-// Fails before training, not after minutes of it, when --out cannot be written: a scratch file
-// is created (and removed) beside it.
-void check_writable(const std::string& out) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(out, ec))
-    throw Error("--out " + out + " is a directory; expected a file name, e.g. model.safetensors",
-                Error::Kind::runtime);
-  const fs::path dir = fs::path(out).parent_path();
-  std::string probe = ((dir.empty() ? fs::path(".") : dir) / ".qkv-train-XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0)
-    throw Error("--out " + out + ": cannot write there (" + std::strerror(errno) + ")",
-                Error::Kind::runtime);
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 std::string duration_str(double seconds) {
@@ -159,7 +142,8 @@ int run_train(const TrainArgs& args) {
   if (args.test_examples < 0 || args.test_examples > 1'000'000)
     throw Error("--test-examples " + std::to_string(args.test_examples) +
                 " is out of range; expected 0 to 10^6");
-  if (!args.out.empty()) check_writable(args.out);
+  // Fails before training, not after minutes of it, when --out cannot be written.
+  check_outputs({{"--out", args.out}});
 
   // All of the work on `threads` threads: the process's pool and OpenBLAS's own (the backward
   // GEMMs), as qkv bench model does.
@@ -183,7 +167,11 @@ int run_train(const TrainArgs& args) {
   std::map<std::string, std::string> extra = {{"qkv.steps", std::to_string(s.steps)},
                                               {"qkv.seed", std::to_string(options.seed)},
                                               {"qkv.test_accuracy", fixed(s.test_accuracy, 4)}};
-  if (!args.out.empty()) model->save(args.out, extra);
+  try {
+    if (!args.out.empty()) model->save(args.out, extra);
+  } catch (const Error& e) {
+    throw Error("--out " + std::string(e.what()), e.kind());  // the message starts with the path
+  }
 
   const Seq2SeqConfig& c = model->config();
   if (args.json) {

@@ -9,6 +9,7 @@
 // is not the literal NumPy would accept is rejected with the byte where it went wrong.
 #include "qkv/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/files.h"
+#include "core/input_file.h"
 
 namespace qkv {
 namespace {
@@ -31,6 +33,12 @@ constexpr std::string_view kMagic = "\x93NUMPY";
 // NumPy pads the header so that the data starts at a multiple of 64 bytes (numpy.lib.format's
 // ARRAY_ALIGN), which lets a reader map the data with any alignment it may need.
 constexpr std::size_t kDataAlign = 64;
+// NumPy's own reader refuses headers over 10000 bytes unless told otherwise (max_header_size);
+// ours, written for rank <= 4, are under 200. Far above both, and a bound on what is read before
+// the header is parsed.
+constexpr std::size_t kMaxHeaderLength = std::size_t{1} << 20;
+// A .npy input is read whole into memory; larger inputs are refused before anything is read.
+constexpr InputSpec kNpyInput{.expected = "a regular .npy file", .max_bytes = uint64_t{16} << 30};
 
 [[noreturn]] void fail(std::string_view name, const std::string& what) {
   throw Error(std::string(name) + ": " + what, Error::Kind::invalid_argument);
@@ -217,13 +225,13 @@ uint32_t read_le(std::string_view bytes, std::size_t at, std::size_t width) {
   return value;
 }
 
-}  // namespace
-
-Tensor parse_npy(std::string_view bytes, std::string_view name) {
+// Where a file's data starts, from its preamble (`bytes` may be just the file's first bytes) and
+// the size of the whole file: the magic, the version, the header length and that the header fits.
+std::size_t data_start_of(std::string_view bytes, uint64_t file_size, std::string_view name) {
   if (!kMagic.starts_with(bytes.substr(0, kMagic.size())))
     fail(name, "not a .npy file: it does not start with the magic string \\x93NUMPY");
-  if (bytes.size() < kMagic.size() + 2)
-    fail(name, "truncated: " + std::to_string(bytes.size()) + " bytes, too short for a .npy file");
+  if (file_size < kMagic.size() + 2)
+    fail(name, "truncated: " + std::to_string(file_size) + " bytes, too short for a .npy file");
   const int major = static_cast<unsigned char>(bytes[6]);
   const int minor = static_cast<unsigned char>(bytes[7]);
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
@@ -231,17 +239,35 @@ Tensor parse_npy(std::string_view bytes, std::string_view name) {
                    " is not supported; expected 1.0, 2.0 or 3.0");
   // Version 1.0 stores the header length in 2 bytes; 2.0 and 3.0 (UTF-8 header) in 4.
   const std::size_t width = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + width)
-    fail(name, "truncated: " + std::to_string(bytes.size()) + " bytes, too short for a version " +
+  if (file_size < 8 + width)
+    fail(name, "truncated: " + std::to_string(file_size) + " bytes, too short for a version " +
                    std::to_string(major) + ".0 preamble of " + std::to_string(8 + width));
   const std::size_t header_length = read_le(bytes, 8, width);
   const std::size_t data_start = 8 + width + header_length;
-  if (data_start > bytes.size())
+  if (data_start > file_size)
     fail(name, "truncated: the header length is " + std::to_string(header_length) +
-                   " bytes but only " + std::to_string(bytes.size() - 8 - width) +
+                   " bytes but only " + std::to_string(file_size - 8 - width) +
                    " bytes follow the preamble");
+  if (header_length > kMaxHeaderLength)
+    fail(name, "the header length is " + std::to_string(header_length) +
+                   " bytes; expected at most " + byte_count_str(kMaxHeaderLength));
+  return data_start;
+}
 
-  auto dict = HeaderParser(bytes.substr(8 + width, header_length), name).parse_dict();
+struct Layout {
+  DType dtype;
+  Shape shape;
+  std::size_t data_start;
+  std::size_t data_bytes;
+};
+
+// Parses the preamble and header in `bytes` (the file's first bytes, at least up to the data, or
+// all of it) and checks them against `file_size`, the size of the whole file, so that a lying
+// shape is caught before any memory is allocated for it.
+Layout parse_layout(std::string_view bytes, uint64_t file_size, std::string_view name) {
+  const std::size_t data_start = data_start_of(bytes, file_size, name);
+  const std::size_t width = bytes[6] == 1 ? 2 : 4;
+  auto dict = HeaderParser(bytes.substr(8 + width, data_start - 8 - width), name).parse_dict();
   for (const auto& [key, value] : dict)
     if (key != "descr" && key != "fortran_order" && key != "shape")
       fail(name, "unexpected header key '" + key + "'; expected 'descr', 'fortran_order', 'shape'");
@@ -274,32 +300,46 @@ Tensor parse_npy(std::string_view bytes, std::string_view name) {
     if (__builtin_mul_overflow(data_bytes, static_cast<uint64_t>(d), &data_bytes))
       fail(name, "shape " + shape_str(shape) + " has too many elements (the byte count overflows)");
   }
-  if (bytes.size() - data_start != data_bytes)
-    fail(name, "the data has " + std::to_string(bytes.size() - data_start) + " bytes but shape " +
+  if (file_size - data_start != data_bytes)
+    fail(name, "the data has " + std::to_string(file_size - data_start) + " bytes but shape " +
                    shape_str(shape) + " of " + std::string(dtype_name(dtype)) + " needs " +
                    std::to_string(data_bytes));
+  return {dtype, shape, data_start, static_cast<std::size_t>(data_bytes)};
+}
 
-  const char* data = bytes.data() + data_start;
-  // Any byte but 0 or 1 in a bool would be undefined behaviour once read as a C++ bool.
-  for (std::size_t i = 0; dtype == DType::b8 && i < data_bytes; ++i)
+// Any byte but 0 or 1 in a bool would be undefined behaviour once read as a C++ bool.
+void check_bools(const char* data, std::size_t n, std::string_view name) {
+  for (std::size_t i = 0; i < n; ++i)
     if (static_cast<unsigned char>(data[i]) > 1)
       fail(name, "bool element " + std::to_string(i) + " holds the byte " +
                      std::to_string(static_cast<unsigned char>(data[i])) + "; expected 0 or 1");
-  Tensor tensor(shape, dtype);
-  if (data_bytes > 0) std::memcpy(bytes_of(tensor), data, data_bytes);
+}
+
+}  // namespace
+
+Tensor parse_npy(std::string_view bytes, std::string_view name) {
+  const Layout layout = parse_layout(bytes, bytes.size(), name);
+  const char* data = bytes.data() + layout.data_start;
+  if (layout.dtype == DType::b8) check_bools(data, layout.data_bytes, name);
+  Tensor tensor(layout.shape, layout.dtype);
+  if (layout.data_bytes > 0) std::memcpy(bytes_of(tensor), data, layout.data_bytes);
   return tensor;
 }
 
+// The magic and the header are checked before the data is read, and the shape against the file's
+// size before the tensor is allocated; the data goes straight into the tensor.
 Tensor read_npy(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  std::string bytes;
-  char buffer[1 << 16];
-  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, file)) bytes.append(buffer, n);
-  const int error = std::ferror(file) ? errno : 0;  // e.g. EISDIR: fopen opens a directory
-  std::fclose(file);
-  if (error != 0) fail(path, std::string("cannot read: ") + std::strerror(error));
-  return parse_npy(bytes, path);
+  const InputFile file(path, kNpyInput);
+  std::string head(std::min<uint64_t>(file.size(), 12), '\0');
+  file.read_exactly(0, head.data(), head.size());
+  head.resize(std::min<uint64_t>(file.size(), data_start_of(head, file.size(), path)));
+  file.read_exactly(0, head.data(), head.size());
+  const Layout layout = parse_layout(head, file.size(), path);
+  Tensor tensor(layout.shape, layout.dtype);
+  if (layout.data_bytes > 0)
+    file.read_exactly(layout.data_start, bytes_of(tensor), layout.data_bytes);
+  if (layout.dtype == DType::b8) check_bools(bytes_of(tensor), layout.data_bytes, path);
+  return tensor;
 }
 
 std::string encode_npy(const Tensor& tensor) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -108,11 +107,10 @@ void embed_tokens(T* h, const BertWeights& w, const std::vector<std::vector<int3
 }  // namespace
 
 BertConfig read_bert_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open the model config", Error::Kind::runtime);
+  const std::string text = read_input_file(path, kBertConfigInput);
   Json json;
   try {
-    json = Json::parse(in);
+    json = Json::parse(text);
   } catch (const Json::exception& e) {
     throw Error(path + ": not valid JSON: " + e.what(), Error::Kind::runtime);
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/input_file.h"
 #include "nn/dense.h"
 #include "qkv/attention.h"
 #include "qkv/tensor.h"
@@ -31,7 +32,13 @@ struct BertConfig {
   int64_t head_dim() const { return hidden_size / num_heads; }
 };
 
-// Reads a Hugging Face BERT config.json; errors name the file and the field.
+// A config.json: a few hundred bytes in practice.
+inline constexpr InputSpec kBertConfigInput{
+    .expected = "a regular JSON file", .max_bytes = uint64_t{16} << 20, .noun = "the model config"};
+
+// Reads a Hugging Face BERT config.json; errors name the file and the field. A path that is not a
+// regular file, or one larger than kBertConfigInput allows, is a qkv::Error
+// (Kind::invalid_argument) before it is read.
 BertConfig read_bert_config(const std::string& path);
 
 struct BertLayer {

@@ -3,10 +3,7 @@
 // corrupt file is an error and never an out-of-bounds read.
 #include "models/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -229,31 +226,35 @@ Tensor copy_tensor(const Entry& entry, const unsigned char* bytes) {
   return tensor;
 }
 
-// The file's bytes, mapped read-only. (A file truncated by another process while mapped would
-// fault; safetensors readers share that limit of mmap.)
+// The header length (the first 8 bytes) against the reference's limit and the file's size.
+uint64_t checked_header_length(std::string_view first8, uint64_t file_size, std::string_view name) {
+  if (file_size < 8)
+    fail(name, std::to_string(file_size) + " bytes; expected at least 8 (the header length)");
+  uint64_t n;
+  std::memcpy(&n, first8.data(), 8);
+  if (n > kMaxHeaderSize)
+    fail(name, "header length " + std::to_string(n) + " exceeds the limit of " +
+                   std::to_string(kMaxHeaderSize) + " bytes");
+  if (n > file_size - 8)
+    fail(name, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                   std::to_string(file_size - 8) + " bytes after the length)");
+  return n;
+}
+
+// The file's bytes, mapped read-only, once the file is known to be a regular file whose header
+// length makes sense. (A file truncated by another process while mapped would fault; safetensors
+// readers share that limit of mmap.)
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      const int error = errno;
-      ::close(fd);
-      fail(path, S_ISDIR(st.st_mode) ? "cannot read: is a directory"
-                                     : std::string("cannot read: ") +
-                                           (error ? std::strerror(error) : "not a regular file"));
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int error = errno;
-      ::close(fd);
-      if (map == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(error));
-      data_ = map;
-    } else {
-      ::close(fd);
-    }
+    const InputFile file(path, kSafetensorsInput);
+    size_ = static_cast<std::size_t>(file.size());
+    char first8[8] = {};
+    if (size_ >= 8) file.read_exactly(0, first8, 8);
+    checked_header_length({first8, 8}, size_, path);
+    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    if (map == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(errno));
+    data_ = map;
   }
   ~MappedFile() {
     if (data_ != nullptr) ::munmap(data_, size_);
@@ -312,16 +313,7 @@ std::string encode(const std::vector<std::pair<std::string, Tensor>>& tensors,
 }  // namespace
 
 SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view name) {
-  if (bytes.size() < 8)
-    fail(name, std::to_string(bytes.size()) + " bytes; expected at least 8 (the header length)");
-  uint64_t n;
-  std::memcpy(&n, bytes.data(), 8);
-  if (n > kMaxHeaderSize)
-    fail(name, "header length " + std::to_string(n) + " exceeds the limit of " +
-                   std::to_string(kMaxHeaderSize) + " bytes");
-  if (n > bytes.size() - 8)
-    fail(name, "header length " + std::to_string(n) + " runs past the end of the file (" +
-                   std::to_string(bytes.size() - 8) + " bytes after the length)");
+  const uint64_t n = checked_header_length(bytes.substr(0, 8), bytes.size(), name);
   const Json header = parse_header(name, bytes.substr(8, n));
   const std::string_view data = bytes.substr(8 + n);
 

@@ -17,9 +17,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/input_file.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
+
+// Tensors are copied out of the file into memory: MiniLM's weights are 90 MB.
+inline constexpr InputSpec kSafetensorsInput{.expected = "a regular .safetensors file",
+                                             .max_bytes = uint64_t{16} << 30};
 
 struct SafetensorsFile {
   std::vector<std::string> names;               // in the order the header lists them
@@ -32,6 +37,8 @@ struct SafetensorsFile {
 // (F16 and BF16 converted exactly), F64 float64, BOOL bool; integer and F8 tensors are validated
 // and listed in `skipped`; an unknown dtype is an error naming the tensor. `path` starts every
 // error message.
+// A path that is not a regular file, or one larger than kSafetensorsInput allows, is refused
+// before it is mapped, and so is a header length past the limit or the file's end.
 SafetensorsFile read_safetensors(const std::string& path);
 // The same from the bytes of a file; `name` (a path or a label) starts every error message.
 SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view name);

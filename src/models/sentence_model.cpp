@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <numeric>
 
+#include "models/safetensors.h"
+
 namespace qkv {
 
 std::string default_model_dir() {
@@ -27,8 +29,17 @@ SentenceModel SentenceModel::load(const std::string& dir, const SentenceModelOpt
                 " leaves no room for [CLS] and [SEP]; expected at least 2");
   if (options.batch_size < 1)
     throw Error("batch size " + std::to_string(options.batch_size) + "; expected at least 1");
-  for (const char* file : {"config.json", "model.safetensors", "vocab.txt"}) {
-    if (fs::exists(fs::path(dir) / file)) continue;
+  const std::pair<const char*, const InputSpec*> files[] = {
+      {"config.json", &kBertConfigInput},
+      {"model.safetensors", &kSafetensorsInput},
+      {"vocab.txt", &kVocabInput}};
+  for (const auto& [file, spec] : files) {
+    // A FIFO, a device or a directory in the model's place is the caller's wrong input (exit 2),
+    // refused before a byte is read; what the files hold is checked as they are read.
+    if (fs::exists(fs::path(dir) / file)) {
+      (void)InputFile(dir + "/" + file, *spec);
+      continue;
+    }
     if (dir == default_model_dir() && !fs::exists(dir))
       throw Error("the model all-MiniLM-L6-v2 is not installed (looked in " + dir +
                       "); install it with scripts/fetch_model (part of scripts/bootstrap), "

@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <utility>
 
@@ -359,10 +357,7 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab) : vocab_(
 }
 
 WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the vocabulary: " + std::strerror(errno));
-  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw Error(path + ": cannot read the vocabulary", Error::Kind::runtime);
+  const std::string bytes = read_input_file(path, kVocabInput);
   validate_utf8(bytes, path + ": the vocabulary");
   // Python's universal newlines: \n, \r\n and \r all end a line; no empty token after the last.
   std::vector<std::string> vocab;

@@ -28,7 +28,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/input_file.h"
+
 namespace qkv {
+
+// A vocab.txt: BERT's holds 30,522 tokens in 230 KB, multilingual ones 250,000 in a few MB.
+inline constexpr InputSpec kVocabInput{
+    .expected = "a regular text file", .max_bytes = uint64_t{64} << 20, .noun = "the vocabulary"};
 
 struct Token {
   int32_t id;
@@ -49,7 +55,8 @@ struct Encoding {
 class WordPieceTokenizer {
  public:
   // One token a line (\n, \r\n or \r), id = line number from 0, as transformers' load_vocab.
-  // A qkv::Error naming the file when it cannot be read or lacks a special token.
+  // A qkv::Error naming the file when it cannot be read or lacks a special token; a path that is
+  // not a regular file, or one larger than kVocabInput allows, is refused before it is read.
   static WordPieceTokenizer from_vocab_file(const std::string& path);
   // id = index. [CLS], [SEP], [PAD] and [UNK] must be present ([MASK] may be); a token listed twice
   // maps to its last index, as in transformers.

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/scratch_files.h"
+
 namespace qkv {
 namespace {
 
@@ -446,16 +448,17 @@ TEST_F(NpyFile, WriteIntoAMissingDirectoryIsARuntimeErrorAndLeavesNothing) {
   EXPECT_TRUE(entries().empty());
 }
 
-TEST_F(NpyFile, FailedRenameRemovesTheTemporary) {
-  // Renaming a file over a non-empty directory fails after the data has been written.
+TEST_F(NpyFile, DirectoryAsTheOutputIsAUsageErrorAndNothingIsWritten) {
+  // Once a runtime error after the data was written (the rename onto a directory failed); now
+  // refused before any temporary exists (core/files.h).
   ASSERT_EQ(::mkdir((dir_ + "Q.npy").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir((dir_ + "Q.npy/keep").c_str(), 0755), 0);
   try {
     write_npy(dir_ + "Q.npy", sample({2}, DType::f32));
     FAIL() << "write_npy over a directory did not throw";
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::runtime);
-    EXPECT_NE(std::string(e.what()).find("cannot rename"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    EXPECT_EQ(std::string(e.what()), dir_ + "Q.npy: is a directory; expected a file name");
   }
   EXPECT_EQ(entries(), std::vector<std::string>{"Q.npy"});
   ::rmdir((dir_ + "Q.npy/keep").c_str());
@@ -475,8 +478,62 @@ TEST_F(NpyFile, MissingFileIsAnInvalidArgumentNamingIt) {
     FAIL() << "read_npy of a directory did not throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("Is a directory"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()), dir_ + ": is a directory; expected a regular .npy file");
   }
+}
+
+// The message read_npy throws for `path`; "" when it reads it.
+std::string read_error(const std::string& path) {
+  try {
+    read_npy(path);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(NpyFile, FifoIsRefusedWithoutBlocking) {
+  // fopen of a FIFO with no writer blocked forever.
+  const std::string fifo = dir_ + "Q.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const test::Watchdog watchdog(20);
+  EXPECT_EQ(read_error(fifo), fifo + ": is a FIFO (named pipe); expected a regular .npy file");
+}
+
+TEST_F(NpyFile, DeviceIsRefusedNotReadUntilMemoryRunsOut) {
+  // /dev/zero was read into one string until the allocation failed.
+  const test::Watchdog watchdog(20);
+  EXPECT_EQ(read_error("/dev/zero"),
+            "/dev/zero: is a character device; expected a regular .npy file");
+}
+
+TEST_F(NpyFile, HeaderLengthBeyondTheLimitIsRefusedBeforeTheHeaderIsRead) {
+  const std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)}" +
+                             std::string((1 << 20) - 55, ' ') + "\n";
+  ASSERT_EQ(header.size(), (1u << 20) + 1);
+  const std::string path = dir_ + "Q.npy";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  const std::string bytes = npy_file(2, header, f32_bytes({1}));
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  EXPECT_EQ(read_error(path),
+            path + ": the header length is 1048577 bytes; expected at most 1 MiB");
+}
+
+TEST_F(NpyFile, ShapeLargerThanTheFileIsRefusedBeforeAllocating) {
+  // [2^20, 2^20] float32 would be 4 TiB; the file holds 4 bytes of data.
+  const std::string path = dir_ + "Q.npy";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  const std::string bytes =
+      npy_v1("'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048576)", f32_bytes({1}));
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  EXPECT_EQ(read_error(path), path +
+                                  ": the data has 4 bytes but shape [1048576, 1048576] of float32 "
+                                  "needs 4398046511104");
 }
 
 TEST_F(NpyFile, ReadErrorsNameThePath) {

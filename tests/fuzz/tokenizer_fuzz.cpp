@@ -15,9 +15,9 @@ namespace {
 
 const qkv::WordPieceTokenizer& tokenizer() {
   static const qkv::WordPieceTokenizer t(std::vector<std::string>{
-      "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "##s", "##ing",
-      "un", "##aff", "##able", "a", "b", "c", "##a", "##b", "##c", ",", ".", "!", "'", "é", "中",
-      "##é", "river", "bank", "he", "hans"});
+      "[PAD]", "[UNK]", "[CLS]", "[SEP]",  "[MASK]", "the", "cat",   "sat",  "on",  "mat", "##s",
+      "##ing", "un",    "##aff", "##able", "a",      "b",   "c",     "##a",  "##b", "##c", ",",
+      ".",     "!",     "'",     "é",      "中",     "##é", "river", "bank", "he",  "hans"});
   return t;
 }
 
@@ -56,8 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   try {
     const qkv::WordPieceTokenizer v(vocab);
-    check(v.encode("The river bank, unaffable! 中文 é", 32), "The river bank, unaffable! 中文 é", {},
-          v.size());
+    check(v.encode("The river bank, unaffable! 中文 é", 32), "The river bank, unaffable! 中文 é",
+          {}, v.size());
   } catch (const qkv::Error&) {
   }
   return 0;
