@@ -44,7 +44,7 @@ constexpr const char* kFooter =
 void write_html(const std::string& path, const explain::Report& report) {
   const std::string html = explain::html_report(report);
   write_files_atomically({{path, html}});
-  std::cerr << "wrote " << path << " (" << (html.size() + 1023) / 1024
+  std::cerr << "wrote " << printable(path) << " (" << (html.size() + 1023) / 1024
             << " KB, self-contained: open it in any browser, offline)\n";
 }
 
@@ -334,7 +334,7 @@ int run_attend(const AttendArgs& a) {
   for (const auto& [path, tensor] :
        {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})
     if (!path.empty())
-      std::cout << "wrote " << path << "  " << shape_str(tensor->shape()) << " "
+      std::cout << "wrote " << printable(path) << "  " << shape_str(tensor->shape()) << " "
                 << dtype_name(tensor->dtype()) << "\n";
   return 0;
 }

@@ -58,7 +58,7 @@ int run_embed(const EmbedArgs& args) {
     return 0;
   }
   if (!args.npy.empty()) {
-    std::cout << "wrote " << args.npy << ": " << n << " × " << d
+    std::cout << "wrote " << printable(args.npy) << ": " << n << " × " << d
               << " float32, one unit-length embedding a row\n";
     return 0;
   }
@@ -69,7 +69,7 @@ int run_embed(const EmbedArgs& args) {
     const std::string& text = texts[static_cast<std::size_t>(i)];
     std::string head;
     for (int64_t j = 0; j < 5; ++j) head += pad_left(fixed(e.at<float>(i, j), 3), 7);
-    std::cout << "  " << pad_right(clip("\"" + text + "\"", 26), 26) << " "
+    std::cout << "  " << pad_right(clip("\"" + printable(text) + "\"", 26), 26) << " "
               << pad_left(std::to_string(model.tokenize(text).tokens.size()), 3) << " tokens ["
               << head << " …]\n";
   }

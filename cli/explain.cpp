@@ -14,6 +14,7 @@
 #include "explain/png_images.h"
 #include "explain/svg.h"
 #include "explain/terminal.h"
+#include "text.h"
 
 namespace qkv::cli {
 
@@ -123,20 +124,20 @@ int run_explain(const ExplainArgs& args) {
     report.head = args.layer >= 0 ? args.head : first.head;
     const std::string html = explain::html_report(report);
     write_files_atomically({{args.html, html}});
-    std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
+    std::cerr << "wrote " << printable(args.html) << " (" << (html.size() + 1023) / 1024
               << " KB, self-contained: open it in any browser, offline)\n";
   }
   if (!args.svg.empty()) {
     const std::string svg = args.layer >= 0 ? explain::svg_heatmap(e, args.layer, args.head)
                                             : explain::svg_model_grid(e);
     write_files_atomically({{args.svg, svg}});
-    std::cerr << "wrote " << args.svg << " (" << (svg.size() + 1023) / 1024 << " KB)\n";
+    std::cerr << "wrote " << printable(args.svg) << " (" << (svg.size() + 1023) / 1024 << " KB)\n";
   }
   if (!args.png.empty()) {
     const std::string png = args.layer >= 0 ? explain::png_heatmap(e, args.layer, args.head)
                                             : explain::png_model_grid(e);
     write_files_atomically({{args.png, png}});
-    std::cerr << "wrote " << args.png << " (" << (png.size() + 1023) / 1024 << " KB)\n";
+    std::cerr << "wrote " << printable(args.png) << " (" << (png.size() + 1023) / 1024 << " KB)\n";
   }
   if (args.json) {
     std::cout << explain::to_json(e, focus).dump() << "\n";

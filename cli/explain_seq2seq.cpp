@@ -92,7 +92,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     report.head = head;
     const std::string html = explain::html_report(report);
     write_files_atomically({{args.html, html}});
-    std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
+    std::cerr << "wrote " << printable(args.html) << " (" << (html.size() + 1023) / 1024
               << " KB, self-contained: open it in any browser, offline)\n";
   }
   Tensor shown(Shape{steps, n}, DType::f64);
@@ -134,7 +134,8 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   if (steps_it != metadata.end() && acc_it != metadata.end())
     std::cout << "; trained " << steps_it->second << " steps, held-out accuracy "
               << fixed(100 * std::atof(acc_it->second.c_str()), 1) << "%";
-  std::cout << "\n\n  input   \"" << source << "\"\n  output  \"" << output << "\""
+  std::cout << "\n\n  input   \"" << printable(source) << "\"\n  output  \"" << printable(output)
+            << "\""
             << (d.ids.front().empty() || d.ids.front().back() != Vocabulary::kEos
                     ? " (no end token within the model's limit)"
                     : "")

@@ -75,14 +75,14 @@ int run_search(const SearchArgs& args) {
               << "\n";
     return 0;
   }
-  std::cout << "query: " << clip(args.query, 72) << "\n"
-            << "keys:  " << n << " lines of " << args.corpus << "\n\n"
+  std::cout << "query: " << clip(printable(args.query), 72) << "\n"
+            << "keys:  " << n << " lines of " << printable(args.corpus) << "\n\n"
             << "  rank   cos(q,k)  softmax(cos/" << short_number(args.temperature) << ")  text\n";
   for (std::size_t r = 0; r < shown; ++r) {
     const std::size_t i = order[r];
     std::cout << pad_left(std::to_string(r + 1), 6) << pad_left(fixed(cos[i], 3), 11) << "  "
               << pad_left(fixed(weight[i], 3), 6) << " " << pad_right(bar(weight[i], 8), 8) << "  "
-              << clip(corpus[i], 44) << "\n";
+              << clip(printable(corpus[i]), 44) << "\n";
   }
   if (shown < n) std::cout << "  … " << n - shown << " more (--top N, --json)\n";
   std::cout << "\nThe query and every line are embedded as unit vectors; cos(q, k) is their dot\n"

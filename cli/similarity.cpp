@@ -29,8 +29,8 @@ int run_similarity(const SimilarityArgs& args) {
     return 0;
   }
   std::cout << "cos(a, b) = " << fixed(c, 4) << "  " << bar(c, 20) << "\n"
-            << "  a: " << clip(args.a, 72) << "\n"
-            << "  b: " << clip(args.b, 72) << "\n"
+            << "  a: " << clip(printable(args.a), 72) << "\n"
+            << "  b: " << clip(printable(args.b), 72) << "\n"
             << "Both are unit vectors, so this is their dot product: the same q·k that attention\n"
                "scores with, here between whole sentences (1 = same direction, 0 = unrelated).\n";
   return 0;

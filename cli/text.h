@@ -11,6 +11,7 @@ using explain::display_width;
 using explain::fixed;
 using explain::pad_left;
 using explain::pad_right;
+using explain::printable;
 using explain::render;
 using explain::short_number;
 using explain::split_commas;

@@ -266,8 +266,9 @@ int run_train(const TrainArgs& args) {
                 << "\" (expected \"" << e.target << "\")\n";
   }
   if (!args.out.empty())
-    std::cout << "\nwrote " << args.out << "; see its attention with\n  qkv explain --model "
-              << args.out << " --input \"" << test_set(task, 1).front().source << "\"\n";
+    std::cout << "\nwrote " << printable(args.out)
+              << "; see its attention with\n  qkv explain --model " << printable(args.out)
+              << " --input \"" << test_set(task, 1).front().source << "\"\n";
   return 0;
 }
 
