@@ -11,6 +11,7 @@
 #include "core/files.h"
 #include "examples.h"
 #include "explain/html.h"
+#include "options.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -250,6 +251,7 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
       ->capture_default_str();
   cmd->add_option("--scale", a.scale,
                   "multiplies every score (default: 1/√Dk for scaled-dot, else 1)")
+      ->check(finite_number())
       ->type_name("S");
   cmd->add_option("--normalize", a.normalize, "softmax | none")
       ->type_name("HOW")

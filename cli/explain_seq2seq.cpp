@@ -58,14 +58,9 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   if (static_cast<int64_t>(source.size()) > c.max_source)
     throw Error("--input has " + std::to_string(source.size()) +
                 " characters; the model reads at most " + std::to_string(c.max_source));
-  const int64_t layer = args.layer >= 0 ? args.layer : c.layers - 1;
-  if (layer >= c.layers)
-    throw Error("--layer " + std::to_string(layer) +
-                " is out of range; the model has decoder layers 0 to " +
-                std::to_string(c.layers - 1));
-  if (args.head >= c.heads)
-    throw Error("--head " + std::to_string(args.head) +
-                " is out of range; the model has heads 0 to " + std::to_string(c.heads - 1));
+  check_index("--layer", args.layer, c.layers, "decoder layers");
+  check_index("--head", args.head, c.heads, "heads");
+  const int64_t layer = args.layer.value_or(c.layers - 1);
 
   const Seq2Seq::Decoded d = model->greedy_decode({source}, static_cast<int>(layer));
   const Tensor& heads = d.alignment.front();  // [H, steps, S]
@@ -80,9 +75,8 @@ int run_explain_seq2seq(const ExplainArgs& args) {
       }
     entropy[static_cast<std::size_t>(k)] /= static_cast<double>(std::max<int64_t>(steps, 1));
   }
-  const int64_t head = args.head >= 0
-                           ? args.head
-                           : std::min_element(entropy.begin(), entropy.end()) - entropy.begin();
+  const int64_t head =
+      args.head.value_or(std::min_element(entropy.begin(), entropy.end()) - entropy.begin());
   if (!args.html.empty()) {
     // Opens on the cross-attention of the layer and head shown in the terminal.
     explain::Report report =
@@ -141,11 +135,10 @@ int run_explain_seq2seq(const ExplainArgs& args) {
                     : "")
             << "\n\n";
   std::cout << "Cross-attention of decoder layer " << layer << ", head " << head
-            << (args.head >= 0 ? ""
-                               : ", the sharpest of its " + std::to_string(h) + " (lowest entropy)")
+            << (args.head ? "" : ", the sharpest of its " + std::to_string(h) + " (lowest entropy)")
             << ":\nwhere each output character looks in the input (row: output; column: input)\n\n";
   std::cout << explain::render_alignment(source, labels, shown, {.color = color});
-  if (args.head < 0) {
+  if (!args.head) {
     std::cout << "\nentropy by head (nats; 0: all on one character):";
     for (int64_t k = 0; k < h; ++k)
       std::cout << "  h" << k << " " << fixed(entropy[static_cast<std::size_t>(k)], 2);

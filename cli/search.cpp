@@ -8,6 +8,7 @@
 
 #include "bench_common.h"
 #include "embed.h"
+#include "options.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -24,7 +25,7 @@ CLI::App* add_search_command(CLI::App& app, SearchArgs& args) {
       ->option_text("N");
   cmd->add_option("--temperature", args.temperature,
                   "τ of the attention column softmax(cos/τ) (default 0.05)")
-      ->check(CLI::Range(1e-6, 1e6))
+      ->check(finite_number({.lo = 1e-6, .hi = 1e6}))
       ->option_text("T");
   cmd->add_flag("--json", args.json, "print every line's cosine and weight as JSON");
   add_model_option(*cmd, args.model);

@@ -120,9 +120,10 @@ TEST(ExplainCli, TokenPicksTheFocus) {
 
 TEST(ExplainCli, BadInputGetsOneLineAndExitTwo) {
   expect_one_line_error(run_qkv({"explain", "--layer", "6", "--head", "0"}), 2,
-                        "--layer 6 is out of range; the model has layers 0 to 5");
+                        "--layer 6 is out of range; this model has layers 0–5");
   expect_one_line_error(run_qkv({"explain", "--layer", "1"}), 2, "--layer is given without --head");
-  expect_one_line_error(run_qkv({"explain", "--head", "12", "--layer", "0"}), 2, "heads 0 to 11");
+  expect_one_line_error(run_qkv({"explain", "--head", "12", "--layer", "0"}), 2,
+                        "--head 12 is out of range; this model has heads 0–11");
   expect_one_line_error(run_qkv({"explain", "--token", "zebra"}), 2,
                         "--token 'zebra' is not a token of the text");
   expect_one_line_error(run_qkv({"explain", "caf\xc3"}), 2, "not valid UTF-8");
