@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.h"
+#include "finite.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -41,6 +42,7 @@ int run_embed(const EmbedArgs& args) {
       progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all) + " texts");
   });
   progress.clear();
+  require_finite_embeddings(e, texts);  // before --npy is written or anything printed
   const int64_t n = e.dim(0), d = e.dim(1);
   if (!args.npy.empty()) write_npy(args.npy, e);
   if (args.json) {

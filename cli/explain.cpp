@@ -14,6 +14,7 @@
 #include "explain/png_images.h"
 #include "explain/svg.h"
 #include "explain/terminal.h"
+#include "finite.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -104,6 +105,7 @@ int run_explain(const ExplainArgs& args) {
     throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
   const explain::Explained e =
       args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
+  require_finite_capture(e);  // before any file is written or anything printed
   int64_t focus = explain::default_focus(e);
   if (!args.token.empty()) {
     const auto found = explain::find_token(e, args.token);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "explain.h"
 #include "explain/alignment.h"
 #include "explain/html.h"
+#include "finite.h"
 #include "models/trainer.h"
 #include "text.h"
 
@@ -25,6 +27,34 @@ bool is_seq2seq_file(const std::string& path) {
   return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
          !std::filesystem::is_directory(path);
 }
+
+namespace {
+
+// The model file the user named, loaded and checked: whatever is wrong with it (its tensors, its
+// qkv.config, the numbers qkv train adds to its metadata) is bad input, exit 2, like any other.
+std::unique_ptr<Seq2Seq> load_seq2seq(const std::string& path,
+                                      std::map<std::string, std::string>& metadata) {
+  try {
+    std::unique_ptr<Seq2Seq> model = Seq2Seq::load(path, &metadata);
+    auto number = [&](const char* key, double lo, double hi) {
+      const auto it = metadata.find(key);
+      if (it == metadata.end()) return;
+      double x = 0;
+      const char* begin = it->second.data();
+      const auto [end, ec] = std::from_chars(begin, begin + it->second.size(), x);
+      if (ec != std::errc() || end != begin + it->second.size() || !(x >= lo && x <= hi))
+        throw Error(path + ": the metadata's " + key + " is \"" + clip(it->second, 24) +
+                    "\"; expected a number from " + short_number(lo) + " to " + short_number(hi));
+    };
+    number("qkv.steps", 0, 1e8);
+    number("qkv.test_accuracy", 0, 1);
+    return model;
+  } catch (const Error& e) {
+    throw Error(e.what(), Error::Kind::invalid_argument);
+  }
+}
+
+}  // namespace
 
 int run_explain_seq2seq(const ExplainArgs& args) {
   const std::string& path = args.model.dir;
@@ -41,7 +71,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     throw Error("--model " + path + ": no such file; train one with qkv train --task dates --out " +
                 path);
   std::map<std::string, std::string> metadata;
-  const std::unique_ptr<Seq2Seq> model = Seq2Seq::load(path, &metadata);
+  const std::unique_ptr<Seq2Seq> model = load_seq2seq(path, metadata);
   const Seq2SeqConfig& c = model->config();
   std::string source;
   if (args.input || args.text) {
@@ -50,13 +80,14 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     source = test_set(make_task(c.task, c.task_options), 1).front().source;
   }
   if (source.empty()) throw Error("--input is empty; expected a source, e.g. \"march 3rd 2021\"");
+  const std::string given = args.input ? "--input" : "the text";
   try {
     model->vocab().encode(source);
   } catch (const Error& e) {
-    throw Error("--input \"" + clip(source, 40) + "\": " + e.what());
+    throw Error(given + " \"" + clip(source, 40) + "\": " + e.what());
   }
   if (static_cast<int64_t>(source.size()) > c.max_source)
-    throw Error("--input has " + std::to_string(source.size()) +
+    throw Error(given + " has " + std::to_string(source.size()) +
                 " characters; the model reads at most " + std::to_string(c.max_source));
   check_index("--layer", args.layer, c.layers, "decoder layers");
   check_index("--head", args.head, c.heads, "heads");
@@ -64,6 +95,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
 
   const Seq2Seq::Decoded d = model->greedy_decode({source}, static_cast<int>(layer));
   const Tensor& heads = d.alignment.front();  // [H, steps, S]
+  require_finite(heads, "the cross-attention weights of decoder layer " + std::to_string(layer));
   const int64_t h = heads.dim(0), steps = heads.dim(1), n = heads.dim(2);
   // Each head's mean entropy over the output steps (nats): the lowest is the sharpest alignment.
   std::vector<double> entropy(static_cast<std::size_t>(h), 0.0);

@@ -8,6 +8,7 @@
 
 #include "bench_common.h"
 #include "embed.h"
+#include "finite.h"
 #include "options.h"
 #include "text.h"
 
@@ -46,6 +47,7 @@ int run_search(const SearchArgs& args) {
     if (all > 64) progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all));
   });
   progress.clear();
+  require_finite_embeddings(e, texts);
   const std::size_t n = corpus.size();
   std::vector<double> cos(n), weight(n);
   for (std::size_t i = 0; i < n; ++i) cos[i] = cosine(e, 0, e, static_cast<int64_t>(i + 1));
@@ -55,6 +57,10 @@ int run_search(const SearchArgs& args) {
   for (std::size_t i = 0; i < n; ++i)
     total += weight[i] = std::exp((cos[i] - top_cos) / args.temperature);
   for (double& w : weight) w /= total;
+  for (std::size_t i = 0; i < n; ++i) {
+    require_finite(cos[i], "cos(q, k) of line " + std::to_string(i + 1));
+    require_finite(weight[i], "the softmax weight of line " + std::to_string(i + 1));
+  }
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embed.h"
+#include "finite.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -23,7 +24,9 @@ CLI::App* add_similarity_command(CLI::App& app, SimilarityArgs& args) {
 int run_similarity(const SimilarityArgs& args) {
   const SentenceModel model = load_model(args.model);
   const Tensor e = model.embed({args.a, args.b});
+  require_finite_embeddings(e, {args.a, args.b});
   const double c = cosine(e, 0, e, 1);
+  require_finite(c, "cos(a, b)");
   if (args.json) {
     std::cout << nlohmann::json{{"a", args.a}, {"b", args.b}, {"cosine", c}}.dump() << "\n";
     return 0;

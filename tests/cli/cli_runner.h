@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -106,9 +107,11 @@ inline CliResult run_program(const std::string& binary, const std::vector<std::s
 }
 
 #ifdef QKV_BINARY
-// Runs the `qkv` built with these tests.
+// Runs the `qkv` built with these tests, or the one $QKV_TEST_BINARY names: the CLI tests can run
+// against another build, e.g. the one before a fix, to see them fail there.
 inline CliResult run_qkv(const std::vector<std::string>& args, const std::string& input = {}) {
-  return run_program(QKV_BINARY, args, input);
+  const char* other = std::getenv("QKV_TEST_BINARY");
+  return run_program(other != nullptr && *other != '\0' ? other : QKV_BINARY, args, input);
 }
 #endif
 
