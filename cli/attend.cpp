@@ -15,6 +15,7 @@
 #include "core/files.h"
 #include "examples.h"
 #include "explain/html.h"
+#include "options.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -50,7 +51,7 @@ void write_all(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
   write_outputs(outputs);
   for (const auto& [output, bytes] : outputs)
     if (output.option == "--html")
-      std::cerr << "wrote " << output.path << " (" << (bytes.size() + 1023) / 1024
+      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
                 << " KB, self-contained: open it in any browser, offline)\n";
 }
 
@@ -307,6 +308,7 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
       ->capture_default_str();
   cmd->add_option("--scale", a.scale,
                   "multiplies every score (default: 1/√Dk for scaled-dot, else 1)")
+      ->check(finite_number())
       ->type_name("S");
   cmd->add_option("--normalize", a.normalize, "softmax | none")
       ->type_name("HOW")
@@ -425,7 +427,7 @@ int run_attend(const AttendArgs& a) {
   for (const auto& [path, tensor] :
        {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})
     if (!path.empty())
-      std::cout << "wrote " << path << "  " << shape_str(tensor->shape()) << " "
+      std::cout << "wrote " << printable(path) << "  " << shape_str(tensor->shape()) << " "
                 << dtype_name(tensor->dtype()) << "\n";
   return 0;
 }

@@ -17,8 +17,9 @@ double at2(const Tensor& t, int64_t i, int64_t j) { return t.value(i * t.dim(-1)
 
 std::vector<std::string> labels_or_default(const std::vector<std::string>& labels, int64_t n,
                                            const std::string& prefix) {
-  if (!labels.empty()) return labels;
   std::vector<std::string> out;
+  for (const std::string& label : labels) out.push_back(printable(label));  // the user's text
+  if (!labels.empty()) return out;
   for (int64_t i = 0; i < n; ++i) out.push_back(prefix + std::to_string(i));
   return out;
 }

@@ -389,8 +389,8 @@ std::string line(const std::vector<std::string>& cells) {
 
 void print_header(const SentenceModel& m, const Settings& s, const Validation& v) {
   const BertConfig& c = m.config();
-  std::cout << "qkv bench model: " << std::filesystem::path(m.dir()).filename().string() << " ("
-            << c.num_layers << " layers, hidden " << c.hidden_size << ", " << c.num_heads
+  std::cout << "qkv bench model: " << printable(std::filesystem::path(m.dir()).filename().string())
+            << " (" << c.num_layers << " layers, hidden " << c.hidden_size << ", " << c.num_heads
             << " heads), float32, " << s.threads << " thread" << (s.threads == 1 ? "" : "s")
             << (s.quick ? " (--quick: a smoke test, not a measurement)" : "") << "\n";
   char b[200];

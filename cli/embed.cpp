@@ -6,6 +6,7 @@
 
 #include "bench_common.h"
 #include "core/files.h"
+#include "finite.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -43,6 +44,7 @@ int run_embed(const EmbedArgs& args) {
       progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all) + " texts");
   });
   progress.clear();
+  require_finite_embeddings(e, texts);  // before --npy is written or anything printed
   const int64_t n = e.dim(0), d = e.dim(1);
   if (!args.npy.empty()) write_outputs({{{"--npy", args.npy}, encode_npy(e)}});
   if (args.json) {
@@ -60,7 +62,7 @@ int run_embed(const EmbedArgs& args) {
     return 0;
   }
   if (!args.npy.empty()) {
-    std::cout << "wrote " << args.npy << ": " << n << " × " << d
+    std::cout << "wrote " << printable(args.npy) << ": " << n << " × " << d
               << " float32, one unit-length embedding a row\n";
     return 0;
   }
@@ -71,7 +73,7 @@ int run_embed(const EmbedArgs& args) {
     const std::string& text = texts[static_cast<std::size_t>(i)];
     std::string head;
     for (int64_t j = 0; j < 5; ++j) head += pad_left(fixed(e.at<float>(i, j), 3), 7);
-    std::cout << "  " << pad_right(clip("\"" + text + "\"", 26), 26) << " "
+    std::cout << "  " << pad_right(clip("\"" + printable(text) + "\"", 26), 26) << " "
               << pad_left(std::to_string(model.tokenize(text).tokens.size()), 3) << " tokens ["
               << head << " …]\n";
   }

@@ -14,6 +14,8 @@
 #include "explain/png_images.h"
 #include "explain/svg.h"
 #include "explain/terminal.h"
+#include "finite.h"
+#include "text.h"
 
 namespace qkv::cli {
 
@@ -34,10 +36,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
                   "default: a pronoun, else the last word")
       ->option_text("TOKEN");
   cmd->add_option("--layer", args.layer, "zoom into this layer (0-based, with --head)")
-      ->check(CLI::NonNegativeNumber)
       ->option_text("L");
   cmd->add_option("--head", args.head, "zoom into this head (0-based, with --layer)")
-      ->check(CLI::NonNegativeNumber)
       ->option_text("H");
   cmd->add_option("--top", args.top, "keys shown per head in the overview (default 3)")
       ->check(CLI::Range(1, 3))
@@ -73,6 +73,13 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
   return cmd;
 }
 
+void check_index(const char* flag, const std::optional<int64_t>& index, int64_t count,
+                 const std::string& what) {
+  if (index && (*index < 0 || *index >= count))
+    throw Error(std::string(flag) + " " + std::to_string(*index) +
+                " is out of range; this model has " + what + " 0–" + std::to_string(count - 1));
+}
+
 int run_explain(const ExplainArgs& args) {
   if (args.input || is_seq2seq_file(args.model.dir)) {
     if (args.text_b)
@@ -83,8 +90,8 @@ int run_explain(const ExplainArgs& args) {
                   " is not available for trained models; use --html for their attention");
     return run_explain_seq2seq(args);
   }
-  if ((args.layer >= 0) != (args.head >= 0))
-    throw Error(args.layer >= 0
+  if (args.layer.has_value() != args.head.has_value())
+    throw Error(args.layer
                     ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"
                     : "--head is given without --layer; expected both, e.g. --layer 2 --head 5");
   const std::string text = args.text.value_or(kDefaultSentence);
@@ -94,16 +101,13 @@ int run_explain(const ExplainArgs& args) {
   check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}});
   const SentenceModel model = load_model(args.model);
   const BertConfig& c = model.config();
-  if (args.layer >= c.num_layers)
-    throw Error("--layer " + std::to_string(args.layer) +
-                " is out of range; the model has layers 0 to " + std::to_string(c.num_layers - 1));
-  if (args.head >= c.num_heads)
-    throw Error("--head " + std::to_string(args.head) +
-                " is out of range; the model has heads 0 to " + std::to_string(c.num_heads - 1));
+  check_index("--layer", args.layer, c.num_layers, "layers");
+  check_index("--head", args.head, c.num_heads, "heads");
   if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
   const explain::Explained e =
       args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
+  require_finite_capture(e);  // before any file is written or anything printed
   int64_t focus = explain::default_focus(e);
   if (!args.token.empty()) {
     const auto found = explain::find_token(e, args.token);
@@ -123,21 +127,21 @@ int run_explain(const ExplainArgs& args) {
                                   : std::filesystem::path(args.model.dir).filename().string();
     explain::Report report = explain::report_of(e, focus, title);
     const explain::HeadPick first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
-    report.layer = args.layer >= 0 ? args.layer : first.layer;
-    report.head = args.layer >= 0 ? args.head : first.head;
+    report.layer = args.layer.value_or(first.layer);
+    report.head = args.head.value_or(first.head);
     outputs.push_back({{"--html", args.html}, explain::html_report(report)});
   }
   if (!args.svg.empty())
     outputs.push_back({{"--svg", args.svg},
-                       args.layer >= 0 ? explain::svg_heatmap(e, args.layer, args.head)
-                                       : explain::svg_model_grid(e)});
+                       args.layer ? explain::svg_heatmap(e, *args.layer, *args.head)
+                                  : explain::svg_model_grid(e)});
   if (!args.png.empty())
     outputs.push_back({{"--png", args.png},
-                       args.layer >= 0 ? explain::png_heatmap(e, args.layer, args.head)
-                                       : explain::png_model_grid(e)});
+                       args.layer ? explain::png_heatmap(e, *args.layer, *args.head)
+                                  : explain::png_model_grid(e)});
   write_outputs(outputs);
   for (const auto& [output, bytes] : outputs)
-    std::cerr << "wrote " << output.path << " (" << (bytes.size() + 1023) / 1024 << " KB"
+    std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024 << " KB"
               << (output.option == "--html" ? ", self-contained: open it in any browser, offline)\n"
                                             : ")\n");
   if (args.json) {
@@ -148,8 +152,8 @@ int run_explain(const ExplainArgs& args) {
                                     std::getenv("NO_COLOR") == nullptr);
   const explain::Style style{.color = color, .top = args.top};
   std::cout << explain::render_tokens(e, focus, style);
-  if (args.layer >= 0)
-    std::cout << explain::render_head(e, args.layer, args.head, focus, style);
+  if (args.layer)
+    std::cout << explain::render_head(e, *args.layer, *args.head, focus, style);
   else
     std::cout << explain::render_overview(e, focus, style);
   return 0;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -15,7 +16,7 @@ struct ExplainArgs {
   std::optional<std::string> text_b;  // a second sentence: the pair [CLS] A [SEP] B [SEP]
   std::optional<std::string> input;   // with --model FILE.safetensors from qkv train
   std::string token;
-  int layer = -1, head = -1;
+  std::optional<int64_t> layer, head;  // checked against the model once it is loaded
   int top = 3;
   bool json = false;
   std::string html;  // write the HTML report here
@@ -29,6 +30,10 @@ int run_explain(const ExplainArgs& args);
 // --model FILE.safetensors saved by `qkv train`: the model's output on --input and its
 // cross-attention alignment (source across, output down).
 int run_explain_seq2seq(const ExplainArgs& args);
+// Throws a usage error "--layer 9 is out of range; this model has layers 0–5" when `index` is
+// given and outside [0, count); `what` names the count ("layers", "decoder layers", "heads").
+void check_index(const char* flag, const std::optional<int64_t>& index, int64_t count,
+                 const std::string& what);
 // True when `path` names a file ending in .safetensors (not a BERT model directory).
 bool is_seq2seq_file(const std::string& path);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "explain.h"
 #include "explain/alignment.h"
 #include "explain/html.h"
+#include "finite.h"
 #include "models/trainer.h"
 #include "text.h"
 
@@ -25,6 +27,34 @@ bool is_seq2seq_file(const std::string& path) {
   return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
          !std::filesystem::is_directory(path);
 }
+
+namespace {
+
+// The model file the user named, loaded and checked: whatever is wrong with it (its tensors, its
+// qkv.config, the numbers qkv train adds to its metadata) is bad input, exit 2, like any other.
+std::unique_ptr<Seq2Seq> load_seq2seq(const std::string& path,
+                                      std::map<std::string, std::string>& metadata) {
+  try {
+    std::unique_ptr<Seq2Seq> model = Seq2Seq::load(path, &metadata);
+    auto number = [&](const char* key, double lo, double hi) {
+      const auto it = metadata.find(key);
+      if (it == metadata.end()) return;
+      double x = 0;
+      const char* begin = it->second.data();
+      const auto [end, ec] = std::from_chars(begin, begin + it->second.size(), x);
+      if (ec != std::errc() || end != begin + it->second.size() || !(x >= lo && x <= hi))
+        throw Error(path + ": the metadata's " + key + " is \"" + clip(it->second, 24) +
+                    "\"; expected a number from " + short_number(lo) + " to " + short_number(hi));
+    };
+    number("qkv.steps", 0, 1e8);
+    number("qkv.test_accuracy", 0, 1);
+    return model;
+  } catch (const Error& e) {
+    throw Error(e.what(), Error::Kind::invalid_argument);
+  }
+}
+
+}  // namespace
 
 int run_explain_seq2seq(const ExplainArgs& args) {
   const std::string& path = args.model.dir;
@@ -42,7 +72,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
                 path);
   check_outputs({{"--html", args.html}});
   std::map<std::string, std::string> metadata;
-  const std::unique_ptr<Seq2Seq> model = Seq2Seq::load(path, &metadata);
+  const std::unique_ptr<Seq2Seq> model = load_seq2seq(path, metadata);
   const Seq2SeqConfig& c = model->config();
   std::string source;
   if (args.input || args.text) {
@@ -51,25 +81,22 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     source = test_set(make_task(c.task, c.task_options), 1).front().source;
   }
   if (source.empty()) throw Error("--input is empty; expected a source, e.g. \"march 3rd 2021\"");
+  const std::string given = args.input ? "--input" : "the text";
   try {
     model->vocab().encode(source);
   } catch (const Error& e) {
-    throw Error("--input \"" + clip(source, 40) + "\": " + e.what());
+    throw Error(given + " \"" + clip(source, 40) + "\": " + e.what());
   }
   if (static_cast<int64_t>(source.size()) > c.max_source)
-    throw Error("--input has " + std::to_string(source.size()) +
+    throw Error(given + " has " + std::to_string(source.size()) +
                 " characters; the model reads at most " + std::to_string(c.max_source));
-  const int64_t layer = args.layer >= 0 ? args.layer : c.layers - 1;
-  if (layer >= c.layers)
-    throw Error("--layer " + std::to_string(layer) +
-                " is out of range; the model has decoder layers 0 to " +
-                std::to_string(c.layers - 1));
-  if (args.head >= c.heads)
-    throw Error("--head " + std::to_string(args.head) +
-                " is out of range; the model has heads 0 to " + std::to_string(c.heads - 1));
+  check_index("--layer", args.layer, c.layers, "decoder layers");
+  check_index("--head", args.head, c.heads, "heads");
+  const int64_t layer = args.layer.value_or(c.layers - 1);
 
   const Seq2Seq::Decoded d = model->greedy_decode({source}, static_cast<int>(layer));
   const Tensor& heads = d.alignment.front();  // [H, steps, S]
+  require_finite(heads, "the cross-attention weights of decoder layer " + std::to_string(layer));
   const int64_t h = heads.dim(0), steps = heads.dim(1), n = heads.dim(2);
   // Each head's mean entropy over the output steps (nats): the lowest is the sharpest alignment.
   std::vector<double> entropy(static_cast<std::size_t>(h), 0.0);
@@ -81,9 +108,8 @@ int run_explain_seq2seq(const ExplainArgs& args) {
       }
     entropy[static_cast<std::size_t>(k)] /= static_cast<double>(std::max<int64_t>(steps, 1));
   }
-  const int64_t head = args.head >= 0
-                           ? args.head
-                           : std::min_element(entropy.begin(), entropy.end()) - entropy.begin();
+  const int64_t head =
+      args.head.value_or(std::min_element(entropy.begin(), entropy.end()) - entropy.begin());
   if (!args.html.empty()) {
     // Opens on the cross-attention of the layer and head shown in the terminal.
     explain::Report report =
@@ -93,7 +119,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     report.head = head;
     const std::string html = explain::html_report(report);
     write_outputs({{{"--html", args.html}, html}});
-    std::cerr << "wrote " << args.html << " (" << (html.size() + 1023) / 1024
+    std::cerr << "wrote " << printable(args.html) << " (" << (html.size() + 1023) / 1024
               << " KB, self-contained: open it in any browser, offline)\n";
   }
   Tensor shown(Shape{steps, n}, DType::f64);
@@ -135,17 +161,17 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   if (steps_it != metadata.end() && acc_it != metadata.end())
     std::cout << "; trained " << steps_it->second << " steps, held-out accuracy "
               << fixed(100 * std::atof(acc_it->second.c_str()), 1) << "%";
-  std::cout << "\n\n  input   \"" << source << "\"\n  output  \"" << output << "\""
+  std::cout << "\n\n  input   \"" << printable(source) << "\"\n  output  \"" << printable(output)
+            << "\""
             << (d.ids.front().empty() || d.ids.front().back() != Vocabulary::kEos
                     ? " (no end token within the model's limit)"
                     : "")
             << "\n\n";
   std::cout << "Cross-attention of decoder layer " << layer << ", head " << head
-            << (args.head >= 0 ? ""
-                               : ", the sharpest of its " + std::to_string(h) + " (lowest entropy)")
+            << (args.head ? "" : ", the sharpest of its " + std::to_string(h) + " (lowest entropy)")
             << ":\nwhere each output character looks in the input (row: output; column: input)\n\n";
   std::cout << explain::render_alignment(source, labels, shown, {.color = color});
-  if (args.head < 0) {
+  if (!args.head) {
     std::cout << "\nentropy by head (nats; 0: all on one character):";
     for (int64_t k = 0; k < h; ++k)
       std::cout << "  h" << k << " " << fixed(entropy[static_cast<std::size_t>(k)], 2);

@@ -10,12 +10,15 @@
 #include "experiment.h"
 #include "explain.h"
 #include "qkv/tensor.h"
+#include "text.h"
 #include "train.h"
 
 namespace {
 
+// Messages quote what the user typed (texts, file names, option values): control characters in them
+// are shown escaped, so an error can neither act on the terminal nor spill onto a second line.
 int error(const std::string& message, int code) {
-  std::cerr << "qkv: error: " << message << "\n";
+  std::cerr << "qkv: error: " << qkv::cli::printable(message) << "\n";
   return code;
 }
 

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <iostream>
 
 #include "core/input_file.h"
 
@@ -17,7 +19,25 @@ void add_model_option(CLI::App& command, ModelArgs& args) {
 }
 
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
-  return SentenceModel::load(args.dir.empty() ? default_model_dir() : args.dir, options);
+  if (!args.dir.empty()) {
+    // A model the user named is input like any other: missing or malformed, exit 2.
+    try {
+      return SentenceModel::load(args.dir, options);
+    } catch (const Error& e) {
+      throw Error(std::string("--model ") + e.what(), Error::Kind::invalid_argument);
+    }
+  }
+  // The default model is scripts/bootstrap's to install: missing or damaged, the installation
+  // failed (exit 1), and the message says how to put it right.
+  const std::string dir = default_model_dir();
+  try {
+    return SentenceModel::load(dir, options);
+  } catch (const Error& e) {
+    if (!std::filesystem::exists(dir)) throw Error(e.what(), Error::Kind::runtime);  // has the hint
+    throw Error(std::string(e.what()) + "; the default model is damaged: delete " + dir +
+                    " and run scripts/fetch_model",
+                Error::Kind::runtime);
+  }
 }
 
 namespace {

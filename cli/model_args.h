@@ -17,6 +17,8 @@ struct ModelArgs {
 
 // Adds --model DIR to a subcommand.
 void add_model_option(CLI::App& command, ModelArgs& args);
+// Loads --model DIR, whose faults are usage errors (exit 2, "--model DIR/config.json: ..."), or
+// the default model, whose faults are runtime errors (exit 1) that say how to reinstall it.
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options = {});
 
 // The texts given as arguments, else one text per line of stdin (a final newline ends the last

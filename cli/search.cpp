@@ -8,6 +8,8 @@
 
 #include "bench_common.h"
 #include "embed.h"
+#include "finite.h"
+#include "options.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -24,7 +26,7 @@ CLI::App* add_search_command(CLI::App& app, SearchArgs& args) {
       ->option_text("N");
   cmd->add_option("--temperature", args.temperature,
                   "τ of the attention column softmax(cos/τ) (default 0.05)")
-      ->check(CLI::Range(1e-6, 1e6))
+      ->check(finite_number({.lo = 1e-6, .hi = 1e6}))
       ->option_text("T");
   cmd->add_flag("--json", args.json, "print every line's cosine and weight as JSON");
   add_model_option(*cmd, args.model);
@@ -45,6 +47,7 @@ int run_search(const SearchArgs& args) {
     if (all > 64) progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all));
   });
   progress.clear();
+  require_finite_embeddings(e, texts);
   const std::size_t n = corpus.size();
   std::vector<double> cos(n), weight(n);
   for (std::size_t i = 0; i < n; ++i) cos[i] = cosine(e, 0, e, static_cast<int64_t>(i + 1));
@@ -54,6 +57,10 @@ int run_search(const SearchArgs& args) {
   for (std::size_t i = 0; i < n; ++i)
     total += weight[i] = std::exp((cos[i] - top_cos) / args.temperature);
   for (double& w : weight) w /= total;
+  for (std::size_t i = 0; i < n; ++i) {
+    require_finite(cos[i], "cos(q, k) of line " + std::to_string(i + 1));
+    require_finite(weight[i], "the softmax weight of line " + std::to_string(i + 1));
+  }
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -75,14 +82,14 @@ int run_search(const SearchArgs& args) {
               << "\n";
     return 0;
   }
-  std::cout << "query: " << clip(args.query, 72) << "\n"
-            << "keys:  " << n << " lines of " << args.corpus << "\n\n"
+  std::cout << "query: " << clip(printable(args.query), 72) << "\n"
+            << "keys:  " << n << " lines of " << printable(args.corpus) << "\n\n"
             << "  rank   cos(q,k)  softmax(cos/" << short_number(args.temperature) << ")  text\n";
   for (std::size_t r = 0; r < shown; ++r) {
     const std::size_t i = order[r];
     std::cout << pad_left(std::to_string(r + 1), 6) << pad_left(fixed(cos[i], 3), 11) << "  "
               << pad_left(fixed(weight[i], 3), 6) << " " << pad_right(bar(weight[i], 8), 8) << "  "
-              << clip(corpus[i], 44) << "\n";
+              << clip(printable(corpus[i]), 44) << "\n";
   }
   if (shown < n) std::cout << "  … " << n - shown << " more (--top N, --json)\n";
   std::cout << "\nThe query and every line are embedded as unit vectors; cos(q, k) is their dot\n"

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embed.h"
+#include "finite.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -23,14 +24,16 @@ CLI::App* add_similarity_command(CLI::App& app, SimilarityArgs& args) {
 int run_similarity(const SimilarityArgs& args) {
   const SentenceModel model = load_model(args.model);
   const Tensor e = model.embed({args.a, args.b});
+  require_finite_embeddings(e, {args.a, args.b});
   const double c = cosine(e, 0, e, 1);
+  require_finite(c, "cos(a, b)");
   if (args.json) {
     std::cout << nlohmann::json{{"a", args.a}, {"b", args.b}, {"cosine", c}}.dump() << "\n";
     return 0;
   }
   std::cout << "cos(a, b) = " << fixed(c, 4) << "  " << bar(c, 20) << "\n"
-            << "  a: " << clip(args.a, 72) << "\n"
-            << "  b: " << clip(args.b, 72) << "\n"
+            << "  a: " << clip(printable(args.a), 72) << "\n"
+            << "  b: " << clip(printable(args.b), 72) << "\n"
             << "Both are unit vectors, so this is their dot product: the same q·k that attention\n"
                "scores with, here between whole sentences (1 = same direction, 0 = unrelated).\n";
   return 0;

@@ -12,6 +12,7 @@ using explain::fixed;
 using explain::grouped;
 using explain::pad_left;
 using explain::pad_right;
+using explain::printable;
 using explain::render;
 using explain::short_number;
 using explain::split_commas;

@@ -17,6 +17,7 @@
 #include "core/files.h"
 #include "core/parallel.h"
 #include "models/trainer.h"
+#include "options.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -74,7 +75,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   cmd->add_option("--task", args.task, "the task (see the list below)")
       ->required()
       ->option_text("TASK");
-  cmd->add_option("--steps", args.steps, "steps at most (default 4000; dates, lookup 6000)")
+  cmd->add_option("--steps", args.steps, "steps at most, ≥ 1 (default 4000; dates, lookup 6000)")
       ->option_text("N");
   cmd->add_option("--layers", args.layers, "encoder blocks, as many decoder blocks (default 2)")
       ->option_text("L");
@@ -82,14 +83,17 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   cmd->add_option("--d-model", args.d_model, "model width, a multiple of --heads (default 64)")
       ->option_text("D");
   cmd->add_option("--batch", args.batch, "examples a step (default 64)")->option_text("B");
-  cmd->add_option("--lr", args.lr, "peak AdamW learning rate (default 1e-3)")->option_text("X");
+  cmd->add_option("--lr", args.lr, "peak AdamW learning rate, 0 < X < 10 (default 1e-3)")
+      ->check(finite_number({.lo = 0, .hi = 10, .lo_open = true, .hi_open = true}))
+      ->option_text("X");
   cmd->add_option("--seed", args.seed, "seed of the weights and the data (default 1)")
       ->option_text("S");
   cmd->add_option("--target", args.target,
                   "stop once held-out accuracy − 2 std. errors ≥ ACC (default 0.99; > 1: never)")
+      ->check(finite_number({.lo = 0, .hi = 10}))
       ->option_text("ACC");
   cmd->add_option("--eval-every", args.eval_every,
-                  "steps between evaluations (default min(100, steps/10))")
+                  "steps between evaluations, ≥ 1 (default min(100, steps/10))")
       ->option_text("N");
   cmd->add_option("--test-examples", args.test_examples,
                   "held-out examples of the final test (default 1000)")
@@ -117,28 +121,27 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
 int run_train(const TrainArgs& args) {
   const Task task = make_task(args.task);  // an unknown name lists the known ones
   const TaskDefaults d = defaults_for(task.name());
+  auto in_range = [](const char* flag, const auto& value, int64_t lo, int64_t hi,
+                     const char* expected) {
+    if (value && (*value < lo || *value > hi))
+      throw Error(std::string(flag) + " " + std::to_string(*value) + " is out of range; expected " +
+                  expected);
+  };
+  in_range("--steps", args.steps, 1, 100'000'000, "1 to 10^8 (leave it out for the default)");
+  in_range("--d-model", args.d_model, 1, 4096, "1 to 4096 (leave it out for the default)");
+  in_range("--eval-every", args.eval_every, 1, 100'000'000, "1 to 10^8");
+  in_range("--threads", args.threads, 1, 4096, "1 to 4096");
   const Seq2SeqConfig config =
-      config_for(task, args.layers, args.heads, args.d_model > 0 ? args.d_model : d.d_model);
-  if (args.d_model < 0)
-    throw Error("--d-model " + std::to_string(args.d_model) +
-                " is out of range; expected 1 to 4096");
+      config_for(task, args.layers, args.heads, args.d_model.value_or(d.d_model));
   config.validate();
-  if (args.steps < 0)
-    throw Error("--steps " + std::to_string(args.steps) + " is out of range; expected ≥ 1");
-  if (args.threads < 0 || args.threads > 4096)
-    throw Error("--threads " + std::to_string(args.threads) +
-                " is out of range; expected 1 to 4096");
   TrainOptions options;
-  options.steps = args.steps > 0 ? args.steps : d.steps;
+  options.steps = args.steps.value_or(d.steps);
   options.batch_size = args.batch;
   options.lr = args.lr;
   options.seed = args.seed;
   options.target_accuracy = args.target;
-  options.eval_every = args.eval_every;
+  options.eval_every = args.eval_every.value_or(0);  // 0: the trainer's default
   options.test_examples = args.test_examples;
-  if (args.eval_every < 0)
-    throw Error("--eval-every " + std::to_string(args.eval_every) +
-                " is out of range; expected ≥ 1");
   if (args.test_examples < 0 || args.test_examples > 1'000'000)
     throw Error("--test-examples " + std::to_string(args.test_examples) +
                 " is out of range; expected 0 to 10^6");
@@ -147,7 +150,7 @@ int run_train(const TrainArgs& args) {
 
   // All of the work on `threads` threads: the process's pool and OpenBLAS's own (the backward
   // GEMMs), as qkv bench model does.
-  const int threads = resolve_num_threads(args.threads);
+  const int threads = resolve_num_threads(args.threads.value_or(0));  // 0: the default
   ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
   openblas_set_num_threads(threads);
 
@@ -242,8 +245,9 @@ int run_train(const TrainArgs& args) {
                 << "\" (expected \"" << e.target << "\")\n";
   }
   if (!args.out.empty())
-    std::cout << "\nwrote " << args.out << "; see its attention with\n  qkv explain --model "
-              << args.out << " --input \"" << test_set(task, 1).front().source << "\"\n";
+    std::cout << "\nwrote " << printable(args.out)
+              << "; see its attention with\n  qkv explain --model " << printable(args.out)
+              << " --input \"" << test_set(task, 1).front().source << "\"\n";
   return 0;
 }
 

@@ -4,23 +4,27 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace qkv::cli {
 
+// Unset optionals take their defaults (the task's, the machine's); a value given, 0 included, must
+// be in range: no value of an option means "the default".
 struct TrainArgs {
   std::string task;
-  int64_t steps = 0;                           // 0: the task's default
-  int64_t layers = 2, heads = 4, d_model = 0;  // d_model 0: the task's default
+  std::optional<int64_t> steps;  // the task's default
+  int64_t layers = 2, heads = 4;
+  std::optional<int64_t> d_model;  // the task's default
   int64_t batch = 64;
   double lr = 1e-3;
   uint64_t seed = 1;
   double target = 0.99;
-  int64_t eval_every = 0;
+  std::optional<int64_t> eval_every;  // min(100, max(10, steps / 10))
   int64_t test_examples = 1000;
   std::string out;
   bool json = false;
-  int threads = 0;
+  std::optional<int> threads;  // $QKV_NUM_THREADS, else all cores
 };
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);

@@ -25,8 +25,9 @@ std::string weight_str(double w) {
   return s.rfind("0.", 0) == 0 ? s.substr(1) : s;
 }
 
+// Token i as the terminal shows it (a token is cut from the user's text: printable()).
 std::string label(const Explained& e, int64_t i) {
-  return e.tokens[static_cast<std::size_t>(i)].text;
+  return printable(e.tokens[static_cast<std::size_t>(i)].text);
 }
 
 // A heatmap cell of two columns: a background colour, or a shade character without colour.
@@ -60,8 +61,9 @@ std::string render_tokens(const Explained& e, int64_t focus, const Style& style)
   std::ostringstream s;
   s << "qkv explain · all-MiniLM-L6-v2 · " << e.layers << " layers × " << e.heads
     << " heads, head dim " << e.head_dim << "\n\n";
-  s << wrap(quoted(clip(e.text, 480)), kWidth - 2, 2) << "\n";
-  if (e.pair) s << "+ sentence B:\n" << wrap(quoted(clip(e.text_b, 480)), kWidth - 2, 2) << "\n";
+  s << wrap(quoted(clip(printable(e.text), 480)), kWidth - 2, 2) << "\n";
+  if (e.pair)
+    s << "+ sentence B:\n" << wrap(quoted(clip(printable(e.text_b), 480)), kWidth - 2, 2) << "\n";
   if (e.truncated) s << "(cut to " << e.size() << " tokens, the model's limit)\n";
   s << "\ntokens (index: token)\n";
   int column = 1;

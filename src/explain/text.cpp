@@ -35,6 +35,86 @@ std::string grouped(int64_t n) {
   return out;
 }
 
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i] (1 to 4) and its code point; 0 when the bytes
+// there are not one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or
+// cut short).
+int utf8_sequence(std::string_view s, std::size_t i, char32_t& code_point) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) {
+    code_point = b0;
+    return 1;
+  }
+  int n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (Unicode Table 3-7)
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + static_cast<std::size_t>(n) > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  char32_t c = b0 & (0x7F >> n);
+  for (int k = 1; k < n; ++k) {
+    const unsigned char b = byte(i + static_cast<std::size_t>(k));
+    if ((b & 0xC0) != 0x80) return 0;
+    c = (c << 6) | (b & 0x3F);
+  }
+  code_point = c;
+  return n;
+}
+
+// Code points a terminal acts on or that reorder the text around them.
+bool is_control(char32_t c) {
+  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x2028 || c == 0x2029 ||
+         (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+}
+
+}  // namespace
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  char buf[16];
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    const int n = utf8_sequence(s, i, c);
+    if (n == 0) {  // not UTF-8: the byte itself
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i]));
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (!is_control(c)) {
+      out.append(s.substr(i, static_cast<std::size_t>(n)));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      if (c < 0x80)
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+      else
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    }
+    i += static_cast<std::size_t>(n);
+  }
+  return out;
+}
+
 int display_width(const std::string& s) {
   int n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // count lead bytes, not continuations

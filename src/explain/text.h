@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace qkv::explain {
@@ -13,6 +14,14 @@ std::string fixed(double x, int digits);
 std::string short_number(double x);
 // An integer with thousands separators: 1234567 → "1,234,567".
 std::string grouped(int64_t n);
+
+// Text from the user (a sentence, a corpus line, a token, a label, a file name) made safe to show
+// on a terminal: control characters are spelled out instead of acted on — \n, \r, \t, other C0
+// controls and DEL as \x1b, C1 controls (U+0080–U+009F) as \u009b, the bidirectional overrides
+// and isolates (U+202A–U+202E, U+2066–U+2069) and the line/paragraph separators (U+2028, U+2029)
+// as \u202e — and every byte that is not part of valid UTF-8 as \xNN. Everything else, backslashes
+// included, is kept as it is. JSON and HTML output have their own escaping and do not use this.
+std::string printable(std::string_view s);
 
 // Columns a string takes on a terminal (UTF-8 code points; good enough for labels).
 int display_width(const std::string& s);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "kernels/cpu/blas_threads.h"
+#include "models/finite.h"
 #include "models/safetensors.h"
 
 namespace qkv {
@@ -20,12 +21,75 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
-int64_t positive_field(const Json& config, const std::string& path, const char* key) {
-  if (!config.contains(key) || !config[key].is_number_integer() || config[key].get<int64_t>() <= 0)
-    throw Error(path + ": \"" + key + "\" is " +
-                (config.contains(key) ? config[key].dump() : "missing") +
-                "; expected a positive integer");
+// A config value as a message shows it: its JSON text, cut to 40 characters. (JSON has no NaN
+// or ∞, and the parser refuses a literal that overflows, so every number here is finite.)
+std::string value_str(const Json& v) {
+  const std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 39) + "…" : s;
+}
+
+[[noreturn]] void bad_field(const std::string& path, const std::string& key, const Json& config,
+                            const std::string& expected) {
+  throw Error(path + ": \"" + key + "\" is " +
+                  (config.contains(key) ? value_str(config[key]) : std::string("missing")) +
+                  "; expected " + expected,
+              Error::Kind::runtime);
+}
+
+// A required integer field in [lo, hi].
+int64_t integer_field(const Json& config, const std::string& path, const char* key, int64_t lo,
+                      int64_t hi) {
+  const std::string expected =
+      "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  if (!config.contains(key) || !config[key].is_number_integer())
+    bad_field(path, key, config, expected);
+  // Read as double too: a huge unsigned value would wrap around as int64_t.
+  const double v = config[key].get<double>();
+  if (v < static_cast<double>(lo) || v > static_cast<double>(hi))
+    bad_field(path, key, config, expected);
   return config[key].get<int64_t>();
+}
+
+// An optional string field that, when present, must be `expected`.
+void string_field(const Json& config, const std::string& path, const char* key,
+                  const char* expected, const char* why) {
+  if (config.contains(key) && config[key] != expected)
+    bad_field(path, key, config, "\"" + std::string(expected) + "\"" + why);
+}
+
+// Reads and checks every field the encoder uses, each against its range.
+BertConfig config_from_json(const Json& json, const std::string& path) {
+  if (!json.is_object()) throw Error(path + ": expected a JSON object", Error::Kind::runtime);
+  string_field(json, path, "hidden_act", "gelu", " (the erf form; the only one supported)");
+  string_field(json, path, "position_embedding_type", "absolute", "");
+  BertConfig c;
+  c.vocab_size = integer_field(json, path, "vocab_size", 1, 10'000'000);
+  c.hidden_size = integer_field(json, path, "hidden_size", 1, 65536);
+  c.num_layers = integer_field(json, path, "num_hidden_layers", 1, 1000);
+  c.num_heads = integer_field(json, path, "num_attention_heads", 1, c.hidden_size);
+  c.intermediate_size = integer_field(json, path, "intermediate_size", 1, 1 << 20);
+  // [CLS] and [SEP] take two positions.
+  c.max_positions = integer_field(json, path, "max_position_embeddings", 2, 1 << 20);
+  c.type_vocab_size = integer_field(json, path, "type_vocab_size", 1, 1024);
+  if (c.hidden_size % c.num_heads != 0)
+    throw Error(path + ": \"hidden_size\" " + std::to_string(c.hidden_size) +
+                    " is not a multiple of \"num_attention_heads\" " + std::to_string(c.num_heads) +
+                    "; expected hidden_size = heads · head dim",
+                Error::Kind::runtime);
+  // Hugging Face's default when absent. LayerNorm divides by √(variance + eps): eps ≤ 0 makes a
+  // constant row NaN, and a large eps flattens every row.
+  if (json.contains("layer_norm_eps")) {
+    const Json& eps = json["layer_norm_eps"];
+    if (!eps.is_number() || !(eps.get<double>() > 0 && eps.get<double>() <= 1e-2))
+      bad_field(path, "layer_norm_eps", json,
+                "a small positive number (0 < eps ≤ 0.01), e.g. 1e-12");
+    c.layer_norm_eps = eps.get<double>();
+  }
+  for (const char* key : {"hidden_dropout_prob", "attention_probs_dropout_prob"})
+    if (json.contains(key) &&
+        !(json[key].is_number() && json[key].get<double>() >= 0 && json[key].get<double>() <= 1))
+      bad_field(path, key, json, "a probability from 0 to 1");
+  return c;
 }
 
 // Stacks [n_i, ...] tensors along the first dimension.
@@ -52,7 +116,8 @@ class Checkpoint {
     if (all_prefixed) prefix_ = "bert.";
   }
 
-  Tensor take(const std::string& name, const Shape& shape) {
+  // `config_says`: the config.json fields that set the shape, for a mismatch's message.
+  Tensor take(const std::string& name, const Shape& shape, const std::string& config_says = "") {
     const std::string full = prefix_ + name;
     if (const auto skipped = file_.skipped.find(full); skipped != file_.skipped.end())
       throw Error(path_ + ": tensor \"" + full + "\" has dtype " + skipped->second +
@@ -62,9 +127,11 @@ class Checkpoint {
       throw Error(path_ + ": tensor \"" + full + "\" is missing; a BERT encoder needs it");
     if (it->second.shape() != shape)
       throw Error(path_ + ": tensor \"" + full + "\" has shape " + shape_str(it->second.shape()) +
-                  "; expected " + shape_str(shape) + " for this config");
+                  "; expected " + shape_str(shape) + " for this config" +
+                  (config_says.empty() ? "" : " (config.json: " + config_says + ")"));
     if (it->second.dtype() != DType::f32)
       throw Error(path_ + ": tensor \"" + full + "\" is float64; expected F32, F16 or BF16");
+    require_finite_tensor(path_, full, it->second);
     taken_.insert(full);
     return it->second;
   }
@@ -114,34 +181,7 @@ BertConfig read_bert_config(const std::string& path) {
   } catch (const Json::exception& e) {
     throw Error(path + ": not valid JSON: " + e.what(), Error::Kind::runtime);
   }
-  if (!json.is_object()) throw Error(path + ": expected a JSON object", Error::Kind::runtime);
-  if (json.contains("hidden_act") && json["hidden_act"] != "gelu")
-    throw Error(path + ": \"hidden_act\" is " + json["hidden_act"].dump() +
-                    "; only \"gelu\" (the erf form) is supported",
-                Error::Kind::runtime);
-  if (json.contains("position_embedding_type") && json["position_embedding_type"] != "absolute")
-    throw Error(path + ": \"position_embedding_type\" is " +
-                    json["position_embedding_type"].dump() + "; expected \"absolute\"",
-                Error::Kind::runtime);
-  BertConfig c;
-  try {
-    c.vocab_size = positive_field(json, path, "vocab_size");
-    c.hidden_size = positive_field(json, path, "hidden_size");
-    c.num_layers = positive_field(json, path, "num_hidden_layers");
-    c.num_heads = positive_field(json, path, "num_attention_heads");
-    c.intermediate_size = positive_field(json, path, "intermediate_size");
-    c.max_positions = positive_field(json, path, "max_position_embeddings");
-    c.type_vocab_size = positive_field(json, path, "type_vocab_size");
-  } catch (const Error& e) {
-    throw Error(e.what(), Error::Kind::runtime);
-  }
-  if (json.contains("layer_norm_eps") && json["layer_norm_eps"].is_number())
-    c.layer_norm_eps = json["layer_norm_eps"].get<double>();
-  if (c.hidden_size % c.num_heads != 0)
-    throw Error(path + ": hidden_size " + std::to_string(c.hidden_size) +
-                    " is not a multiple of num_attention_heads " + std::to_string(c.num_heads),
-                Error::Kind::runtime);
-  return c;
+  return config_from_json(json, path);
 }
 
 BertWeights read_bert_weights(const std::string& safetensors_path, const BertConfig& c) {
@@ -157,11 +197,15 @@ BertWeights read_bert_weights(const std::string& safetensors_path, const BertCon
                                ckpt.take(name + ".bias", {out})};
     };
     BertWeights w;
-    w.word_embeddings = ckpt.take("embeddings.word_embeddings.weight", {c.vocab_size, hid});
+    const std::string hidden_says = ", hidden_size " + std::to_string(hid);
+    w.word_embeddings = ckpt.take("embeddings.word_embeddings.weight", {c.vocab_size, hid},
+                                  "vocab_size " + std::to_string(c.vocab_size) + hidden_says);
     w.position_embeddings =
-        ckpt.take("embeddings.position_embeddings.weight", {c.max_positions, hid});
+        ckpt.take("embeddings.position_embeddings.weight", {c.max_positions, hid},
+                  "max_position_embeddings " + std::to_string(c.max_positions) + hidden_says);
     w.token_type_embeddings =
-        ckpt.take("embeddings.token_type_embeddings.weight", {c.type_vocab_size, hid});
+        ckpt.take("embeddings.token_type_embeddings.weight", {c.type_vocab_size, hid},
+                  "type_vocab_size " + std::to_string(c.type_vocab_size) + hidden_says);
     w.embedding_norm = norm("embeddings.LayerNorm");
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const std::string p = "encoder.layer." + std::to_string(l) + ".";

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "models/finite.h"
 #include "models/safetensors.h"
 #include "qkv/nn.h"
 
@@ -52,6 +53,7 @@ std::map<std::string, std::string> load_parameters(const std::string& path,
     if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
       fail(path, "parameter '" + p->name + "' is stored as " + std::string(dtype_name(t.dtype())) +
                      ", not float32 or float64");
+    require_finite_tensor(path, p->name, t);
   }
   for (const std::string& name : file.names)
     if (!expected.contains(name))

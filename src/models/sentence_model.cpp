@@ -50,9 +50,9 @@ SentenceModel SentenceModel::load(const std::string& dir, const SentenceModelOpt
                 Error::Kind::runtime);
   }
   BertConfig config = read_bert_config(dir + "/config.json");
-  if (static_cast<int64_t>(options.max_length) > config.max_positions)
-    throw Error("max_length " + std::to_string(options.max_length) + " exceeds the model's " +
-                std::to_string(config.max_positions) + " positions");
+  // A model with fewer positions reads shorter texts (no option of the user's is wrong here).
+  SentenceModelOptions used = options;
+  used.max_length = std::min(options.max_length, static_cast<std::size_t>(config.max_positions));
   BertWeights weights = read_bert_weights(dir + "/model.safetensors", config);
   if (options.reference) weights = to(weights, DType::f64);
   WordPieceTokenizer tokenizer = [&] {
@@ -66,7 +66,7 @@ SentenceModel SentenceModel::load(const std::string& dir, const SentenceModelOpt
     throw Error(dir + "/vocab.txt has " + std::to_string(tokenizer.size()) +
                     " tokens but config.json says vocab_size " + std::to_string(config.vocab_size),
                 Error::Kind::runtime);
-  return SentenceModel(dir, config, std::move(weights), std::move(tokenizer), options);
+  return SentenceModel(dir, config, std::move(weights), std::move(tokenizer), used);
 }
 
 Tensor SentenceModel::embed(const std::vector<std::string>& texts,
@@ -125,7 +125,9 @@ double cosine(const Tensor& a, int64_t row_a, const Tensor& b, int64_t row_b) {
     na += x * x;
     nb += y * y;
   }
-  return na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : 0.0;
+  // A zero row has no direction: 0. NaN in either row stays NaN (never a plausible 0).
+  if (na == 0 || nb == 0) return 0.0;
+  return dot / std::sqrt(na * nb);
 }
 
 }  // namespace qkv

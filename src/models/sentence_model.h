@@ -18,8 +18,9 @@ namespace qkv {
 std::string default_model_dir();
 
 struct SentenceModelOptions {
-  std::size_t max_length =
-      256;  // tokens per text, [CLS] and [SEP] included (sentence-transformers)
+  // Tokens per text, [CLS] and [SEP] included (sentence-transformers); cut to the model's
+  // max_position_embeddings when that is smaller.
+  std::size_t max_length = 256;
   int batch_size = 32;
   bool reference = false;  // run the whole encoder in float64 (the reference twin)
 };
@@ -68,7 +69,7 @@ class SentenceModel {
   SentenceModelOptions options_;
 };
 
-// cos(a, b) of two embedding rows.
+// cos(a, b) of two embedding rows: 0 when a row is all zeros, NaN when either holds NaN or ∞.
 double cosine(const Tensor& a, int64_t row_a, const Tensor& b, int64_t row_b);
 
 }  // namespace qkv

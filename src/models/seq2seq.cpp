@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "models/safetensors.h"
 
@@ -82,86 +81,7 @@ std::vector<int32_t> padded(std::vector<int32_t> ids, int64_t length) {
   return ids;
 }
 
-nlohmann::json config_json(const Seq2SeqConfig& c) {
-  return {{"task", c.task},
-          {"task_options",
-           {{"min_length", c.task_options.min_length},
-            {"max_length", c.task_options.max_length},
-            {"symbols", c.task_options.symbols}}},
-          {"characters", c.characters},
-          {"layers", c.layers},
-          {"heads", c.heads},
-          {"d_model", c.d_model},
-          {"ffn_hidden", c.hidden()},
-          {"max_source", c.max_source},
-          {"max_target", c.max_target},
-          {"dropout", c.dropout},
-          {"attention",
-           {{"score", std::string(to_string(c.attention.score))},
-            {"kv_heads", c.attention.kv_heads},
-            {"tie_qk", c.attention.tie_qk},
-            {"identity_v", c.attention.identity_v}}}};
-}
-
-Seq2SeqConfig config_from_json(const nlohmann::json& j) {
-  Seq2SeqConfig c;
-  c.task = j.at("task").get<std::string>();
-  const auto& o = j.at("task_options");
-  c.task_options = {.min_length = o.at("min_length").get<int64_t>(),
-                    .max_length = o.at("max_length").get<int64_t>(),
-                    .symbols = o.at("symbols").get<int64_t>()};
-  c.characters = j.at("characters").get<std::string>();
-  c.layers = j.at("layers").get<int64_t>();
-  c.heads = j.at("heads").get<int64_t>();
-  c.d_model = j.at("d_model").get<int64_t>();
-  c.ffn_hidden = j.at("ffn_hidden").get<int64_t>();
-  c.max_source = j.at("max_source").get<int64_t>();
-  c.max_target = j.at("max_target").get<int64_t>();
-  c.dropout = j.at("dropout").get<double>();
-  if (j.contains("attention")) {
-    const auto& a = j.at("attention");
-    const auto score = parse_score(a.at("score").get<std::string>());
-    if (!score) throw Error("unknown score " + a.at("score").dump() + " in the model's config");
-    c.attention.score = *score;
-    c.attention.kv_heads = a.at("kv_heads").get<int64_t>();
-    c.attention.tie_qk = a.at("tie_qk").get<bool>();
-    c.attention.identity_v = a.at("identity_v").get<bool>();
-  }
-  return c;
-}
-
 }  // namespace
-
-void Seq2SeqConfig::validate() const {
-  auto bad = [](const std::string& what, int64_t v, const std::string& expected) {
-    throw Error(what + " " + std::to_string(v) + " is out of range; expected " + expected);
-  };
-  if (layers < 1 || layers > 64) bad("--layers", layers, "1 to 64");
-  if (heads < 1 || heads > 256) bad("--heads", heads, "1 to 256");
-  if (d_model < 1 || d_model > 4096) bad("--d-model", d_model, "1 to 4096");
-  if (d_model % heads != 0)
-    throw Error("--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
-                std::to_string(heads) + "; expected d_model = heads · d_k, e.g. --d-model " +
-                std::to_string((d_model / heads + 1) * heads));
-  if (ffn_hidden < 0 || ffn_hidden > 65536) bad("ffn_hidden", ffn_hidden, "0 to 65536");
-  if (max_source < 1 || max_source > 4096) bad("max_source", max_source, "1 to 4096");
-  if (max_target < 1 || max_target > 4096) bad("max_target", max_target, "1 to 4096");
-  if (!(dropout >= 0.0 && dropout < 1.0))
-    throw Error("dropout " + std::to_string(dropout).substr(0, 6) +
-                " is out of range; expected [0, 1)");
-}
-
-Seq2SeqConfig config_for(const Task& task, int64_t layers, int64_t heads, int64_t d_model) {
-  Seq2SeqConfig c;
-  c.task = task.name();
-  c.characters = task.vocab().characters();
-  c.layers = layers;
-  c.heads = heads;
-  c.d_model = d_model;
-  c.max_source = task.max_source_length();
-  c.max_target = task.max_target_length();
-  return c;
-}
 
 Batch make_batch(const Vocabulary& vocab, const std::vector<Example>& examples) {
   Batch b;
@@ -453,7 +373,7 @@ Seq2SeqCapture Seq2Seq::capture(const std::string& source) {
 void Seq2Seq::save(const std::string& path, const std::map<std::string, std::string>& extra) {
   std::map<std::string, std::string> metadata = extra;
   metadata[kFormatKey] = kFormat;
-  metadata[kConfigKey] = config_json(config_).dump();
+  metadata[kConfigKey] = config_to_metadata(config_);
   nn::save_parameters(path, parameters(), metadata);
 }
 
@@ -465,13 +385,7 @@ std::unique_ptr<Seq2Seq> Seq2Seq::load(const std::string& path,
   if (format == file.metadata.end() || format->second != kFormat || config == file.metadata.end())
     throw Error(path + " is not a model saved by qkv train (its metadata has no " +
                 std::string(kConfigKey) + "); train one with qkv train --task dates --out " + path);
-  Seq2SeqConfig c;
-  try {
-    c = config_from_json(nlohmann::json::parse(config->second));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": the metadata's " + std::string(kConfigKey) +
-                " is not a valid model configuration (" + e.what() + ")");
-  }
+  const Seq2SeqConfig c = config_from_metadata(config->second, path);
   const auto first = file.tensors.find("embedding.weight");
   const DType dtype = first != file.tensors.end() ? first->second.dtype() : DType::f32;
   nn::Rng rng(0);

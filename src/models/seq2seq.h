@@ -37,9 +37,18 @@ struct Seq2SeqConfig {
   nn::MultiHeadAttentionOptions attention;
 
   int64_t hidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * d_model; }
-  // Throws qkv::Error (usage) when sizes are out of range or d_model % heads != 0.
-  void validate() const;
+  // Throws qkv::Error (usage) when a size is out of range, d_model % heads != 0, the characters
+  // are not printable ASCII or kv_heads does not divide heads. Messages name qkv train's flags;
+  // with `source` (a model file) they name the file and its metadata's field instead.
+  void validate(const std::string& source = "") const;
 };
+
+// The config as JSON text, as a saved model's metadata holds it ("qkv.config"), and back: every
+// field is checked (type, range, a known task whose characters and lengths the model covers);
+// errors name `path` and the field, e.g. "m.safetensors: the metadata's qkv.config "layers" is 0;
+// expected 1 to 64".
+std::string config_to_metadata(const Seq2SeqConfig& config);
+Seq2SeqConfig config_from_metadata(const std::string& text, const std::string& path);
 
 // A config sized for `task` (vocabulary and lengths from it).
 Seq2SeqConfig config_for(const Task& task, int64_t layers, int64_t heads, int64_t d_model);

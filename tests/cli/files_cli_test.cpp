@@ -131,22 +131,24 @@ TEST_F(FilesCli, ModelFileThatIsNotARegularFileIsRefused) {
   dir_.write("model/vocab.txt", "x");
   fs::remove(model + "/config.json");
   dir_.fifo("model/config.json");
-  expect_error(run_limited({"embed", "text", "--model", model}), 2,
-               model + "/config.json: is a FIFO (named pipe); expected a regular JSON file");
+  expect_error(
+      run_limited({"embed", "text", "--model", model}), 2,
+      "--model " + model + "/config.json: is a FIFO (named pipe); expected a regular JSON file");
   fs::remove(model + "/config.json");
   dir_.write("model/config.json", "{}");
   fs::remove(model + "/model.safetensors");
   dir_.fifo("model/model.safetensors");
   expect_error(run_limited({"explain", "text", "--model", model}), 2,
-               model +
+               "--model " + model +
                    "/model.safetensors: is a FIFO (named pipe); expected a regular .safetensors "
                    "file");
   fs::remove(model + "/model.safetensors");
   dir_.write("model/model.safetensors", "x");
   fs::remove(model + "/vocab.txt");
   ASSERT_EQ(::symlink("/dev/zero", (model + "/vocab.txt").c_str()), 0);
-  expect_error(run_limited({"search", "q", "--corpus", q_, "--model", model}), 2,
-               model + "/vocab.txt: is a character device; expected a regular text file");
+  expect_error(
+      run_limited({"search", "q", "--corpus", q_, "--model", model}), 2,
+      "--model " + model + "/vocab.txt: is a character device; expected a regular text file");
 }
 
 TEST_F(FilesCli, TrainedModelFifoIsRefused) {

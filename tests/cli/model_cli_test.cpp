@@ -120,9 +120,10 @@ TEST(ExplainCli, TokenPicksTheFocus) {
 
 TEST(ExplainCli, BadInputGetsOneLineAndExitTwo) {
   expect_one_line_error(run_qkv({"explain", "--layer", "6", "--head", "0"}), 2,
-                        "--layer 6 is out of range; the model has layers 0 to 5");
+                        "--layer 6 is out of range; this model has layers 0–5");
   expect_one_line_error(run_qkv({"explain", "--layer", "1"}), 2, "--layer is given without --head");
-  expect_one_line_error(run_qkv({"explain", "--head", "12", "--layer", "0"}), 2, "heads 0 to 11");
+  expect_one_line_error(run_qkv({"explain", "--head", "12", "--layer", "0"}), 2,
+                        "--head 12 is out of range; this model has heads 0–11");
   expect_one_line_error(run_qkv({"explain", "--token", "zebra"}), 2,
                         "--token 'zebra' is not a token of the text");
   expect_one_line_error(run_qkv({"explain", "caf\xc3"}), 2, "not valid UTF-8");
@@ -131,8 +132,9 @@ TEST(ExplainCli, BadInputGetsOneLineAndExitTwo) {
 }
 
 TEST(ExplainCli, MissingModelSaysHowToInstallIt) {
-  expect_one_line_error(run_qkv({"explain", "--model", "/nonexistent/model"}), 1,
-                        "/nonexistent/model has no config.json");
+  // A model the user named is input: missing, it is a usage error (exit 2).
+  expect_one_line_error(run_qkv({"explain", "--model", "/nonexistent/model"}), 2,
+                        "--model /nonexistent/model has no config.json");
   const std::string empty_home = temp_path("empty-home");
   std::filesystem::create_directories(empty_home);
   const char* old = std::getenv("QKV_HOME");

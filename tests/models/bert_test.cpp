@@ -252,12 +252,109 @@ TEST(BertConfigTest, BadConfigsAreNamed) {
     return "";
   };
   EXPECT_THAT(error_of("{"), HasSubstr("not valid JSON"));
-  EXPECT_THAT(error_of(R"({"hidden_act": "relu"})"), HasSubstr("only \"gelu\""));
+  EXPECT_THAT(error_of(R"({"hidden_act": "relu"})"),
+              HasSubstr("\"hidden_act\" is \"relu\"; expected \"gelu\""));
   EXPECT_THAT(error_of(R"({"vocab_size": 10})"), HasSubstr("\"hidden_size\" is missing"));
   EXPECT_THAT(error_of(R"({"vocab_size": 10, "hidden_size": 5, "num_hidden_layers": 1,
       "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 16,
       "type_vocab_size": 2})"),
               HasSubstr("not a multiple"));
+}
+
+// Every number config.json holds is checked: one line naming the file, the field, the value found
+// and what was expected. A zero, negative or NaN-making layer_norm_eps used to load and make every
+// output NaN.
+TEST(BertConfigTest, EveryFieldIsCheckedWithItsValueAndRange) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "qkv-config-fields.json").string();
+  auto error_of = [&](const std::string& field, const std::string& value) -> std::string {
+    std::ifstream in(test::minilm_file("config.json"));
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (value == "<missing>")
+      j.erase(field);
+    else
+      j[field] = nlohmann::json::parse(value);
+    std::ofstream(path) << j.dump();
+    try {
+      read_bert_config(path);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::runtime);
+      return e.what();
+    }
+    return "";
+  };
+  const std::string eps = "; expected a small positive number (0 < eps ≤ 0.01), e.g. 1e-12";
+  EXPECT_EQ(error_of("layer_norm_eps", "-1e-12"), path + ": \"layer_norm_eps\" is -1e-12" + eps);
+  EXPECT_EQ(error_of("layer_norm_eps", "0"), path + ": \"layer_norm_eps\" is 0" + eps);
+  EXPECT_EQ(error_of("layer_norm_eps", "0.5"), path + ": \"layer_norm_eps\" is 0.5" + eps);
+  EXPECT_EQ(error_of("layer_norm_eps", "\"1e-12\""),
+            path + ": \"layer_norm_eps\" is \"1e-12\"" + eps);
+  // JSON has no NaN; a literal that overflows to ∞ is refused by the parser.
+  std::ofstream(path) << R"({"layer_norm_eps": 1e999})";
+  EXPECT_THAT([&] { read_bert_config(path); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("not valid JSON")));
+  EXPECT_EQ(error_of("num_hidden_layers", "0"),
+            path + ": \"num_hidden_layers\" is 0; expected an integer from 1 to 1000");
+  EXPECT_EQ(error_of("hidden_size", "-384"),
+            path + ": \"hidden_size\" is -384; expected an integer from 1 to 65536");
+  EXPECT_EQ(error_of("vocab_size", "30522.5"),
+            path + ": \"vocab_size\" is 30522.5; expected an integer from 1 to 10000000");
+  EXPECT_EQ(error_of("vocab_size", "18446744073709551615"),
+            path +
+                ": \"vocab_size\" is 18446744073709551615; expected an integer from 1 to "
+                "10000000");
+  EXPECT_EQ(error_of("max_position_embeddings", "1"),
+            path + ": \"max_position_embeddings\" is 1; expected an integer from 2 to 1048576");
+  EXPECT_EQ(error_of("num_attention_heads", "500"),
+            path + ": \"num_attention_heads\" is 500; expected an integer from 1 to 384");
+  EXPECT_EQ(error_of("num_attention_heads", "7"),
+            path +
+                ": \"hidden_size\" 384 is not a multiple of \"num_attention_heads\" 7; "
+                "expected hidden_size = heads · head dim");
+  EXPECT_EQ(error_of("type_vocab_size", "<missing>"),
+            path + ": \"type_vocab_size\" is missing; expected an integer from 1 to 1024");
+  EXPECT_EQ(error_of("hidden_dropout_prob", "2"),
+            path + ": \"hidden_dropout_prob\" is 2; expected a probability from 0 to 1");
+  EXPECT_EQ(error_of("hidden_act", "\"gelu_new\""),
+            path +
+                ": \"hidden_act\" is \"gelu_new\"; expected \"gelu\" (the erf form; the "
+                "only one supported)");
+  EXPECT_EQ(error_of("layer_norm_eps", "1e-5"), "");       // other BERTs' value
+  EXPECT_EQ(error_of("layer_norm_eps", "<missing>"), "");  // transformers' default, 1e-12
+}
+
+// A NaN or ∞ anywhere in the weights is found at load time and named, with where it is.
+TEST(BertWeightsTest, NonFiniteWeightsAreNamedWithTheirPlace) {
+  auto with = [](const std::string& name, int64_t index, double value) {
+    auto tensors = tiny_tensors();
+    for (auto& [n, t] : tensors)
+      if (n == name) t.data<float>()[index] = static_cast<float>(value);
+    return tensors;
+  };
+  EXPECT_EQ(load_error(with("encoder.layer.0.attention.self.key.weight", 6, NAN)),
+            (std::filesystem::temp_directory_path() / "qkv-tiny-bert.safetensors").string() +
+                ": tensor \"encoder.layer.0.attention.self.key.weight\" holds nan at [1, 2] of "
+                "[4, 4]; expected finite weights (the file is corrupt, or saved from a model "
+                "whose training diverged)");
+  EXPECT_THAT(load_error(with("embeddings.LayerNorm.bias", 3, -INFINITY)),
+              HasSubstr("\"embeddings.LayerNorm.bias\" holds -inf at [3] of [4]"));
+  EXPECT_THAT(load_error(with("encoder.layer.0.output.dense.weight", 31, INFINITY)),
+              HasSubstr("\"encoder.layer.0.output.dense.weight\" holds inf at [3, 7] of [4, 8]"));
+  // The largest float is finite: it loads (what it computes is checked where it is shown).
+  EXPECT_EQ(load_error(with("encoder.layer.0.output.dense.weight", 0, 3.4e38)), "");
+}
+
+// The embeddings' shapes follow three fields of config.json: a mismatch names them.
+TEST(BertWeightsTest, EmbeddingShapeMismatchNamesTheConfigField) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "qkv-tiny-bert-vocab.safetensors").string();
+  write_safetensors(path, tiny_tensors());
+  BertConfig c = tiny_config();
+  c.vocab_size = 12;
+  EXPECT_THAT([&] { read_bert_weights(path, c); },
+              ::testing::ThrowsMessage<Error>(HasSubstr(
+                  "\"embeddings.word_embeddings.weight\" has shape [10, 4]; expected [12, 4] for "
+                  "this config (config.json: vocab_size 12, hidden_size 4)")));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -128,6 +129,26 @@ TEST_F(ParametersIo, LoadingErrorsNameTheParameterAndChangeNothing) {
   Model fine(2);
   EXPECT_EQ(load_error(path("m.safetensors"), fine), "");
   EXPECT_THROW(load_parameters(path("absent.safetensors"), fine.parameters()), Error);
+}
+
+// A NaN or ∞ in a saved model (a diverged run, a corrupt file) is named at load, float32 and
+// float64 alike, and nothing is loaded.
+TEST_F(ParametersIo, NonFiniteValuesAreNamedAndChangeNothing) {
+  Model saved(1);
+  saved.ffn.out.weight.value.data<float>()[6] = NAN;
+  save_parameters(path("nan.safetensors"), saved.parameters());
+  Model loaded(2);
+  const Tensor before = loaded.ffn.out.weight.value.clone();
+  EXPECT_EQ(load_error(path("nan.safetensors"), loaded),
+            path("nan.safetensors") +
+                ": tensor \"ffn.out.weight\" holds nan at [1, 1] of [3, 5]; expected finite "
+                "weights (the file is corrupt, or saved from a model whose training diverged)");
+  EXPECT_TRUE(same_bits(loaded.ffn.out.weight.value, before)) << "a failed load changed it";
+  Model inf(1);
+  inf.norm.bias.value.data<double>()[2] = -INFINITY;
+  save_parameters(path("inf.safetensors"), inf.parameters());
+  EXPECT_NE(load_error(path("inf.safetensors"), loaded).find("\"norm.bias\" holds -inf at [2]"),
+            std::string::npos);
 }
 
 TEST_F(ParametersIo, SavingTwoParametersOfOneNameIsAnError) {

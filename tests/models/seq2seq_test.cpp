@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "models/safetensors.h"
 #include "models/trainer.h"
@@ -113,6 +115,65 @@ TEST(Seq2SeqModel, LoadingAFileNotSavedByTrainSaysSo) {
   }
   std::filesystem::remove(path);
   EXPECT_THROW(Seq2Seq::load(temp_path("missing.safetensors")), Error);
+}
+
+// A saved model whose metadata's qkv.config was changed (a hand edit, a corrupt file): the error
+// names the file and the field, never a flag of qkv train the user did not pass.
+TEST(Seq2SeqModel, BadMetadataNamesTheFileAndTheField) {
+  const Task task = make_task("copy");
+  auto model = make_model(tiny_config(task, 1, 8), 3);
+  const std::string path = temp_path("metadata.safetensors");
+  model->save(path);
+  const SafetensorsFile saved = read_safetensors(path);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : saved.names) tensors.emplace_back(name, saved.tensors.at(name));
+  auto error_with = [&](const std::function<void(nlohmann::json&)>& edit) -> std::string {
+    std::map<std::string, std::string> metadata = saved.metadata;
+    nlohmann::json config = nlohmann::json::parse(metadata.at("qkv.config"));
+    edit(config);
+    metadata["qkv.config"] = config.dump();
+    write_safetensors(path, tensors, metadata);
+    try {
+      Seq2Seq::load(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string where = path + ": the metadata's qkv.config ";
+  EXPECT_EQ(error_with([](nlohmann::json&) {}), "");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["layers"] = 0; }),
+            where + "\"layers\" is 0; expected 1 to 64");
+  EXPECT_EQ(
+      error_with([](nlohmann::json& c) { c["heads"] = 3; }),
+      where + "\"d_model\" is 8, not a multiple of \"heads\" 3; expected d_model = heads · d_k");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["d_model"] = "wide"; }),
+            where + "\"d_model\" is \"wide\"; expected an integer");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["d_model"] = 8.5; }),
+            where + "\"d_model\" is 8.5; expected an integer");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c.erase("max_source"); }),
+            where + "\"max_source\" is missing; expected an integer");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["dropout"] = 1.5; }),
+            where + "\"dropout\" is 1.5; expected [0, 1)");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["task"] = "poetry"; }),
+            where + "\"task\" is \"poetry\"; expected one of reverse, sort, copy, dates, lookup");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["task_options"]["symbols"] = 99; }),
+            where +
+                "\"task_options\": task copy: 99 symbols; expected 2 to 26 (the letters a, "
+                "b, c, ...)");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["characters"] = "ab\u001b"; }),
+            where +
+                "\"characters\" is a string with the byte 0x1b; expected printable ASCII "
+                "characters (0x20 to 0x7e)");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["attention"]["kv_heads"] = 3; }),
+            where + "\"attention.kv_heads\" is 3; expected 0 (= heads) or a divisor of heads 2");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["attention"]["score"] = "magic"; }),
+            where +
+                "\"attention.score\" is \"magic\"; expected scaled-dot, dot, general, "
+                "additive, laplace, cosine or uniform");
+  EXPECT_EQ(error_with([](nlohmann::json& c) { c["max_source"] = 3; }),
+            where + "\"max_source\" is 3; expected at least task copy's 16");
+  std::filesystem::remove(path);
 }
 
 // copy, lengths 4–6 over 5 symbols, 1 layer, d = 32: 100 steps must cut the loss (label

@@ -1,0 +1,47 @@
+#include "options.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace qkv::cli {
+namespace {
+
+std::string number_str(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// "a number in (0, 10)", "a number ≥ 0", "a finite number".
+std::string expected(const Bounds& b) {
+  const bool has_lo = b.lo > -std::numeric_limits<double>::max();
+  const bool has_hi = b.hi < std::numeric_limits<double>::max();
+  if (has_lo && has_hi)
+    return "a number in " + std::string(b.lo_open ? "(" : "[") + number_str(b.lo) + ", " +
+           number_str(b.hi) + (b.hi_open ? ")" : "]");
+  if (has_lo) return std::string("a number ") + (b.lo_open ? "> " : "≥ ") + number_str(b.lo);
+  if (has_hi) return std::string("a number ") + (b.hi_open ? "< " : "≤ ") + number_str(b.hi);
+  return "a finite number";
+}
+
+}  // namespace
+
+CLI::Validator finite_number(Bounds bounds) {
+  const std::string want = expected(bounds);
+  return CLI::Validator(
+      [bounds, want](std::string& input) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(input, x))
+          return input + " is not a number; expected " + want;
+        if (std::isnan(x)) return input + " is not a number; expected " + want;
+        if (!std::isfinite(x)) return input + " is not finite; expected " + want;
+        const bool low = bounds.lo_open ? !(x > bounds.lo) : !(x >= bounds.lo);
+        const bool high = bounds.hi_open ? !(x < bounds.hi) : !(x <= bounds.hi);
+        if (low || high) return input + " is out of range; expected " + want;
+        return "";
+      },
+      want);
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,230 @@
+// What the model commands say about a broken model (issue 11). A NaN in the weights or a bad
+// config.json is named at load — the file, the tensor or field, the value, what was expected — as
+// a usage error (exit 2) when the user named the model, a runtime error with the repair (exit 1)
+// when the default model is damaged; the same fault gives the same exit code in every command.
+// A result that still comes out non-finite is refused, never printed as a number.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "models/model_copy.h"
+#include "models/safetensors.h"
+#include "models/trainer.h"
+
+namespace qkv {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::run_qkv;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("qkv-model-faults-" + name)).string();
+}
+
+void expect_one_line_error(const testing::CliResult& r, int code, const std::string& what) {
+  EXPECT_EQ(r.exit_code, code) << r.describe();
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr(what)) << r.describe();
+  EXPECT_TRUE(r.out.empty()) << r.describe();  // no "cos = 0.0000", no "nan", nothing
+}
+
+std::string corpus_file() {
+  const std::string path = temp_path("corpus.txt");
+  std::ofstream(path) << "The bank raised its rates.\nI sat on the river bank.\n";
+  return path;
+}
+
+// Every command that loads a BERT model, on `dir`.
+std::vector<std::vector<std::string>> model_commands(const std::string& dir) {
+  return {{"similarity", "I sat on the bank", "The river bank", "--model", dir},
+          {"embed", "The cat sat on the mat", "--model", dir},
+          {"embed", "The cat sat on the mat", "--json", "--model", dir},
+          {"search", "cash", "--corpus", corpus_file(), "--model", dir},
+          {"explain", "The animal was tired", "--model", dir},
+          {"explain", "The animal was tired", "--json", "--model", dir},
+          {"bench", "model", "--quick", "--model", dir}};
+}
+
+TEST(ModelFaultsCli, NanInTheWeightsIsNamedAtLoadByEveryCommand) {
+  const std::string dir =
+      test::minilm_copy("nan", {}, {{"encoder.layer.2.attention.self.query.weight", NAN, 1}});
+  for (const auto& args : model_commands(dir))
+    expect_one_line_error(run_qkv(args), 2,
+                          "--model " + dir +
+                              "/model.safetensors: tensor "
+                              "\"encoder.layer.2.attention.self.query.weight\" holds nan at [0, 0] "
+                              "of [384, 384]; expected finite weights");
+  const std::string inf_dir =
+      test::minilm_copy("inf", {}, {{"embeddings.LayerNorm.bias", -INFINITY, 1}});
+  expect_one_line_error(run_qkv({"similarity", "a", "b", "--model", inf_dir}), 2,
+                        "\"embeddings.LayerNorm.bias\" holds -inf at [0] of [384]");
+}
+
+// layer_norm_eps -1 made similarity print "cos(a, b) = 0.0000" and embed a row of "nan"; 0,
+// -1e-12 and a string were taken too. Each is now named at load, in every command.
+TEST(ModelFaultsCli, BadLayerNormEpsIsNamedByEveryCommand) {
+  const std::string expected = "; expected a small positive number (0 < eps ≤ 0.01), e.g. 1e-12";
+  const std::string dir =
+      test::minilm_copy("eps", [](nlohmann::json& c) { c["layer_norm_eps"] = -1; });
+  for (const auto& args : model_commands(dir))
+    expect_one_line_error(run_qkv(args), 2,
+                          "--model " + dir + "/config.json: \"layer_norm_eps\" is -1" + expected);
+  for (const nlohmann::json eps :
+       {nlohmann::json(-1e-12), nlohmann::json(0.0), nlohmann::json("nan")}) {
+    const std::string other =
+        test::minilm_copy("eps-other", [&](nlohmann::json& c) { c["layer_norm_eps"] = eps; });
+    expect_one_line_error(run_qkv({"similarity", "a", "b", "--model", other}), 2,
+                          "\"layer_norm_eps\" is " + eps.dump() + expected);
+  }
+}
+
+TEST(ModelFaultsCli, BadSizesInConfigAreNamed) {
+  const std::string dir =
+      test::minilm_copy("heads", [](nlohmann::json& c) { c["num_attention_heads"] = 0; });
+  expect_one_line_error(run_qkv({"embed", "x", "--model", dir}), 2,
+                        "\"num_attention_heads\" is 0; expected an integer from 1 to 384");
+  const std::string vocab =
+      test::minilm_copy("vocab", [](nlohmann::json& c) { c["vocab_size"] = 30000; });
+  expect_one_line_error(run_qkv({"embed", "x", "--model", vocab}), 2,
+                        "has shape [30522, 384]; expected [30000, 384] for this config "
+                        "(config.json: vocab_size 30000, hidden_size 384)");
+}
+
+// Weights that load (every one finite) but overflow float32 when multiplied out: the last line of
+// defence turns the NaN into an error instead of "cos(a, b) = 0.0000" or a vector of nulls.
+TEST(ModelFaultsCli, AResultThatComesOutNonFiniteIsAnErrorNotANumber) {
+  const std::string dir =
+      test::minilm_copy("huge", {}, {{"encoder.layer.5.output.LayerNorm.weight", 3e38f, -1}});
+  const std::string why =
+      "; the model computes non-finite numbers (its weights overflow float32 or are corrupt), so "
+      "there is no result to show";
+  expect_one_line_error(
+      run_qkv({"similarity", "I sat on the bank", "The river bank", "--model", dir}), 1,
+      "the embedding of text 1 (\"I sat on the bank\") came out NaN" + why);
+  const std::string npy = temp_path("huge.npy");
+  std::filesystem::remove(npy);
+  expect_one_line_error(run_qkv({"embed", "one", "two", "--npy", npy, "--model", dir}), 1,
+                        "the embedding of text 1 (\"one\") came out NaN");
+  EXPECT_FALSE(std::filesystem::exists(npy)) << "a NaN embedding was written";
+  expect_one_line_error(run_qkv({"embed", "one", "--json", "--model", dir}), 1, "came out NaN");
+  expect_one_line_error(run_qkv({"search", "cash", "--corpus", corpus_file(), "--model", dir}), 1,
+                        "the embedding of text 1 (\"cash\") came out NaN");
+  expect_one_line_error(run_qkv({"explain", "The animal was tired", "--model", dir}), 1,
+                        "layer 5's output came out +∞" + why);
+}
+
+// The same fault, the same exit code: a model the user named that does not load is bad input.
+TEST(ModelFaultsCli, AMissingModelTheUserNamedIsExit2InEveryCommand) {
+  const std::string dir = temp_path("no-such-model");
+  for (const auto& args : model_commands(dir))
+    expect_one_line_error(
+        run_qkv(args), 2,
+        "--model " + dir + " has no config.json; expected a BERT model directory");
+}
+
+// The default model is scripts/bootstrap's: damaged, it is the installation that failed (exit 1),
+// and the message says how to repair it.
+TEST(ModelFaultsCli, ADamagedDefaultModelIsExit1WithTheRepair) {
+  const std::string copy =
+      test::minilm_copy("default", [](nlohmann::json& c) { c["layer_norm_eps"] = -1; });
+  const std::string home = temp_path("home");
+  std::filesystem::remove_all(home);
+  std::filesystem::create_directories(home + "/models");
+  std::filesystem::create_directory_symlink(copy, home + "/models/all-MiniLM-L6-v2");
+  const char* old = std::getenv("QKV_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("QKV_HOME", home.c_str(), 1);
+  const auto explain = run_qkv({"explain"});
+  const auto similarity = run_qkv({"similarity", "a", "b"});
+  if (old)
+    ::setenv("QKV_HOME", saved.c_str(), 1);
+  else
+    ::unsetenv("QKV_HOME");
+  const std::string model = home + "/models/all-MiniLM-L6-v2";
+  for (const auto* r : {&explain, &similarity})
+    expect_one_line_error(*r, 1,
+                          model +
+                              "/config.json: \"layer_norm_eps\" is -1; expected a small "
+                              "positive number (0 < eps ≤ 0.01), e.g. 1e-12; the default model "
+                              "is damaged: delete " +
+                              model + " and run scripts/fetch_model");
+}
+
+// ---- a model saved by qkv train ----
+
+enum class Damage { none, nan, missing };
+
+// A tiny copy model saved by the library, then its metadata or its last tensor changed.
+std::string trained_model(const std::string& name,
+                          const std::function<void(std::map<std::string, std::string>&)>& metadata,
+                          Damage damage = Damage::none) {
+  const std::string path = temp_path(name + ".safetensors");
+  make_model(config_for(make_task("copy"), 1, 2, 8), 1)
+      ->save(path, {{"qkv.steps", "20"}, {"qkv.test_accuracy", "0.5"}});
+  SafetensorsFile file = read_safetensors(path);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& n : file.names) tensors.emplace_back(n, file.tensors.at(n).clone());
+  if (damage == Damage::nan) tensors.back().second.data<float>()[0] = NAN;
+  if (damage == Damage::missing) tensors.pop_back();
+  metadata(file.metadata);
+  write_safetensors(path, tensors, file.metadata);
+  return path;
+}
+
+void set_config(std::map<std::string, std::string>& m, const std::string& key,
+                const nlohmann::json& value) {
+  nlohmann::json c = nlohmann::json::parse(m.at("qkv.config"));
+  c[key] = value;
+  m["qkv.config"] = c.dump();
+}
+
+TEST(ExplainTrainedCli, CorruptMetadataNamesTheFileAndTheFieldNotAFlag) {
+  const std::string layers = trained_model("layers", [](auto& m) { set_config(m, "layers", 0); });
+  const auto r = run_qkv({"explain", "--model", layers, "--input", "abc"});
+  expect_one_line_error(r, 2,
+                        layers + ": the metadata's qkv.config \"layers\" is 0; expected 1 to 64");
+  EXPECT_THAT(r.err, Not(HasSubstr("--layers")));
+  const std::string task = trained_model("task", [](auto& m) { set_config(m, "task", "poems"); });
+  expect_one_line_error(run_qkv({"explain", "--model", task}), 2,
+                        task +
+                            ": the metadata's qkv.config \"task\" is \"poems\"; expected one of "
+                            "reverse, sort, copy, dates, lookup");
+  const std::string heads = trained_model("heads", [](auto& m) { set_config(m, "heads", 3); });
+  expect_one_line_error(run_qkv({"explain", "--model", heads, "--input", "abc"}), 2,
+                        heads +
+                            ": the metadata's qkv.config \"d_model\" is 8, not a multiple of "
+                            "\"heads\" 3");
+  const std::string accuracy =
+      trained_model("accuracy", [](auto& m) { m["qkv.test_accuracy"] = "nan"; });
+  expect_one_line_error(run_qkv({"explain", "--model", accuracy, "--input", "abc"}), 2,
+                        accuracy +
+                            ": the metadata's qkv.test_accuracy is \"nan\"; expected a "
+                            "number from 0 to 1");
+}
+
+// A broken trained model is bad input like any other (a missing tensor used to be exit 1 while a
+// bad config was exit 2; a NaN was not noticed at all).
+TEST(ExplainTrainedCli, BrokenTensorsAreExit2NamingTheTensor) {
+  const std::string missing = trained_model(
+      "missing", [](auto&) {}, Damage::missing);
+  expect_one_line_error(run_qkv({"explain", "--model", missing, "--input", "abc"}), 2,
+                        missing + ": parameter 'output.bias' is missing");
+  const std::string path = trained_model(
+      "nan", [](auto&) {}, Damage::nan);
+  expect_one_line_error(run_qkv({"explain", "--model", path, "--input", "abc"}), 2,
+                        path + ": tensor \"output.bias\" holds nan at [0] of ");
+  const std::string fine = trained_model("fine", [](auto&) {});
+  const auto r = run_qkv({"explain", "--model", fine, "--input", "abc"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("trained 20 steps, held-out accuracy 50.0%"));
+}
+
+}  // namespace
+}  // namespace qkv

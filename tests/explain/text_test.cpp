@@ -1,0 +1,59 @@
+// printable(): the user's text as the terminal shows it — control characters and bytes that are
+// not UTF-8 spelled out, everything else (UTF-8 letters, symbols, backslashes) as it is.
+#include "explain/text.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace qkv::explain {
+namespace {
+
+TEST(Printable, KeepsOrdinaryTextAndUtf8AsItIs) {
+  EXPECT_EQ(printable("The cat sat on the mat."), "The cat sat on the mat.");
+  EXPECT_EQ(printable("café → naïve 東京 😀"), "café → naïve 東京 😀");
+  EXPECT_EQ(printable(R"(C:\path\x1b)"), R"(C:\path\x1b)");  // a typed backslash stays one
+  EXPECT_EQ(printable(""), "");
+}
+
+TEST(Printable, SpellsOutC0ControlsAndDel) {
+  EXPECT_EQ(printable("a\x1b[2Jb"), "a\\x1b[2Jb");                 // clear screen
+  EXPECT_EQ(printable("\x1b]0;title\x07"), "\\x1b]0;title\\x07");  // window title, bell
+  EXPECT_EQ(printable("one\ntwo\r\tthree"), "one\\ntwo\\r\\tthree");
+  EXPECT_EQ(printable(std::string("nul\0x", 5)), "nul\\x00x");
+  EXPECT_EQ(printable("del\x7f"), "del\\x7f");
+}
+
+TEST(Printable, SpellsOutC1ControlsAndBidiOverrides) {
+  EXPECT_EQ(printable("a\xc2\x9b"
+                      "31mb"),
+            "a\\u009b31mb");                     // U+009B, the 8-bit CSI
+  EXPECT_EQ(printable("\xc2\x85"), "\\u0085");   // NEL
+  EXPECT_EQ(printable("\xc2\xa0"), "\xc2\xa0");  // U+00A0 is not a control
+  EXPECT_EQ(printable("abc\xe2\x80\xae"
+                      "def"),
+            "abc\\u202edef");                       // right-to-left override
+  EXPECT_EQ(printable("\xe2\x80\xa8"), "\\u2028");  // line separator
+}
+
+TEST(Printable, SpellsOutBytesThatAreNotUtf8) {
+  EXPECT_EQ(printable("caf\xc3"), "caf\\xc3");  // cut short
+  EXPECT_EQ(printable("\x80"
+                      "a"),
+            "\\x80a");                                               // a stray continuation byte
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");                    // overlong '/'
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // a surrogate
+  EXPECT_EQ(printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+  EXPECT_EQ(printable("\xff\xfe"), "\\xff\\xfe");
+}
+
+TEST(Printable, IsIdempotentAndCountsAsItsShownWidth) {
+  const std::string hostile = "x\x1b[31m\xc2\x9b\xff\n東";
+  EXPECT_EQ(printable(printable(hostile)), printable(hostile));
+  // What is printed is what display_width counts: every escape is plain ASCII.
+  EXPECT_EQ(display_width(printable(hostile)),
+            static_cast<int>(std::string("x\\x1b[31m\\u009b\\xff\\n").size()) + 1);
+}
+
+}  // namespace
+}  // namespace qkv::explain
