@@ -24,17 +24,6 @@ std::string short_number(double x) {
   return buf;
 }
 
-std::string grouped(int64_t n) {
-  const std::string digits = std::to_string(n);
-  const std::size_t sign = n < 0 ? 1 : 0;
-  std::string out = digits.substr(0, sign);
-  for (std::size_t i = sign; i < digits.size(); ++i) {
-    if (i > sign && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 namespace {
 
 // The length of the valid UTF-8 sequence at s[i] (1 to 4) and its code point; 0 when the bytes

@@ -6,14 +6,16 @@
 #include <string_view>
 #include <vector>
 
+#include "core/format.h"
+
 namespace qkv::explain {
 
 // A number with `digits` decimals; −∞, +∞ and NaN spelled "-inf", "inf", "nan".
 std::string fixed(double x, int digits);
 // A number in at most 4 significant digits: 0.3780 → "0.378", 3 → "3".
 std::string short_number(double x);
-// An integer with thousands separators: 1234567 → "1,234,567".
-std::string grouped(int64_t n);
+// An integer with thousands separators: 1234567 → "1,234,567" (core/format.h).
+using qkv::grouped;
 
 // Text from the user (a sentence, a corpus line, a token, a label, a file name) made safe to show
 // on a terminal: control characters are spelled out instead of acted on — \n, \r, \t, other C0

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/format.h"
 #include "models/safetensors.h"
 
 namespace qkv {
@@ -386,6 +387,22 @@ std::unique_ptr<Seq2Seq> Seq2Seq::load(const std::string& path,
     throw Error(path + " is not a model saved by qkv train (its metadata has no " +
                 std::string(kConfigKey) + "); train one with qkv train --task dates --out " + path);
   const Seq2SeqConfig c = config_from_metadata(config->second, path);
+  // A config that lies about its sizes must not allocate what the file does not hold. Whatever
+  // its attention variants, the model has at least the query projections of its 3·layers
+  // attentions (d × d), the two weights of its 2·layers FFNs (d × hidden) and its embedding and
+  // output (vocabulary × d).
+  const double d = static_cast<double>(c.d_model), h = static_cast<double>(c.hidden());
+  const double vocab = static_cast<double>(Vocabulary(c.characters).size());
+  const double at_least = static_cast<double>(c.layers) * (3 * d * d + 4 * d * h) + 2 * vocab * d;
+  double held = 0;
+  for (const auto& [name, t] : file.tensors) held += static_cast<double>(t.numel());
+  if (at_least > held)
+    throw Error(
+        path + ": the metadata's " + std::string(kConfigKey) + " describes a model of at least " +
+        grouped(static_cast<int64_t>(at_least)) + " numbers (layers " + std::to_string(c.layers) +
+        ", d_model " + std::to_string(c.d_model) + ", ffn_hidden " + std::to_string(c.hidden()) +
+        ", vocabulary " + std::to_string(static_cast<int64_t>(vocab)) + ") but the file holds " +
+        grouped(static_cast<int64_t>(held)) + "; expected the config the weights were saved with");
   const auto first = file.tensors.find("embedding.weight");
   const DType dtype = first != file.tensors.end() ? first->second.dtype() : DType::f32;
   nn::Rng rng(0);

@@ -173,6 +173,16 @@ TEST(Seq2SeqModel, BadMetadataNamesTheFileAndTheField) {
                 "additive, laplace, cosine or uniform");
   EXPECT_EQ(error_with([](nlohmann::json& c) { c["max_source"] = 3; }),
             where + "\"max_source\" is 3; expected at least task copy's 16");
+  // Sizes within range that the weights do not hold: refused before the model is allocated (this
+  // one, 64 layers of d_model 4096, would take 24 GB; it was killed for memory after 4 minutes).
+  EXPECT_EQ(
+      error_with([](nlohmann::json& c) {
+        c["layers"] = 64, c["d_model"] = 4096, c["heads"] = 1, c["ffn_hidden"] = 65536;
+      }),
+      where +
+          "describes a model of at least 71,940,890,624 numbers (layers 64, d_model 4096, "
+          "ffn_hidden 65536, vocabulary 23) but the file holds 2,471; expected the config the "
+          "weights were saved with");
   std::filesystem::remove(path);
 }
 
