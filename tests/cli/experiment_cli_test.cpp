@@ -27,7 +27,9 @@ TEST(ExperimentCli, ScaleQuickShowsTheUnscaledSoftmaxCollapsing) {
   EXPECT_LT(entropy(1), 1.2);
   EXPECT_LT(entropy(3), entropy(1));
   EXPECT_FALSE(j["reading"].get<std::string>().empty());
-  EXPECT_LT(j["seconds"].get<double>(), 60.0);
+  // How long it took is reported (its speed is the benchmarks' business, not a test's).
+  EXPECT_GT(j["seconds"].get<double>(), 0.0);
+  RecordProperty("seconds", std::to_string(j["seconds"].get<double>()));
 }
 
 TEST(ExperimentCli, UnknownExperimentListsTheKnownOnes) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
 #include "explain/png_images.h"
 #include "explain/text.h"
@@ -19,19 +20,13 @@
 namespace qkv {
 namespace {
 
+using testing::expect_one_line_error;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::run_qkv;
 
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("qkv-model-cli-" + name)).string();
-}
-
-void expect_one_line_error(const testing::CliResult& r, int code, const std::string& what) {
-  EXPECT_EQ(r.exit_code, code) << r.describe();
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
-  EXPECT_THAT(r.err, HasSubstr(what)) << r.describe();
-  EXPECT_TRUE(r.out.empty()) << r.describe();
 }
 
 void expect_fits_80_columns(const std::string& text) {

@@ -8,23 +8,18 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
 
 namespace qkv {
 namespace {
 
+using testing::expect_one_line_error;
 using ::testing::HasSubstr;
 using testing::run_qkv;
 
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("qkv-train-cli-" + name)).string();
-}
-
-void expect_one_line_error(const testing::CliResult& r, int code, const std::string& what) {
-  EXPECT_EQ(r.exit_code, code) << r.describe();
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
-  EXPECT_THAT(r.err, HasSubstr(what)) << r.describe();
-  EXPECT_TRUE(r.out.empty()) << r.describe();
 }
 
 // A model small enough to train in well under a second.
