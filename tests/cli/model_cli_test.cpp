@@ -20,6 +20,7 @@
 namespace qkv {
 namespace {
 
+using testing::expect_fits_80_columns;
 using testing::expect_one_line_error;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -27,17 +28,6 @@ using testing::run_qkv;
 
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("qkv-model-cli-" + name)).string();
-}
-
-void expect_fits_80_columns(const std::string& text) {
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end - start);
-    EXPECT_LE(explain::display_width(line), 80) << line;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
 }
 
 // ---- explain ----

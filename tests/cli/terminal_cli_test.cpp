@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
 #include "explain/text.h"
 #include "qkv/npy.h"
@@ -16,6 +17,7 @@
 namespace qkv {
 namespace {
 
+using testing::expect_fits_80_columns;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::run_qkv;
@@ -35,17 +37,6 @@ void expect_inert(const std::string& text, const std::string& context) {
       ASSERT_FALSE(static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
                    static_cast<unsigned char>(text[i + 1]) <= 0x9f)
           << "a C1 control at " << i << " of " << context;
-  }
-}
-
-void expect_fits_80_columns(const std::string& text) {
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end - start);
-    EXPECT_LE(explain::display_width(line), 80) << line;
-    if (end == std::string::npos) break;
-    start = end + 1;
   }
 }
 
