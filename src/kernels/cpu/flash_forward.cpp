@@ -11,6 +11,7 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/flash_common.h"
+#include "kernels/cpu/pv_tile.h"
 #include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
 
@@ -18,6 +19,10 @@ namespace qkv::cpu {
 namespace {
 
 using namespace flash;
+
+// Rows of a tile that go through scores, softmax and P·V together, so that their scores
+// (kSubRows × kKeys floats, 48 KiB) stay in cache between the three steps.
+constexpr int64_t kSubRows = 24;
 
 // Scratch of one worker, allocated once per call.
 struct Scratch {
@@ -29,7 +34,7 @@ struct Scratch {
   explicit Scratch(const FlashProblem& p)
       : q(kRows * p.Dk),
         kt(p.Dk * kKeys),
-        s(kRows * kKeys),
+        s(kSubRows * kKeys),
         o(kRows * p.Dv),
         k(kKeys * p.Dk),
         v(kKeys * p.Dv),
@@ -113,31 +118,32 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     const float* v = t.v;
     const int64_t ldv = t.ldv;
 
-    // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits.
+    // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits
+    // (the form of the whole tile's row count, however many rows go at once).
     KeyTile keys{t.k, t.ldk, n, w.kt.data(), kKeys};
-    qk_tile(w.q.data(), p.Dk, rows, keys, p.Dk, w.s.data(), kKeys);
-
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* bias = p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
-      const int64_t e = std::clamp<int64_t>(w.end[r] - j0, 0, n);
-      if (w.q_bad[r] || tile_bad) {
-        // NaN or ∞ in q_i or a visible k_j / v_j makes the row NaN, whatever the scores say.
-        // A bad value row spoils only the output; the weights and logsumexp stay as they are.
-        for (int64_t j = 0; j < e; ++j) {
-          if (!sees(p, bias, w.end[r], j0 + j)) continue;
-          if (w.q_bad[r] || (w.flags[j] & kBadKey)) w.poisoned[r] = 1;
-          if (w.flags[j] & kBadValue) w.bad_value[r] = 1;
+    const QkForm form = qk_form(rows);
+    for (int64_t i0 = 0; i0 < rows; i0 += kSubRows) {
+      const int64_t mi = std::min(kSubRows, rows - i0);
+      qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, keys, p.Dk, w.s.data(), kKeys, form);
+      for (int64_t r = i0; r < i0 + mi; ++r) {
+        const float* bias =
+            p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
+        const int64_t e = std::clamp<int64_t>(w.end[r] - j0, 0, n);
+        if (w.q_bad[r] || tile_bad) {
+          // NaN or ∞ in q_i or a visible k_j / v_j makes the row NaN, whatever the scores say.
+          // A bad value row spoils only the output; the weights and logsumexp stay as they are.
+          for (int64_t j = 0; j < e; ++j) {
+            if (!sees(p, bias, w.end[r], j0 + j)) continue;
+            if (w.q_bad[r] || (w.flags[j] & kBadKey)) w.poisoned[r] = 1;
+            if (w.flags[j] & kBadValue) w.bad_value[r] = 1;
+          }
         }
+        softmax_step(p, bias, j0, n, e, w.s.data() + (r - i0) * kKeys, w.m[r], w.l[r],
+                     w.o.data() + r * p.Dv, w.poisoned[r]);
       }
-      softmax_step(p, bias, j0, n, e, w.s.data() + r * kKeys, w.m[r], w.l[r], w.o.data() + r * p.Dv,
-                   w.poisoned[r]);
+      // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums).
+      pv_tile(w.s.data(), kKeys, mi, v, ldv, n, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
     }
-
-    if (rows <= kGemvRows)
-      for (int64_t r = 0; r < rows; ++r)
-        gemv_t(n, p.Dv, 1.0f, v, ldv, w.s.data() + r * kKeys, 1.0f, w.o.data() + r * p.Dv);
-    else
-      gemm_ab(rows, p.Dv, n, 1.0f, w.s.data(), kKeys, v, ldv, 1.0f, w.o.data(), p.Dv);
   }
 }
 

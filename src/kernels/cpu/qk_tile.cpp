@@ -131,10 +131,14 @@ void transpose_keys(KeyTile& t, int64_t D) {
 }  // namespace
 
 void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
-             int64_t lds) {
+             int64_t lds, QkForm form) {
   if (m <= 0 || keys.n <= 0) return;
-  if (m <= kDotRows)
-    return HWY_DYNAMIC_DISPATCH(QkDot)(q, ldq, m, keys.k, keys.ldk, keys.n, D, s, lds);
+  if (form == QkForm::kDot) {
+    for (int64_t i = 0; i < m; i += kDotRows)
+      HWY_DYNAMIC_DISPATCH(QkDot)
+      (q + i * ldq, ldq, std::min(kDotRows, m - i), keys.k, keys.ldk, keys.n, D, s + i * lds, lds);
+    return;
+  }
   if (!keys.transposed) transpose_keys(keys, D);
   HWY_DYNAMIC_DISPATCH(QkOuter)(q, ldq, m, keys.kt, keys.ldkt, keys.n, D, s, lds);
 }

@@ -29,11 +29,23 @@ struct KeyTile {
   bool transposed = false;
 };
 
-// s[i·lds + j] = q_i·k_j for i < m, j < n; q: [m, D] with row stride ldq; lds ≥ padded_keys(n)
-// (columns n .. padded_keys(n) are overwritten). For m > kDotRows, one chain of fused
-// multiply-adds in the order d = 0, 1, …, D − 1; for m ≤ kDotRows, the target's vector lanes
-// each chain their share of d in order, then are summed in a fixed order.
+// How a score is summed: kOuter, one chain of fused multiply-adds in the order d = 0, 1, …, D − 1;
+// kDot, the target's vector lanes each chain their share of d in order, then are summed in a fixed
+// order. A tile of rows takes the form its row count gives, qk_form(rows), whether its rows are
+// scored in one call or a few at a time.
+enum class QkForm { kOuter, kDot };
+inline constexpr QkForm qk_form(int64_t tile_rows) {
+  return tile_rows <= kDotRows ? QkForm::kDot : QkForm::kOuter;
+}
+
+// s[i·lds + j] = q_i·k_j for i < m, j < n, summed as `form` says; q: [m, D] with row stride ldq;
+// lds ≥ padded_keys(n) (columns n .. padded_keys(n) are overwritten).
 void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
-             int64_t lds);
+             int64_t lds, QkForm form);
+// The m rows as a tile of their own: form qk_form(m).
+inline void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
+                    int64_t lds) {
+  qk_tile(q, ldq, m, keys, D, s, lds, qk_form(m));
+}
 
 }  // namespace qkv::cpu

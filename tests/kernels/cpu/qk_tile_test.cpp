@@ -100,6 +100,32 @@ TEST_P(QkTile, ScoresDoNotDependOnTheTileShape) {
   }
 }
 
+// A tile's rows scored a few at a time in the tile's form (qk_form of its row count, as the
+// forward does) are the tile's scores, in both forms, for any split of the rows.
+TEST_P(QkTile, RowsTakenAFewAtATimeInTheTilesFormAreTheTilesScores) {
+  for (int64_t D : {5, 64}) {
+    const int64_t keys = 100;
+    for (int64_t rows : {int64_t{3}, int64_t{4}, int64_t{50}}) {
+      const auto q = normal(rows * D, 60 + D, 3), k = normal(keys * D, 61 + D, 3);
+      const auto whole = tile(q, k, D, 0, rows, 0, keys);
+      for (int64_t step : {int64_t{1}, int64_t{2}, int64_t{24}}) {
+        const int64_t lds = padded_keys(keys);
+        std::vector<float> kt(D * lds), s(step * lds);
+        KeyTile kt_tile{k.data(), D, keys, kt.data(), lds};
+        for (int64_t i0 = 0; i0 < rows; i0 += step) {
+          const int64_t m = std::min(step, rows - i0);
+          qk_tile(q.data() + i0 * D, D, m, kt_tile, D, s.data(), lds, qk_form(rows));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < keys; ++j)
+              ASSERT_TRUE(same_bits(s[i * lds + j], whole[(i0 + i) * keys + j]))
+                  << "D=" << D << " rows=" << rows << " step=" << step << " (" << i0 + i << ", "
+                  << j << ")";
+        }
+      }
+    }
+  }
+}
+
 // Both forms are dot products to float32 accuracy: |s − q·k| ≤ D·u·Σ|q_d k_d| (the worst case
 // of a sum of D rounded terms, u = 2⁻²⁴), against float64.
 TEST_P(QkTile, WithinTheRoundingOfADotProduct) {
