@@ -40,6 +40,16 @@ class PerSimdTarget : public testing::TestWithParam<int64_t> {
   void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
 };
 
+// Whether `target` has fused multiply-add: without it (SSE4 and older) Highway's MulAdd is a
+// multiply and an add, rounded twice.
+inline bool target_has_fma(int64_t target) {
+#if HWY_ARCH_X86
+  return (target & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
+#else
+  return target != HWY_SCALAR;
+#endif
+}
+
 }  // namespace qkv_test
 
 #define QKV_PER_SIMD_TARGET(Suite)                                                                \

@@ -12,28 +12,15 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/kernel_samples.h"
 #include "simd_targets.h"
 
 namespace qkv::cpu {
 namespace {
 
-std::vector<float> normal(int64_t n, uint32_t seed, float sd) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, sd);
-  std::vector<float> x(n);
-  for (float& v : x) v = d(rng);
-  return x;
-}
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-bool target_has_fma(int64_t target) {
-#if HWY_ARCH_X86
-  return (target & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
-#else
-  return target != HWY_SCALAR;
-#endif
-}
+using qkv_test::normal;
+using qkv_test::same_bits;
+using qkv_test::target_has_fma;
 
 // o (m × Dv, row stride ldo) += p (m × n, row stride ldp) · v (n × Dv, row stride ldv), as the
 // chain pv_tile.h promises, in float: fma on targets with FMA, a multiply and an add without.

@@ -11,18 +11,15 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/kernel_samples.h"
 #include "simd_targets.h"
 
 namespace qkv::cpu {
 namespace {
 
-std::vector<float> normal(int64_t n, uint32_t seed, float sd) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, sd);
-  std::vector<float> x(n);
-  for (float& v : x) v = d(rng);
-  return x;
-}
+using qkv_test::normal;
+using qkv_test::same_bits;
+using qkv_test::target_has_fma;
 
 // Scores of rows [i0, i0 + m) against keys [j0, j0 + n) of q: [*, D] and k: [*, D], as the
 // kernels call it: keys read in place (row stride D), a fresh transpose scratch.
@@ -36,16 +33,6 @@ std::vector<float> tile(const std::vector<float>& q, const std::vector<float>& k
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) out[i * n + j] = s[i * lds + j];
   return out;
-}
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-bool target_has_fma(int64_t target) {
-#if HWY_ARCH_X86
-  return (target & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
-#else
-  return target != HWY_SCALAR;
-#endif
 }
 
 QKV_PER_SIMD_TARGET(QkTile);
