@@ -134,9 +134,8 @@ void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, f
              int64_t lds, QkForm form) {
   if (m <= 0 || keys.n <= 0) return;
   if (form == QkForm::kDot) {
-    for (int64_t i = 0; i < m; i += kDotRows)
-      HWY_DYNAMIC_DISPATCH(QkDot)
-      (q + i * ldq, ldq, std::min(kDotRows, m - i), keys.k, keys.ldk, keys.n, D, s + i * lds, lds);
+    for (int64_t i = 0; i < m; i += kDotRows) HWY_DYNAMIC_DISPATCH(QkDot)
+    (q + i * ldq, ldq, std::min(kDotRows, m - i), keys.k, keys.ldk, keys.n, D, s + i * lds, lds);
     return;
   }
   if (!keys.transposed) transpose_keys(keys, D);
