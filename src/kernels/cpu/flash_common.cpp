@@ -49,18 +49,6 @@ TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t
   return {k_copy, p.Dk, v_copy, p.Dv};
 }
 
-void gemv(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* x,
-          float beta, float* y) {
-  if (m == 0) return;
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, x, 1, beta, y, 1);
-}
-
-void gemv_t(int64_t m, int64_t n, float alpha, const float* a, int64_t lda, const float* x,
-            float beta, float* y) {
-  if (n == 0) return;
-  cblas_sgemv(CblasRowMajor, CblasTrans, m, n, alpha, a, lda, x, 1, beta, y, 1);
-}
-
 void gemm_abt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;

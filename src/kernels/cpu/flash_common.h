@@ -82,15 +82,6 @@ struct TileRows {
 TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t* flags,
                     float* k_copy, float* v_copy);
 
-// Tiles with at most this many query rows multiply by matrix-vector products: a GEMM of one row
-// would pack the whole K tile first, doubling the memory traffic of decoding.
-inline constexpr int64_t kGemvRows = 4;
-// y[m] = alpha·A[m×k]·x + beta·y and y[n] = alpha·A[m×n]ᵀ·x + beta·y, A row-major.
-void gemv(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* x,
-          float beta, float* y);
-void gemv_t(int64_t m, int64_t n, float alpha, const float* a, int64_t lda, const float* x,
-            float beta, float* y);
-
 // C[m×n] = alpha·A[m×k]·B[n×k]ᵀ + beta·C and C = alpha·A·B + beta·C, row-major, with leading
 // dimensions (OpenBLAS, one thread: the kernels parallelize over tiles themselves).
 void gemm_abt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
