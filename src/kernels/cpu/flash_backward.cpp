@@ -74,7 +74,7 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
     const float* k = t.k;
     const float* v = t.v;
     const int64_t ldk = t.ldk, ldv = t.ldv;
-    KeyTile keys{k, ldk, n, w.kt.data(), kBackwardKeys};
+    KeyTile keys{k, ldk, n, w.kt.data()};
 
     for (int64_t r0 = 0; r0 < g.rows; r0 += kBackwardRows) {
       const int64_t m = std::min(kBackwardRows, g.rows - r0);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/parallel.h"
+#include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
 
 namespace qkv::cpu::flash {
@@ -47,6 +48,33 @@ TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t
       std::copy(in.v + j * in.ldv, in.v + j * in.ldv + p.Dv, vd);
   }
   return {k_copy, p.Dk, v_copy, p.Dv};
+}
+
+PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads) {
+  PackedKv pk;
+  const int64_t groups = p.B * p.Hkv;
+  pk.key_tile = key_tile;
+  pk.tiles = (p.S + key_tile - 1) / key_tile;
+  pk.kt.resize(groups * pk.tiles * key_tile * p.Dk);
+  pk.v.resize(groups * p.S * p.Dv);
+  pk.flags.resize(groups * p.S);
+  pk.tile_bad.resize(groups * pk.tiles);
+  parallel_for(groups * pk.tiles, threads, [&](int64_t item, int) {
+    const int64_t group = item / pk.tiles, tile = item % pk.tiles;
+    const int64_t b = group / p.Hkv, kv = group % p.Hkv;
+    const int64_t j0 = tile * key_tile, n = std::min(key_tile, p.S - j0);
+    TileRows t{row_of(p.k, b, kv, j0), p.k.stride[2], row_of(p.v, b, kv, j0), p.v.stride[2]};
+    uint8_t* flags = pk.flags.data() + group * p.S + j0;
+    AlignedBuffer<float> k_copy, v_copy;
+    pk.tile_bad[item] = tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, flags);
+    if (pk.tile_bad[item]) {
+      k_copy.resize(n * p.Dk), v_copy.resize(n * p.Dv);
+      t = clean_tile(p, t, n, flags, k_copy.data(), v_copy.data());
+    }
+    pack_keys(t.k, t.ldk, n, p.Dk, pk.tile_keys(p, group, tile));
+    pack_values(t.v, t.ldv, n, p.Dv, pk.v.data() + group * p.S * p.Dv, p.S, j0);
+  });
+  return pk;
 }
 
 void gemm_abt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "core/aligned.h"
 #include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/flash_attention.h"
+#include "kernels/cpu/pv_tile.h"
 
 namespace qkv::cpu::flash {
 
@@ -81,6 +83,23 @@ struct TileRows {
 };
 TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t* flags,
                     float* k_copy, float* v_copy);
+
+// The keys and values of every (batch, kv head) group, packed once for all the query tiles and
+// grouped heads that read them (group = b·Hkv + kv): each key tile's panels (qk_tile.h), the
+// values' panels (pv_tile.h), and each key's flags. Flagged keys and values are zeros in the
+// panels, as in clean_tile. Memory: one more copy of K and V, O(S·D) per group.
+struct PackedKv {
+  int64_t key_tile = 0, tiles = 0;
+  AlignedBuffer<float> kt, v;
+  std::vector<uint8_t> flags, tile_bad;  // [group][S], [group][tile]
+  float* tile_keys(const FlashProblem& p, int64_t group, int64_t tile) {
+    return kt.data() + (group * tiles + tile) * key_tile * p.Dk;
+  }
+  ValueRows values(const FlashProblem& p, int64_t group) const {
+    return {v.data() + group * p.S * p.Dv, 0, p.S};
+  }
+};
+PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads);
 
 // C[m×n] = alpha·A[m×k]·B[n×k]ᵀ + beta·C and C = alpha·A·B + beta·C, row-major, with leading
 // dimensions (OpenBLAS, one thread: the kernels parallelize over tiles themselves).

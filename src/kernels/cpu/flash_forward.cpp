@@ -91,9 +91,10 @@ void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t 
 }
 
 // Runs rows [r0, r0 + rows) of group g against keys [j_begin, j_end), leaving each row's running
-// max m, sum l, unnormalized output o and poison flags in the worker's scratch.
+// max m, sum l, unnormalized output o and poison flags in the worker's scratch. The keys and values
+// come packed (pk) or, for tiles of dot-form rows (decoding), in place.
 void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows, int64_t j_begin,
-                int64_t j_end, Scratch& w) {
+                int64_t j_end, PackedKv* pk, Scratch& w) {
   int64_t max_end = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* q = row_of(p.q, g.b, g.head(p, r0 + r), g.pos(p, r0 + r));
@@ -107,21 +108,36 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
   }
   std::fill(w.o.data(), w.o.data() + rows * p.Dv, 0.0f);
 
+  // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits
+  // (the form of the whole tile's row count, however many rows go at once).
+  const QkForm form = qk_form(rows);
+  const int64_t group = g.b * p.Hkv + g.kv;
+  if (form == QkForm::kDot) pk = nullptr;
   // Key tiles past every row's causal or length limit are skipped whole.
   max_end = std::min(max_end, j_end);
   for (int64_t j0 = j_begin; j0 < max_end; j0 += kKeys) {
     const int64_t n = std::min(kKeys, max_end - j0);
-    TileRows t{row_of(p.k, g.b, g.kv, j0), p.k.stride[2], row_of(p.v, g.b, g.kv, j0),
-               p.v.stride[2]};
-    const bool tile_bad = tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data());
-    if (tile_bad) t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
-    const float* v = t.v;
-    const int64_t ldv = t.ldv;
+    const uint8_t* flags;
+    bool tile_bad;
+    KeyTile keys;
+    ValueRows values;  // the tile's first key is row v_row of it
+    int64_t v_row = 0;
+    if (pk) {
+      flags = pk->flags.data() + group * p.S + j0;
+      tile_bad = pk->tile_bad[group * pk->tiles + j0 / kKeys];
+      keys = KeyTile{nullptr, 0, n, pk->tile_keys(p, group, j0 / kKeys), std::min(kKeys, p.S - j0)};
+      values = pk->values(p, group);
+      v_row = j0;
+    } else {
+      TileRows t{row_of(p.k, g.b, g.kv, j0), p.k.stride[2], row_of(p.v, g.b, g.kv, j0),
+                 p.v.stride[2]};
+      tile_bad = tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data());
+      if (tile_bad) t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
+      flags = w.flags.data();
+      keys = KeyTile{t.k, t.ldk, n, w.kt.data()};
+      values = ValueRows{t.v, t.ldv};
+    }
 
-    // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits
-    // (the form of the whole tile's row count, however many rows go at once).
-    KeyTile keys{t.k, t.ldk, n, w.kt.data(), kKeys};
-    const QkForm form = qk_form(rows);
     for (int64_t i0 = 0; i0 < rows; i0 += kSubRows) {
       const int64_t mi = std::min(kSubRows, rows - i0);
       qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, keys, p.Dk, w.s.data(), kKeys, form);
@@ -134,15 +150,15 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
           // A bad value row spoils only the output; the weights and logsumexp stay as they are.
           for (int64_t j = 0; j < e; ++j) {
             if (!sees(p, bias, w.end[r], j0 + j)) continue;
-            if (w.q_bad[r] || (w.flags[j] & kBadKey)) w.poisoned[r] = 1;
-            if (w.flags[j] & kBadValue) w.bad_value[r] = 1;
+            if (w.q_bad[r] || (flags[j] & kBadKey)) w.poisoned[r] = 1;
+            if (flags[j] & kBadValue) w.bad_value[r] = 1;
           }
         }
         softmax_step(p, bias, j0, n, e, w.s.data() + (r - i0) * kKeys, w.m[r], w.l[r],
                      w.o.data() + r * p.Dv, w.poisoned[r]);
       }
       // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums).
-      pv_tile(w.s.data(), kKeys, mi, v, ldv, n, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
+      pv_tile(w.s.data(), kKeys, mi, values, v_row, n, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
     }
   }
 }
@@ -223,6 +239,10 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, S
                   stats.max ? stats.max + row : nullptr, stats.max ? stats.sum + row : nullptr};
   };
   Splits sp = plan_splits(p, items, rows_total);
+  // Tiles of more than kDotRows rows read the keys and values packed, once for all of them.
+  PackedKv packed;
+  if (qk_form(std::min(kRows, G * p.L)) == QkForm::kOuter) packed = pack_kv(p, kKeys, threads);
+  PackedKv* pk = packed.tiles ? &packed : nullptr;
   SingleThreadedBlas blas;
   parallel_for(items * sp.count, threads, [&](int64_t job, int worker) {
     const int64_t item = job / sp.count, split = job % sp.count;
@@ -232,7 +252,7 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, S
     const int64_t j_begin = split * sp.keys;
     const int64_t j_end = sp.count == 1 ? p.S : std::min(p.S, j_begin + sp.keys);
     Scratch& w = scratch[worker];
-    accumulate(p, g, r0, rows, j_begin, j_end, w);
+    accumulate(p, g, r0, rows, j_begin, j_end, pk, w);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = out_row(p, g, r0 + r);
       const float* acc = w.o.data() + r * p.Dv;

@@ -58,27 +58,37 @@ HWY_INLINE void Panel(const float* p, int64_t ldp, int64_t m, const float* v, in
   }
 }
 
-// Column panels of 4 vectors (3 rows × 4 = 12 accumulators), then of 2 (4 rows × 2), then of
-// one; measured on Zen 3 (AVX2) at D = 64 and 128 against 4 × 3 and 6 × 2 blocks.
-void PvTile(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n,
-            int64_t Dv, float* o, int64_t ldo) {
+// The w columns of one panel of values (rows ldv apart): blocks of 4 vectors (3 rows × 4 = 12
+// accumulators), then of 2 (4 rows × 2), then of one; measured on Zen 3 (AVX2) at D = 64 and 128
+// against 4 × 3 and 6 × 2 blocks.
+HWY_INLINE void PvPanel(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv,
+                        int64_t n, int64_t w, float* o, int64_t ldo) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
-  const int64_t body = Dv / N * N;
+  const int64_t body = w / N * N;
   int64_t c = 0;
   for (; c + 4 * N <= body; c += 4 * N) Panel<3, 4>(p, ldp, m, v + c, ldv, n, o + c, ldo);
   for (; c + 2 * N <= body; c += 2 * N) Panel<4, 2>(p, ldp, m, v + c, ldv, n, o + c, ldo);
   for (; c < body; c += N) Panel<4, 1>(p, ldp, m, v + c, ldv, n, o + c, ldo);
-  // The last Dv mod N columns one at a time, through the target's own multiply-add, so that they
+  // The last w mod N columns one at a time, through the target's own multiply-add, so that they
   // round as the vector lanes do.
   const hn::CappedTag<float, 1> d1;
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t x = c; x < Dv; ++x) {
+    for (int64_t x = c; x < w; ++x) {
       auto acc = hn::Set(d1, o[i * ldo + x]);
       for (int64_t j = 0; j < n; ++j)
         acc = hn::MulAdd(hn::Set(d1, p[i * ldp + j]), hn::Set(d1, v[j * ldv + x]), acc);
       o[i * ldo + x] = hn::GetLane(acc);
     }
+}
+
+void PvTile(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t keys,
+            int64_t j0, int64_t n, int64_t Dv, float* o, int64_t ldo) {
+  if (keys == 0) return PvPanel(p, ldp, m, v + j0 * ldv, ldv, n, Dv, o, ldo);
+  for (int64_t c0 = 0; c0 < Dv; c0 += kValuePanel) {
+    const int64_t w = std::min(kValuePanel, Dv - c0);
+    PvPanel(p, ldp, m, v + c0 * keys + j0 * w, w, n, w, o + c0, ldo);
+  }
 }
 
 }  // namespace qkv::cpu::HWY_NAMESPACE
@@ -89,10 +99,20 @@ namespace qkv::cpu {
 
 HWY_EXPORT(PvTile);
 
-void pv_tile(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n,
+void pack_values(const float* v, int64_t ldv, int64_t n, int64_t Dv, float* packed, int64_t keys,
+                 int64_t j0) {
+  for (int64_t c0 = 0; c0 < Dv; c0 += kValuePanel) {
+    const int64_t w = std::min(kValuePanel, Dv - c0);
+    float* panel = packed + c0 * keys + j0 * w;
+    for (int64_t j = 0; j < n; ++j)
+      std::copy(v + j * ldv + c0, v + j * ldv + c0 + w, panel + j * w);
+  }
+}
+
+void pv_tile(const float* p, int64_t ldp, int64_t m, const ValueRows& v, int64_t j0, int64_t n,
              int64_t Dv, float* o, int64_t ldo) {
   if (m <= 0 || n <= 0 || Dv <= 0) return;
-  HWY_DYNAMIC_DISPATCH(PvTile)(p, ldp, m, v, ldv, n, Dv, o, ldo);
+  HWY_DYNAMIC_DISPATCH(PvTile)(p, ldp, m, v.v, v.ldv, v.keys, j0, n, Dv, o, ldo);
 }
 
 }  // namespace qkv::cpu

@@ -47,14 +47,20 @@ HWY_INLINE void Panel(const float* q, int64_t ldq, int64_t m, const float* kt, i
   for (; i < m; ++i) Block<1, C>(q + i * ldq, ldq, kt, ldkt, D, s + i * lds, lds);
 }
 
-void QkOuter(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t ldkt, int64_t n,
+// Scores of the first n of the `packed` keys whose panels are at kt (qk_tile.h): within a panel of
+// w keys, blocks of 3 vectors of keys, then of one. The last panel scored is scored whole.
+void QkOuter(const float* q, int64_t ldq, int64_t m, const float* kt, int64_t n, int64_t packed,
              int64_t D, float* s, int64_t lds) {
   const hn::ScalableTag<float> d;
   const int64_t N = hn::Lanes(d);
-  const int64_t npad = padded_keys(n);  // a multiple of every target's lane count
-  int64_t j = 0;
-  for (; j + 3 * N <= npad; j += 3 * N) Panel<3>(q, ldq, m, kt + j, ldkt, D, s + j, lds);
-  for (; j < npad; j += N) Panel<1>(q, ldq, m, kt + j, ldkt, D, s + j, lds);
+  const int64_t npad = padded_keys(packed);  // a multiple of every target's lane count
+  for (int64_t p0 = 0; p0 < n; p0 += kKeyPanel) {
+    const int64_t w = std::min(kKeyPanel, npad - p0);
+    const float* panel = kt + p0 * D;
+    int64_t j = 0;
+    for (; j + 3 * N <= w; j += 3 * N) Panel<3>(q, ldq, m, panel + j, w, D, s + p0 + j, lds);
+    for (; j < w; j += N) Panel<1>(q, ldq, m, panel + j, w, D, s + p0 + j, lds);
+  }
 }
 
 // Dot products of up to kDotRows rows with each key, read once from its row-major place: lane l
@@ -112,23 +118,20 @@ HWY_EXPORT(QkOuter);
 HWY_EXPORT(QkDot);
 static_assert(kDotRows == 4, "QkDot has a case for each row count up to kDotRows");
 
-namespace {
-
-// kt[d·ldkt + j] = k[j·ldk + d] for d < D and j < n, and 0 for n ≤ j < padded_keys(n).
-void transpose_keys(KeyTile& t, int64_t D) {
-  const int64_t npad = padded_keys(t.n);
-  for (int64_t x = 0; x < D; ++x)
-    std::fill(t.kt + x * t.ldkt + t.n, t.kt + x * t.ldkt + npad, 0.0f);
-  // Blocks of 16 keys: their 16 reads of a column stay within 16 cached rows.
-  for (int64_t j0 = 0; j0 < t.n; j0 += 16) {
-    const int64_t j1 = std::min(t.n, j0 + 16);
-    for (int64_t x = 0; x < D; ++x)
-      for (int64_t j = j0; j < j1; ++j) t.kt[x * t.ldkt + j] = t.k[j * t.ldk + x];
+void pack_keys(const float* k, int64_t ldk, int64_t n, int64_t D, float* kt) {
+  const int64_t npad = padded_keys(n);
+  for (int64_t p0 = 0; p0 < npad; p0 += kKeyPanel) {
+    const int64_t w = std::min(kKeyPanel, npad - p0), keys = std::min(w, n - p0);
+    float* panel = kt + p0 * D;
+    for (int64_t x = 0; x < D; ++x) std::fill(panel + x * w + keys, panel + (x + 1) * w, 0.0f);
+    // Blocks of 16 keys: their 16 reads of a column stay within 16 cached rows.
+    for (int64_t j0 = 0; j0 < keys; j0 += 16) {
+      const int64_t j1 = std::min(keys, j0 + 16);
+      for (int64_t x = 0; x < D; ++x)
+        for (int64_t j = j0; j < j1; ++j) panel[x * w + j] = k[(p0 + j) * ldk + x];
+    }
   }
-  t.transposed = true;
 }
-
-}  // namespace
 
 void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
              int64_t lds, QkForm form) {
@@ -138,8 +141,11 @@ void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, f
     (q + i * ldq, ldq, std::min(kDotRows, m - i), keys.k, keys.ldk, keys.n, D, s + i * lds, lds);
     return;
   }
-  if (!keys.transposed) transpose_keys(keys, D);
-  HWY_DYNAMIC_DISPATCH(QkOuter)(q, ldq, m, keys.kt, keys.ldkt, keys.n, D, s, lds);
+  if (!keys.packed) {
+    pack_keys(keys.k, keys.ldk, keys.n, D, keys.kt);
+    keys.packed = keys.n;
+  }
+  HWY_DYNAMIC_DISPATCH(QkOuter)(q, ldq, m, keys.kt, keys.n, keys.packed, D, s, lds);
 }
 
 }  // namespace qkv::cpu

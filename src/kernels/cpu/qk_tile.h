@@ -12,21 +12,31 @@
 
 namespace qkv::cpu {
 
-// Keys per row of a transposed key tile are padded to a multiple of this (the widest vector).
+// Keys of a tile are padded to a multiple of this (the widest vector).
 inline constexpr int64_t kKeyPad = 16;
 inline constexpr int64_t padded_keys(int64_t n) { return (n + kKeyPad - 1) / kKeyPad * kKeyPad; }
 // Tiles of at most this many query rows take dot products along D: a transposed copy of the keys
 // would cost more than the few rows' products (decoding).
 inline constexpr int64_t kDotRows = 4;
+// A transposed key tile is stored in panels of kKeyPanel keys (the last one narrower, down to
+// kKeyPad): panel p holds keys p·kKeyPanel … as a D × width block, row-major, at
+// kt + p·kKeyPanel·D. A panel is contiguous, so it stays in L1 whole while query rows stream past
+// it (rows of one transposed D × n matrix, n floats apart, fall into a few cache sets: issue 12).
+// 48 is a whole number of every x86 target's register blocks (3 vectors of 8 or 16, or 4 of 4).
+inline constexpr int64_t kKeyPanel = 48;
 
-// n keys of D floats, rows ldk apart, and scratch for their transpose (D × padded_keys(n) floats,
-// rows ldkt apart, ldkt ≥ padded_keys(n)), made on first need and reused by later tiles of rows.
+// Writes the panels of the n keys at k (rows ldk apart) to kt (padded_keys(n)·D floats); keys
+// n .. padded_keys(n) are zeros.
+void pack_keys(const float* k, int64_t ldk, int64_t n, int64_t D, float* kt);
+
+// n keys of D floats, rows ldk apart, and their panels at kt (padded_keys(n)·D floats): made by
+// qk_tile on first need and reused by later tiles of rows, or made beforehand by pack_keys for
+// packed ≥ n keys (the first n are scored; the panels' widths are those of `packed` keys).
 struct KeyTile {
   const float* k;
   int64_t ldk, n;
   float* kt;
-  int64_t ldkt;
-  bool transposed = false;
+  int64_t packed = 0;  // 0: not yet transposed
 };
 
 // How a score is summed: kOuter, one chain of fused multiply-adds in the order d = 0, 1, …, D − 1;
@@ -39,7 +49,8 @@ inline constexpr QkForm qk_form(int64_t tile_rows) {
 }
 
 // s[i·lds + j] = q_i·k_j for i < m, j < n, summed as `form` says; q: [m, D] with row stride ldq;
-// lds ≥ padded_keys(n) (columns n .. padded_keys(n) are overwritten).
+// lds ≥ padded_keys(keys.packed or n) (columns n .. up to the end of the last panel scored are
+// overwritten).
 void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
              int64_t lds, QkForm form);
 // The m rows as a tile of their own: form qk_form(m).

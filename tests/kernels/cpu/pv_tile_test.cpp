@@ -67,6 +67,30 @@ TEST_P(PvTile, EachOutputIsOneMultiplyAddChainOverTheKeysInOrder) {
   }
 }
 
+// Packed values (pack_values: panels of kValuePanel columns) give the in-place bits, for a tile
+// that starts anywhere among the packed keys; a tile packed in pieces equals one packed whole.
+TEST_P(PvTile, PackedValuesGiveTheInPlaceBits) {
+  for (int64_t Dv : {1, 7, 32, 40, 64, 100, 128}) {
+    const int64_t keys = 301, ldv = Dv + 3, m = 13;
+    const auto v = normal(keys * ldv, 20 + Dv, 2);
+    std::vector<float> packed(keys * Dv, NAN);
+    for (int64_t j0 = 0; j0 < keys; j0 += 128)  // in pieces, as the fused kernels pack tiles
+      pack_values(v.data() + j0 * ldv, ldv, std::min<int64_t>(128, keys - j0), Dv, packed.data(),
+                  keys, j0);
+    for (auto [j0, n] : {std::pair<int64_t, int64_t>{0, 301}, {17, 200}, {256, 45}}) {
+      const int64_t ldp = n + 1;
+      const auto p = normal(m * ldp, 21 + n, 0.1f), o0 = normal(m * Dv, 22, 1);
+      auto in_place = o0, from_packed = o0;
+      pv_tile(p.data(), ldp, m, v.data() + j0 * ldv, ldv, n, Dv, in_place.data(), Dv);
+      pv_tile(p.data(), ldp, m, ValueRows{packed.data(), 0, keys}, j0, n, Dv, from_packed.data(),
+              Dv);
+      for (int64_t x = 0; x < m * Dv; ++x)
+        ASSERT_TRUE(same_bits(from_packed[x], in_place[x]))
+            << "Dv=" << Dv << " j0=" << j0 << " n=" << n << " at " << x;
+    }
+  }
+}
+
 // The check above is not vacuous: the same products summed in another order (the keys reversed)
 // give other bits somewhere.
 TEST_P(PvTile, TheChainCheckSeesAnotherOrder) {

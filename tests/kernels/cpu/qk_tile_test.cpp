@@ -27,7 +27,7 @@ std::vector<float> tile(const std::vector<float>& q, const std::vector<float>& k
                         int64_t i0, int64_t m, int64_t j0, int64_t n) {
   const int64_t lds = padded_keys(n) + 16;  // leading dimensions other than the minimum
   std::vector<float> kt(D * (lds + 32)), s(m * lds, -1.0f);
-  KeyTile keys{k.data() + j0 * D, D, n, kt.data(), lds + 32};
+  KeyTile keys{k.data() + j0 * D, D, n, kt.data()};
   qk_tile(q.data() + i0 * D, D, m, keys, D, s.data(), lds);
   std::vector<float> out(m * n);
   for (int64_t i = 0; i < m; ++i)
@@ -98,7 +98,7 @@ TEST_P(QkTile, RowsTakenAFewAtATimeInTheTilesFormAreTheTilesScores) {
       for (int64_t step : {int64_t{1}, int64_t{2}, int64_t{24}}) {
         const int64_t lds = padded_keys(keys);
         std::vector<float> kt(D * lds), s(step * lds);
-        KeyTile kt_tile{k.data(), D, keys, kt.data(), lds};
+        KeyTile kt_tile{k.data(), D, keys, kt.data()};
         for (int64_t i0 = 0; i0 < rows; i0 += step) {
           const int64_t m = std::min(step, rows - i0);
           qk_tile(q.data() + i0 * D, D, m, kt_tile, D, s.data(), lds, qk_form(rows));
@@ -109,6 +109,29 @@ TEST_P(QkTile, RowsTakenAFewAtATimeInTheTilesFormAreTheTilesScores) {
                   << j << ")";
         }
       }
+    }
+  }
+}
+
+// Keys packed beforehand (pack_keys, as the fused forward packs a whole tile once) give the bits
+// of keys read in place, also when only the first n of the packed keys are scored (a tile cut
+// short by causality or key lengths): the panels keep the widths of the keys packed.
+TEST_P(QkTile, PackedKeysGiveTheInPlaceScores) {
+  for (int64_t D : {3, 64, 128}) {
+    const int64_t rows = 30, packed_n = 300;
+    const auto q = normal(rows * D, 70 + D, 3), k = normal(packed_n * D, 71 + D, 3);
+    const auto whole = tile(q, k, D, 0, rows, 0, packed_n);
+    std::vector<float> kt(padded_keys(packed_n) * D, NAN);
+    pack_keys(k.data(), D, packed_n, D, kt.data());
+    for (int64_t n : {int64_t{300}, int64_t{290}, int64_t{49}, int64_t{1}}) {
+      const int64_t lds = padded_keys(packed_n);
+      std::vector<float> s(rows * lds);
+      KeyTile packed{nullptr, 0, n, kt.data(), packed_n};
+      qk_tile(q.data(), D, rows, packed, D, s.data(), lds);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_TRUE(same_bits(s[i * lds + j], whole[i * packed_n + j]))
+              << "D=" << D << " n=" << n << " (" << i << ", " << j << ")";
     }
   }
 }
