@@ -15,6 +15,7 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/flash_common.h"
+#include "kernels/cpu/pv_tile.h"
 #include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
 
@@ -24,23 +25,37 @@ namespace {
 using namespace flash;
 
 struct Scratch {
-  // Packed Q; clean K and V tiles, K transposed; raw scores R = Q·Kᵀ, logits X, probabilities P,
-  // dP → dX.
-  AlignedBuffer<float> q, k, v, kt, raw, logit, prob, grad;
+  // The group's Q rows (non-finite rows zeroed), and Q and dO as pv_tile's packed values; clean K
+  // and V tiles; the key tile's K and V as qk_tile's panels and K as packed values; raw scores
+  // R = Q·Kᵀ, logits X, probabilities P, dP → dX.
+  AlignedBuffer<float> q, q_values, dout_values, k, v, k_panels, v_panels, k_values, raw, logit,
+      prob, grad;
   std::vector<float> d;
   std::vector<int64_t> end;
   std::vector<uint8_t> flags = std::vector<uint8_t>(kBackwardKeys);
   Scratch(const FlashProblem& p)
-      : q(std::max<int64_t>(1, p.Hq / std::max<int64_t>(p.Hkv, 1) * p.L * p.Dk)),
+      : q(group_rows(p) * p.Dk),
+        q_values(group_rows(p) * p.Dk),
+        dout_values(group_rows(p) * p.Dv),
         k(kBackwardKeys * p.Dk),
         v(kBackwardKeys * p.Dv),
-        kt(p.Dk * kBackwardKeys),
+        k_panels(p.Dk * kBackwardKeys),
+        v_panels(p.Dv * kBackwardKeys),
+        k_values(kBackwardKeys * p.Dk),
         raw(kBackwardRows * kBackwardKeys),
         logit(kBackwardRows * kBackwardKeys),
         prob(kBackwardRows * kBackwardKeys),
         grad(kBackwardRows * kBackwardKeys) {}
+  static int64_t group_rows(const FlashProblem& p) {
+    return std::max<int64_t>(1, p.Hq / std::max<int64_t>(p.Hkv, 1) * p.L);
+  }
 };
 
+// Every product of a tile by our own kernels, each output one chain in a fixed order:
+//   R  = Q·Kᵀ   qk_tile (the forward's bits)     dP = dO·Vᵀ   qk_tile, V as the keys
+//   dV += Pᵀ·dO  pv_tile_transposed, dO packed   dK += dXᵀ·Q  pv_tile_transposed, Q packed
+//   dQ += dX·K   pv_tile, K packed
+// (OpenBLAS re-packed every tile operand of every call; issue 12.)
 double backward_group(const FlashProblem& p, const Group& g, const float* out, const float* dout,
                       const SoftmaxStats& stats, float* dq, float* dk, float* dv, Scratch& w) {
   // The group's rows are consecutive in the contiguous out, dout, stats and dq.
@@ -63,6 +78,10 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
     w.d[r] = dot_row(dout + r * p.Dv, out + r * p.Dv, p.Dv);
     w.end[r] = visible_end(p, g.b, g.pos(p, r));
   }
+  pack_values(w.q.data(), p.Dk, g.rows, p.Dk, w.q_values.data(), g.rows, 0);
+  pack_values(dout, p.Dv, g.rows, p.Dv, w.dout_values.data(), g.rows, 0);
+  const ValueRows q_values{w.q_values.data(), 0, g.rows};
+  const ValueRows dout_values{w.dout_values.data(), 0, g.rows};
 
   double dscale = 0;
   for (int64_t j0 = 0; j0 < p.S; j0 += kBackwardKeys) {
@@ -71,16 +90,17 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
                p.v.stride[2]};
     if (tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data()))
       t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
-    const float* k = t.k;
-    const float* v = t.v;
-    const int64_t ldk = t.ldk, ldv = t.ldv;
-    KeyTile keys{k, ldk, n, w.kt.data()};
+    KeyTile keys{t.k, t.ldk, n, w.k_panels.data()};
+    KeyTile values_as_keys{t.v, t.ldv, n, w.v_panels.data()};
+    bool packed_k = false;
+    const ValueRows k_values{w.k_values.data(), 0, n};
 
     for (int64_t r0 = 0; r0 < g.rows; r0 += kBackwardRows) {
       const int64_t m = std::min(kBackwardRows, g.rows - r0);
       bool any_visible = false;
       for (int64_t r = r0; r < r0 + m && !any_visible; ++r) any_visible = w.end[r] > j0;
       if (!any_visible) continue;  // a tile wholly hidden by causality or lengths
+      if (!packed_k) pack_values(t.k, t.ldk, n, p.Dk, w.k_values.data(), n, 0), packed_k = true;
 
       float* raw = w.raw.data();
       float* logit = w.logit.data();
@@ -105,27 +125,23 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
         } else if (m == -kInf) {  // nothing visible: no gradient at all
           std::fill(pr, pr + n, 0.0f);
         } else {
-          // The forward's exponent, on the same rounded scores (the tiles have the forward's
-          // rows, so OpenBLAS rounds Q·Kᵀ alike), then the forward's 1/l.
+          // The forward's exponent, on the same scores, then the forward's 1/l.
           const float* from = raw_units(p) ? raw + r * kBackwardKeys : x;
           exp_sub_row(from, pr, e, m, max_unit(p) * kLog2e);
           scale_row(pr, e, 1.0f / row_sum[row]);
           std::fill(pr + e, pr + n, 0.0f);
         }
       }
-      const float* dout_tile = dout + r0 * p.Dv;
-      gemm_atb(n, p.Dv, m, 1.0f, prob, kBackwardKeys, dout_tile, p.Dv, 1.0f, dv + j0 * p.Dv, p.Dv);
-      gemm_abt(m, n, p.Dv, 1.0f, dout_tile, p.Dv, v, ldv, 0.0f, grad, kBackwardKeys);
+      pv_tile_transposed(prob, kBackwardKeys, n, dout_values, r0, m, p.Dv, dv + j0 * p.Dv, p.Dv);
+      qk_tile(dout + r0 * p.Dv, p.Dv, m, values_as_keys, p.Dv, grad, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t at = r * kBackwardKeys;
-        // grad becomes scale·dX: the GEMMs below then run with alpha = 1, so that a NaN still
-        // reaches dQ and dK when scale = 0 (BLAS skips the product when alpha is 0).
+        // grad becomes scale·dX, so that a NaN still reaches dQ and dK when scale = 0.
         dscale +=
             softmax_grad_row(prob + at, logit + at, raw + at, grad + at, n, w.d[r0 + r], p.scale);
       }
-      gemm_atb(n, p.Dk, m, 1.0f, grad, kBackwardKeys, w.q.data() + r0 * p.Dk, p.Dk, 1.0f,
-               dk + j0 * p.Dk, p.Dk);
-      gemm_ab(m, p.Dk, n, 1.0f, grad, kBackwardKeys, k, ldk, 1.0f, dq + r0 * p.Dk, p.Dk);
+      pv_tile_transposed(grad, kBackwardKeys, n, q_values, r0, m, p.Dk, dk + j0 * p.Dk, p.Dk);
+      pv_tile(grad, kBackwardKeys, m, k_values, 0, n, p.Dk, dq + r0 * p.Dk, p.Dk);
     }
   }
   return dscale;
@@ -147,7 +163,6 @@ void flash_backward(const FlashProblem& p, const float* out, const float* dout,
   std::vector<Scratch> scratch;
   for (int t = 0; t < workers; ++t) scratch.emplace_back(p);
   std::vector<double> partial(groups, 0.0);
-  SingleThreadedBlas blas;
   parallel_for(groups, workers, [&](int64_t item, int worker) {
     const Group g{item / p.Hkv, item % p.Hkv, G, G * p.L};
     partial[item] = backward_group(p, g, out, dout, stats, dq, dk, dv, scratch[worker]);

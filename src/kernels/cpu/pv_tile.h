@@ -30,6 +30,10 @@ void pack_values(const float* v, int64_t ldv, int64_t n, int64_t Dv, float* pack
 // o[i·ldo + c] += Σ_j p[i·ldp + j]·v_(j0 + j, c) for i < m, j < n, c < Dv.
 void pv_tile(const float* p, int64_t ldp, int64_t m, const ValueRows& v, int64_t j0, int64_t n,
              int64_t Dv, float* o, int64_t ldo);
+// The same with P given transposed, n × m (the backward's dV += Pᵀ·dO and dK += dXᵀ·Q):
+// o[i·ldo + c] += Σ_j pt[j·ldpt + i]·v_(j0 + j, c), each output one chain over j in order.
+void pv_tile_transposed(const float* pt, int64_t ldpt, int64_t m, const ValueRows& v, int64_t j0,
+                        int64_t n, int64_t Dv, float* o, int64_t ldo);
 // Values in place: o[i·ldo + c] += Σ_j p[i·ldp + j]·v[j·ldv + c].
 inline void pv_tile(const float* p, int64_t ldp, int64_t m, const float* v, int64_t ldv, int64_t n,
                     int64_t Dv, float* o, int64_t ldo) {

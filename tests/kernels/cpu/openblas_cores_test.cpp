@@ -1,10 +1,12 @@
-// The fused kernels' tests once more under each OpenBLAS kernel family this CPU can run. Debian's
+// The tests of the kernels that multiply through OpenBLAS — the unfused attention path and the
+// model's dense layers — once more under each OpenBLAS kernel family this CPU can run. Debian's
 // OpenBLAS (DYNAMIC_ARCH) picks its SGEMM kernels by CPU, and they round differently — Haswell's
-// even rounds one element differently for different numbers of columns, which once broke the
-// backward on AVX2 machines only (issue 11) — so a machine with AVX-512 would otherwise never run
-// the AVX2 kernels, nor one with AVX2 the AVX and SSE ones. OPENBLAS_CORETYPE forces a family; it
-// is read once when the library loads, so each family runs in a child process: this test program
-// again, filtered to the kernel suites on the best SIMD target.
+// even rounds one element differently for different numbers of columns, which once broke the fused
+// backward on AVX2 machines only (issue 11; the fused kernels now multiply with their own
+// qk_tile and pv_tile) — so a machine with AVX-512 would otherwise never run the AVX2 kernels,
+// nor one with AVX2 the AVX and SSE ones. OPENBLAS_CORETYPE forces a family; it is read once when
+// the library loads, so each family runs in a child process: this test program again, filtered
+// to those suites on the best SIMD target.
 #include <cblas.h>
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -50,8 +52,8 @@ TEST(OpenBlasCores, FusedKernelTestsPassOnEveryCoreThisCpuRuns) {
   ASSERT_GT(len, 0);
   self[len] = '\0';
   const std::string best = hwy::TargetName(qkv_test::runnable_simd_targets().front());
-  const std::string filter = "--gtest_filter=Simd/Flash*/" + best + ":Simd/QkTile*/" + best +
-                             ":Simd/UnfusedAttention*/" + best +
+  const std::string filter = "--gtest_filter=Simd/UnfusedAttention*/" + best + ":Simd/Dense*/" +
+                             best + ":Simd/BertEmbedTest*/" + best +
                              ":OpenBlasCores.TheCoreInUseIsTheOneAskedFor";
   std::string ran;
   for (const Core& core : cores) {
