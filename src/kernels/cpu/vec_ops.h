@@ -19,8 +19,9 @@ float max_row(const float* x, int64_t n, uint32_t* seen);
 // p[j] = 2^((a·s[j] − m)·c), returning Σ p[j], with a·s[j] − m in one fused multiply-add.
 // With a = 1, c = log2 e: exp(s[j] − m). With a = 1, c = scale·log2 e: exp(scale·(s[j] − m)) for
 // raw scores s and a raw max m. With a = scale, c = log2 e: exp(scale·s[j] − lse). The difference
-// is formed before any rounding of a large term, so large |s| and |m| lose nothing. Exactly 0
-// where the exponent is below −126 (−∞ included).
+// is formed before any rounding of a large term, so large |s| and |m| lose nothing. Every
+// exponent must be ≤ 0 (m at least the largest a·s[j], as in a softmax); exactly 0 where it is
+// below −126.5 (−∞ included), exp2_approx's bits from −126 to 0.
 float exp_sub_row(const float* s, float* p, int64_t n, float m, float c = 1.44269504088896340736f,
                   float a = 1.0f);
 // The softmax backward of one row: with g[j] = (x[j] == −∞) ? 0 : p[j]·(dp[j] − d), writes

@@ -114,6 +114,30 @@ TEST_P(VecOps, ExpSubRowMatchesThePolynomialLaneByLaneAndSums) {
   });
 }
 
+// The softmax's exp takes exponents ≤ 0 only and skips Exp2's clamps: exactly 0 far below the
+// normal range and for −∞, a subnormal at most just below it, exp2_approx's bits above (vector
+// lanes and the scalar tail alike).
+TEST_P(VecOps, ExpSubRowIsZeroBelowTheNormalRangeAndExp2Above) {
+  const std::vector<float> s = {-kInf,   -1e30f,  -1000.0f, -127.0f, -126.75f, -126.2f,
+                                -126.0f, -100.0f, -1.0f,    -0.25f,  0.0f,     -126.9f,
+                                -127.5f, -3.0f,   -kInf,    -126.0f, -0.5f};
+  std::vector<float> p(s.size(), -1.0f);
+  const float sum = exp_sub_row(s.data(), p.data(), static_cast<int64_t>(s.size()), 0.0f, 1.0f);
+  double want_sum = 0;
+  for (size_t j = 0; j < s.size(); ++j) {
+    SCOPED_TRACE("s=" + std::to_string(s[j]));
+    if (s[j] < -126.5f)
+      EXPECT_EQ(p[j], 0.0f);
+    else if (s[j] < -126.0f)
+      EXPECT_LT(p[j], 0x1.0p-126f);  // 0 or subnormal
+    else
+      EXPECT_EQ(p[j], exp2_approx(s[j]));
+    want_sum += p[j];
+  }
+  EXPECT_EQ(p[10], 1.0f);
+  EXPECT_NEAR(sum, want_sum, 1e-6);
+}
+
 TEST_P(VecOps, ScaleAddBiasMaxAndDotMatchPlainLoops) {
   for_each_length_and_offset([](int64_t n, int64_t offset) {
     SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset));
