@@ -1,8 +1,6 @@
 // Shared pieces of the fused kernels; see flash_common.h.
 #include "kernels/cpu/flash_common.h"
 
-#include <cblas.h>
-
 #include <cmath>
 
 #include "core/parallel.h"
@@ -59,6 +57,7 @@ PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads) {
   pk.v.resize(groups * p.S * p.Dv);
   pk.flags.resize(groups * p.S);
   pk.tile_bad.resize(groups * pk.tiles);
+  pk.key_norm.resize(groups * pk.tiles);
   parallel_for(groups * pk.tiles, threads, [&](int64_t item, int) {
     const int64_t group = item / pk.tiles, tile = item % pk.tiles;
     const int64_t b = group / p.Hkv, kv = group % p.Hkv;
@@ -71,31 +70,14 @@ PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads) {
       k_copy.resize(n * p.Dk), v_copy.resize(n * p.Dv);
       t = clean_tile(p, t, n, flags, k_copy.data(), v_copy.data());
     }
+    float norm2 = 0;  // ∞ where a key is not finite or its square overflows
+    for (int64_t j = 0; j < n; ++j)
+      norm2 = std::max(norm2, dot_row(t.k + j * t.ldk, t.k + j * t.ldk, p.Dk));
+    pk.key_norm[item] = pk.tile_bad[item] ? kInf : std::sqrt(norm2);
     pack_keys(t.k, t.ldk, n, p.Dk, pk.tile_keys(p, group, tile));
     pack_values(t.v, t.ldv, n, p.Dv, pk.v.data() + group * p.S * p.Dv, p.S, j0);
   });
   return pk;
-}
-
-void gemm_abt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-              ldc);
-}
-
-void gemm_ab(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-              ldc);
-}
-
-void gemm_atb(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-              ldc);
 }
 
 }  // namespace qkv::cpu::flash

@@ -1,5 +1,5 @@
 // Pieces shared by the fused forward and backward kernels: tiling, visibility, bias rows,
-// non-finite bookkeeping and the tile GEMMs.
+// non-finite bookkeeping and the packing of keys and values.
 #pragma once
 
 #include <algorithm>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/aligned.h"
-#include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/pv_tile.h"
 
@@ -92,6 +91,7 @@ struct PackedKv {
   int64_t key_tile = 0, tiles = 0;
   AlignedBuffer<float> kt, v;
   std::vector<uint8_t> flags, tile_bad;  // [group][S], [group][tile]
+  std::vector<float> key_norm;           // [group][tile]: the tile's largest ‖k_j‖
   float* tile_keys(const FlashProblem& p, int64_t group, int64_t tile) {
     return kt.data() + (group * tiles + tile) * key_tile * p.Dk;
   }
@@ -100,14 +100,5 @@ struct PackedKv {
   }
 };
 PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads);
-
-// C[m×n] = alpha·A[m×k]·B[n×k]ᵀ + beta·C and C = alpha·A·B + beta·C, row-major, with leading
-// dimensions (OpenBLAS, one thread: the kernels parallelize over tiles themselves).
-void gemm_abt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void gemm_ab(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void gemm_atb(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace qkv::cpu::flash

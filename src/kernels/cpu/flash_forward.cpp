@@ -23,12 +23,15 @@ using namespace flash;
 // Rows of a tile that go through scores, softmax and P·V together, so that their scores
 // (kSubRows × kKeys floats, 48 KiB) stay in cache between the three steps.
 constexpr int64_t kSubRows = 24;
+// A bound on ‖q‖·‖k‖ below which no partial sum of q·k can overflow float32 (3.4e38), with room
+// for the rounding of D terms.
+constexpr float kNoOverflow = 1e37f;
 
 // Scratch of one worker, allocated once per call.
 struct Scratch {
   // Packed Q tile, transposed K tile, score tile, output accumulator, clean K and V tiles.
   AlignedBuffer<float> q, kt, s, o, k, v;
-  std::vector<float> m, l;
+  std::vector<float> m, l, q_norm, tile_max;
   std::vector<int64_t> end;
   std::vector<uint8_t> q_bad, poisoned, bad_value, flags;
   explicit Scratch(const FlashProblem& p)
@@ -40,6 +43,8 @@ struct Scratch {
         v(kKeys * p.Dv),
         m(kRows),
         l(kRows),
+        q_norm(kRows),
+        tile_max(kSubRows),
         end(kRows),
         q_bad(kRows),
         poisoned(kRows),
@@ -56,16 +61,20 @@ bool sees(const FlashProblem& p, const float* bias, int64_t end, int64_t j) {
 // j0 .. j0 + n, of which [0, e) pass causality and lengths. Leaves the probabilities in s
 // (0 where masked) and rescales the row's accumulator when its max grows.
 //
-// m is in the units of flash::raw_units.
+// m is in the units of flash::raw_units. known_max, where given, is the max of s[0, e), all of
+// them finite (qk_tile took it on the way).
 void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t n, int64_t e,
-                  float* s, float& m, float& l, float* o, uint8_t& poisoned) {
+                  float* s, float& m, float& l, float* o, uint8_t& poisoned,
+                  const float* known_max) {
   // A score or logit that is not finite though q and k are (they were checked) overflowed float32,
   // or came from an ∞ or NaN in the bias: the row is NaN, as in the reference (qkv/attention.h,
   // "Overflow").
   // Only a −∞ bias masks.
   uint32_t seen = 0;
   float tile_max;
-  if (raw_units(p)) {
+  if (known_max) {
+    tile_max = *known_max;
+  } else if (raw_units(p)) {
     tile_max = max_row(s, e, &seen);
     if (seen) poisoned = 1;
   } else {
@@ -100,6 +109,7 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     const float* q = row_of(p.q, g.b, g.head(p, r0 + r), g.pos(p, r0 + r));
     std::copy(q, q + p.Dk, w.q.data() + r * p.Dk);
     w.q_bad[r] = !all_finite_row(q, p.Dk);
+    w.q_norm[r] = w.q_bad[r] ? kInf : std::sqrt(dot_row(q, q, p.Dk));
     w.end[r] = visible_end(p, g.b, g.pos(p, r0 + r));
     max_end = std::max(max_end, w.end[r]);
     w.m[r] = -kInf;
@@ -138,9 +148,15 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
       values = ValueRows{t.v, t.ldv};
     }
 
+    // Where no raw score of the tile can be NaN or ±∞ — finite q and k with ‖q‖·‖k‖ far below
+    // the float32 range (Cauchy–Schwarz bounds every partial sum) — qk_tile takes each row's max.
+    const float key_norm =
+        pk && raw_units(p) && !tile_bad ? pk->key_norm[group * pk->tiles + j0 / kKeys] : kInf;
     for (int64_t i0 = 0; i0 < rows; i0 += kSubRows) {
       const int64_t mi = std::min(kSubRows, rows - i0);
-      qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, keys, p.Dk, w.s.data(), kKeys, form);
+      std::fill(w.tile_max.begin(), w.tile_max.end(), -kInf);
+      qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, keys, p.Dk, w.s.data(), kKeys, form,
+              key_norm < kInf ? w.tile_max.data() : nullptr);
       for (int64_t r = i0; r < i0 + mi; ++r) {
         const float* bias =
             p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
@@ -154,8 +170,10 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
             if (flags[j] & kBadValue) w.bad_value[r] = 1;
           }
         }
+        const bool max_known = e == n && w.q_norm[r] * key_norm <= kNoOverflow;
         softmax_step(p, bias, j0, n, e, w.s.data() + (r - i0) * kKeys, w.m[r], w.l[r],
-                     w.o.data() + r * p.Dv, w.poisoned[r]);
+                     w.o.data() + r * p.Dv, w.poisoned[r],
+                     max_known ? &w.tile_max[r - i0] : nullptr);
       }
       // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums).
       pv_tile(w.s.data(), kKeys, mi, values, v_row, n, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
@@ -243,10 +261,12 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, S
   PackedKv packed;
   if (qk_form(std::min(kRows, G * p.L)) == QkForm::kOuter) packed = pack_kv(p, kKeys, threads);
   PackedKv* pk = packed.tiles ? &packed : nullptr;
-  SingleThreadedBlas blas;
   parallel_for(items * sp.count, threads, [&](int64_t job, int worker) {
     const int64_t item = job / sp.count, split = job % sp.count;
-    const int64_t group = item / tiles, tile = item % tiles;
+    // The last tiles of every group first: under causality they see the most keys, and the
+    // workers then finish on small items (longest first; the order does not change the bits).
+    const int64_t groups = items / tiles;
+    const int64_t group = item % groups, tile = tiles - 1 - item / groups;
     const Group g{group / p.Hkv, group % p.Hkv, G, G * p.L};
     const int64_t r0 = tile * kRows, rows = std::min(kRows, g.rows - r0);
     const int64_t j_begin = split * sp.keys;

@@ -50,9 +50,10 @@ inline constexpr QkForm qk_form(int64_t tile_rows) {
 
 // s[i·lds + j] = q_i·k_j for i < m, j < n, summed as `form` says; q: [m, D] with row stride ldq;
 // lds ≥ padded_keys(keys.packed or n) (columns n .. up to the end of the last panel scored are
-// overwritten).
+// overwritten). With row_max, also row_max[i] = max(row_max[i], max_j<n s_ij), taken while the
+// scores are in registers; only where no score can be NaN (a max with NaN depends on the order).
 void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
-             int64_t lds, QkForm form);
+             int64_t lds, QkForm form, float* row_max = nullptr);
 // The m rows as a tile of their own: form qk_form(m).
 inline void qk_tile(const float* q, int64_t ldq, int64_t m, KeyTile& keys, int64_t D, float* s,
                     int64_t lds) {

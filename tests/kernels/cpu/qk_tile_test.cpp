@@ -136,6 +136,37 @@ TEST_P(QkTile, PackedKeysGiveTheInPlaceScores) {
   }
 }
 
+// The row max qk_tile takes on the way (the forward's running max) is the max of each row's
+// first n scores — not of the padding or the packed keys past n — and only raises what it is
+// given; in both forms.
+TEST_P(QkTile, RowMaxIsTheMaxOfTheScoredKeys) {
+  for (int64_t D : {7, 64}) {
+    const int64_t packed_n = 200;
+    // Keys past n score far higher: a max that looked at them would show it.
+    auto k = normal(packed_n * D, 80 + D, 1);
+    for (int64_t j = 150; j < packed_n; ++j)
+      for (int64_t x = 0; x < D; ++x) k[j * D + x] *= 100;
+    std::vector<float> kt(padded_keys(packed_n) * D);
+    pack_keys(k.data(), D, packed_n, D, kt.data());
+    for (int64_t rows : {int64_t{3}, int64_t{13}}) {
+      const auto q = normal(rows * D, 81 + D, 1);
+      for (int64_t n : {int64_t{150}, int64_t{100}, int64_t{49}, int64_t{9}, int64_t{1}}) {
+        const int64_t lds = padded_keys(packed_n);
+        std::vector<float> s(rows * lds);
+        std::vector<float> row_max(rows, -INFINITY);
+        row_max[1] = 1e6f;  // already above every score: stays
+        KeyTile keys{k.data(), D, n, kt.data(), packed_n};
+        qk_tile(q.data(), D, rows, keys, D, s.data(), lds, qk_form(rows), row_max.data());
+        for (int64_t i = 0; i < rows; ++i) {
+          float want = i == 1 ? 1e6f : -INFINITY;
+          for (int64_t j = 0; j < n; ++j) want = std::max(want, s[i * lds + j]);
+          ASSERT_EQ(row_max[i], want) << "D=" << D << " rows=" << rows << " n=" << n << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 // Both forms are dot products to float32 accuracy: |s − q·k| ≤ D·u·Σ|q_d k_d| (the worst case
 // of a sum of D rounded terms, u = 2⁻²⁴), against float64.
 TEST_P(QkTile, WithinTheRoundingOfADotProduct) {
