@@ -15,12 +15,16 @@ namespace qkv::cpu::flash {
 
 // Tile sizes, query rows × keys, chosen by measurement (fp32, D = 64, L = S = 4096, 2 cores,
 // forward GFLOP/s as a share of the same run's SGEMM): 128×256 56%, 128×512 57%, 64×512 50%,
-// 256×256 63%, 256×512 68%, 512×512 65–69%, 256×1024 60–63%. The backward keeps four score-sized
-// tiles, so its tiles have fewer keys. Both passes compute the scores with qk_tile, whose bits
-// do not depend on the tile's shape (OpenBLAS's do: qk_tile.h).
+// 256×256 63%, 256×512 68%, 512×512 65–69%, 256×1024 60–63% (with OpenBLAS tiles). With the
+// packed panels, qk_tile and pv_tile (issue 12; one thread, AVX2, share of one thread's SGEMM):
+// 256×512 0.82 0.83 at D = 64 and 0.87 0.86 at D = 128, 256×256 0.79 0.81 and 0.84 0.87. The
+// backward keeps four score-sized tiles, so its tiles have fewer keys. Both passes compute the
+// scores with qk_tile, whose bits do not depend on the tile's shape (OpenBLAS's do: qk_tile.h).
 inline constexpr int64_t kRows = 256;
 inline constexpr int64_t kKeys = 512;
 inline constexpr int64_t kBackwardRows = kRows;
+// Backward tiles of 128 keys measured worse at D = 256 (single thread, L = S = 4096, bwd/SGEMM,
+// AVX2: 0.75–0.76 against 0.82–0.83 with 256).
 inline constexpr int64_t kBackwardKeys = 256;
 inline constexpr float kLog2e = 1.44269504088896340736f;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
