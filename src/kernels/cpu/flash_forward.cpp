@@ -152,15 +152,27 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     // the float32 range (Cauchy–Schwarz bounds every partial sum) — qk_tile takes each row's max.
     const float key_norm =
         pk && raw_units(p) && !tile_bad ? pk->key_norm[group * pk->tiles + j0 / kKeys] : kInf;
+    if (form == QkForm::kOuter && !keys.packed) {  // the whole tile's panels, for every sub-block
+      pack_keys(keys.k, keys.ldk, n, p.Dk, keys.kt);
+      keys.packed = n;
+    }
     for (int64_t i0 = 0; i0 < rows; i0 += kSubRows) {
       const int64_t mi = std::min(kSubRows, rows - i0);
+      // Only the keys some row of these mi sees: on the causal diagonal, fewer than the tile's.
+      // (A row that sees none of them skips the tile, which leaves m, l and o as they were.)
+      int64_t sub_end = 0;
+      for (int64_t r = i0; r < i0 + mi; ++r) sub_end = std::max(sub_end, w.end[r]);
+      const int64_t ns = std::clamp<int64_t>(sub_end - j0, 0, n);
+      if (ns == 0) continue;
+      KeyTile sub_keys = keys;
+      sub_keys.n = ns;
       std::fill(w.tile_max.begin(), w.tile_max.end(), -kInf);
-      qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, keys, p.Dk, w.s.data(), kKeys, form,
+      qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, sub_keys, p.Dk, w.s.data(), kKeys, form,
               key_norm < kInf ? w.tile_max.data() : nullptr);
       for (int64_t r = i0; r < i0 + mi; ++r) {
         const float* bias =
             p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
-        const int64_t e = std::clamp<int64_t>(w.end[r] - j0, 0, n);
+        const int64_t e = std::clamp<int64_t>(w.end[r] - j0, 0, ns);
         if (w.q_bad[r] || tile_bad) {
           // NaN or ∞ in q_i or a visible k_j / v_j makes the row NaN, whatever the scores say.
           // A bad value row spoils only the output; the weights and logsumexp stay as they are.
@@ -170,13 +182,13 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
             if (flags[j] & kBadValue) w.bad_value[r] = 1;
           }
         }
-        const bool max_known = e == n && w.q_norm[r] * key_norm <= kNoOverflow;
-        softmax_step(p, bias, j0, n, e, w.s.data() + (r - i0) * kKeys, w.m[r], w.l[r],
+        const bool max_known = e == ns && w.q_norm[r] * key_norm <= kNoOverflow;
+        softmax_step(p, bias, j0, ns, e, w.s.data() + (r - i0) * kKeys, w.m[r], w.l[r],
                      w.o.data() + r * p.Dv, w.poisoned[r],
                      max_known ? &w.tile_max[r - i0] : nullptr);
       }
       // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums).
-      pv_tile(w.s.data(), kKeys, mi, values, v_row, n, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
+      pv_tile(w.s.data(), kKeys, mi, values, v_row, ns, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
     }
   }
 }
