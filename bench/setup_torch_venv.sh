@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A venv with PyTorch for bench/compare_torch.py (and tests/golden/), outside the repo
-# (DESIGN.md §5). Idempotent: when the venv already works it prints its path and nothing else.
+# A venv with PyTorch, sentence-transformers and ONNX Runtime for bench/compare_torch.py (and
+# tests/golden/), outside the repo (DESIGN.md §5). Idempotent: when the venv already works it
+# prints its path and nothing else; a venv with a working torch but not the rest gets the rest.
 #
 #   VENV=$(bench/setup_torch_venv.sh) && "$VENV/bin/python" bench/compare_torch.py
 #
@@ -12,14 +13,19 @@
 #          even on a CPU-only machine, and the CPU-only wheels live on an index we cannot reach.
 #          We install torch with --no-deps, then every dependency it declares except triton (a
 #          GPU compiler, ~1 GB, never loaded on CPU): ~4.4 GB and under a minute.
+# Then:    sentence-transformers (with transformers), onnxruntime, and onnx + onnxscript (what
+#          torch.onnx.export needs), the newest PyPI has. Asked for plainly, pip would pull triton
+#          back in through torch's requirements, so we ask pip what it would install
+#          (--dry-run --report) and install exactly that, less triton, with --no-deps.
 # Stdout is the venv path only; progress goes to stderr; pip's log to $VENV/setup.log.
 set -euo pipefail
 
 VENV="${QKV_TORCH_VENV:-$HOME/.cache/qkv/torch-venv}"
 TORCH_VERSION="${QKV_TORCH_VERSION:-2.15.0}"
 PY=/usr/bin/python3
+EXTRAS=(sentence-transformers transformers onnxruntime onnx onnxscript)
 
-check() {
+check_torch() {
   "$VENV/bin/python" - "$TORCH_VERSION" >/dev/null 2>&1 <<'EOF'
 import sys, torch, torch.nn.functional as F
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
@@ -27,6 +33,22 @@ q = torch.randn(1, 2, 8, 4, requires_grad=True)
 F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
 EOF
 }
+
+# The extras import, and ONNX Runtime's CPU provider runs a one-node graph.
+check_extras() {
+  "$VENV/bin/python" - >/dev/null 2>&1 <<'EOF'
+import numpy as np, onnx, onnxscript, onnxruntime as ort, sentence_transformers, transformers
+from onnx import TensorProto, helper
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+assert s.run(None, {"x": np.array([-1, 2], np.float32)})[0].tolist() == [0, 2]
+EOF
+}
+
+check() { check_torch && check_extras; }
 
 if [[ -x "$VENV/bin/python" ]] && check; then
   echo "$VENV"
@@ -60,10 +82,11 @@ fail() {
   exit 1
 }
 
-say "installing torch==$TORCH_VERSION (no triton) from PyPI, about 4.4 GB; log in $LOG"
-pip install --no-deps "torch==$TORCH_VERSION" || fail
-# torch's own requirements for this platform, less triton.
-mapfile -t reqs < <("$VENV/bin/python" - <<'EOF'
+if ! check_torch; then
+  say "installing torch==$TORCH_VERSION (no triton) from PyPI, about 4.4 GB; log in $LOG"
+  pip install --no-deps "torch==$TORCH_VERSION" || fail
+  # torch's own requirements for this platform, less triton.
+  mapfile -t reqs < <("$VENV/bin/python" - <<'EOF'
 import importlib.metadata as md
 from pip._vendor.packaging.requirements import Requirement
 for line in md.requires("torch") or []:
@@ -75,15 +98,39 @@ for line in md.requires("torch") or []:
     r.marker = None
     print(r)
 EOF
-)
-# pip complains that triton is missing: expected, hence the log.
-pip install "${reqs[@]}" numpy || fail
-
-if ! check; then
-  say "torch installed but scaled_dot_product_attention does not run:"
-  "$VENV/bin/python" -c 'import torch' >&2 || true
-  exit 1
+  )
+  # pip complains that triton is missing: expected, hence the log.
+  pip install "${reqs[@]}" numpy || fail
+  if ! check_torch; then
+    say "torch installed but scaled_dot_product_attention does not run:"
+    "$VENV/bin/python" -c 'import torch' >&2 || true
+    exit 1
+  fi
 fi
-version=$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')
-say "done in $((SECONDS - start)) s, $(du -sh "$VENV" | cut -f1): torch $version"
+
+if ! check_extras; then
+  say "installing ${EXTRAS[*]} (no triton) from PyPI, about 0.5 GB; log in $LOG"
+  report="$VENV/setup-report.json"
+  pip install --dry-run --quiet --report "$report" "${EXTRAS[@]}" || fail
+  # What pip would install for them, pinned, less triton.
+  mapfile -t extras < <("$VENV/bin/python" - "$report" <<'EOF'
+import json, sys
+for item in json.load(open(sys.argv[1]))["install"]:
+    name, version = item["metadata"]["name"], item["metadata"]["version"]
+    if name.lower() != "triton":
+        print(f"{name}=={version}")
+EOF
+  )
+  rm -f "$report"
+  if ((${#extras[@]})); then pip install --no-deps "${extras[@]}" || fail; fi
+  if ! check_extras; then
+    say "${EXTRAS[*]} installed but do not import, or ONNX Runtime does not run:"
+    "$VENV/bin/python" -c 'import sentence_transformers, onnxruntime, onnxscript' >&2 || true
+    exit 1
+  fi
+fi
+
+versions=$("$VENV/bin/python" -c 'import torch, sentence_transformers as st, onnxruntime as ort
+print(f"torch {torch.__version__}, sentence-transformers {st.__version__}, onnxruntime {ort.__version__}")')
+say "done in $((SECONDS - start)) s, $(du -sh "$VENV" | cut -f1): $versions"
 echo "$VENV"
