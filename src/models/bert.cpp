@@ -220,6 +220,10 @@ BertWeights read_bert_weights(const std::string& safetensors_path, const BertCon
       layer.intermediate = linear(p + "intermediate.dense", inter, hid);
       layer.output = linear(p + "output.dense", hid, inter);
       layer.output_norm = norm(p + "output.LayerNorm");
+      // Packed once here, reused by every batch (cpu::packed_linear).
+      for (nn::LinearWeights* l :
+           {&layer.qkv, &layer.attention_out, &layer.intermediate, &layer.output})
+        nn::pack(*l);
       w.layers.push_back(std::move(layer));
     }
     ckpt.check_no_extra();
@@ -304,8 +308,7 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
     const Tensor merged = nn::merge_heads(r.out);
     Tensor a = nn::linear(merged, layer.attention_out);
     nn::layer_norm(a, layer.attention_norm, h);
-    Tensor f = nn::linear(a, layer.intermediate);
-    nn::gelu(f);
+    const Tensor f = nn::linear_gelu(a, layer.intermediate);
     h = nn::linear(f, layer.output);
     nn::layer_norm(h, layer.output_norm, a);
     if (keep)

@@ -48,7 +48,11 @@ Tensor merge_heads(const Tensor& heads_first) {
                                            : merge_heads_as<double>(heads_first);
 }
 
-Tensor linear(const Tensor& x, const LinearWeights& layer) {
+namespace {
+
+// y = act(x·Wᵀ + b): the packed kernel when the layer has packed weights for this target, else
+// OpenBLAS (float32) or the reference (float64), then the activation as a pass of its own.
+Tensor linear_as(const Tensor& x, const LinearWeights& layer, cpu::Activation act) {
   check_floating(x, "linear: x");
   require(layer.weight.defined() && layer.weight.rank() == 2 && layer.weight.dtype() == x.dtype(),
           "linear: the weight must be a [out, in] tensor of the input's dtype");
@@ -66,6 +70,12 @@ Tensor linear(const Tensor& x, const LinearWeights& layer) {
   Tensor y(shape, x.dtype());
   int64_t rows = 1;  // every dimension but the last
   for (int i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
+  if (x.dtype() == DType::f32 && layer.packed != nullptr &&
+      layer.packed->width == cpu::packed_linear_width()) {
+    cpu::packed_linear(y.data<float>(), layer.out(), input.data<float>(), layer.in(), rows,
+                       *layer.packed, act);
+    return y;
+  }
   const Tensor w = layer.weight.contiguous();
   const Tensor b = has_bias ? layer.bias.contiguous() : Tensor();
   if (x.dtype() == DType::f32)
@@ -74,7 +84,26 @@ Tensor linear(const Tensor& x, const LinearWeights& layer) {
   else
     reference::linear(y.data<double>(), input.data<double>(), w.data<double>(),
                       has_bias ? b.data<double>() : nullptr, rows, layer.in(), layer.out());
+  if (act == cpu::Activation::gelu) gelu(y);
   return y;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const LinearWeights& layer) {
+  return linear_as(x, layer, cpu::Activation::none);
+}
+
+Tensor linear_gelu(const Tensor& x, const LinearWeights& layer) {
+  return linear_as(x, layer, cpu::Activation::gelu);
+}
+
+void pack(LinearWeights& layer) {
+  if (!layer.weight.defined() || layer.weight.dtype() != DType::f32) return;
+  const Tensor w = layer.weight.contiguous();
+  const Tensor b = layer.bias.defined() ? layer.bias.contiguous() : Tensor();
+  layer.packed = std::make_shared<const cpu::PackedLinear>(cpu::pack_linear(
+      w.data<float>(), b.defined() ? b.data<float>() : nullptr, layer.out(), layer.in()));
 }
 
 void layer_norm(Tensor& x, const NormWeights& norm, const Tensor& residual) {

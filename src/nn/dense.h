@@ -3,6 +3,9 @@
 // reference (kernels/reference/dense.h), so a whole model can run either way.
 #pragma once
 
+#include <memory>
+
+#include "kernels/cpu/packed_linear.h"
 #include "qkv/tensor.h"
 
 namespace qkv::nn {
@@ -11,6 +14,9 @@ namespace qkv::nn {
 struct LinearWeights {
   Tensor weight;  // [out, in]
   Tensor bias;    // [out], or undefined for none
+  // float32 weight and bias packed once for cpu::packed_linear (see pack), shared by copies; null:
+  // linear runs OpenBLAS SGEMM.
+  std::shared_ptr<const cpu::PackedLinear> packed;
   int64_t in() const { return weight.dim(1); }
   int64_t out() const { return weight.dim(0); }
 };
@@ -25,6 +31,12 @@ struct NormWeights {
 // x: [..., in] → [..., out]; x of any strides, the result contiguous, of x's dtype (the layer's
 // tensors must have it too).
 Tensor linear(const Tensor& x, const LinearWeights& layer);
+// y = GELU(x·Wᵀ + b), the FFN's first layer: with packed weights the GELU runs on each block of
+// outputs as the product leaves it (the same bits as linear, then gelu).
+Tensor linear_gelu(const Tensor& x, const LinearWeights& layer);
+// Packs a float32 layer's weights for the SIMD target running now (a float64 layer is left as it
+// is). Packed weights that a later target cannot use (tests switch targets) are ignored.
+void pack(LinearWeights& layer);
 // x ← LayerNorm(x + residual) in place; x contiguous [..., D]; residual of x's shape or undefined.
 void layer_norm(Tensor& x, const NormWeights& norm, const Tensor& residual = {});
 // x ← GELU(x) = x·Φ(x) in place; x contiguous.
