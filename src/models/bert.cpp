@@ -7,6 +7,7 @@
 #include <set>
 
 #include "kernels/cpu/blas_threads.h"
+#include "kernels/cpu/short_attention.h"
 #include "models/finite.h"
 #include "models/safetensors.h"
 
@@ -294,18 +295,46 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
   }
 
   const bool keep = capture != nullptr;
+  // Short float32 sequences with nothing captured: attention straight from the projection's rows
+  // into the merged heads (kernels/cpu/short_attention.h); else qkv::attention on [B, H, L, D].
+  const bool short_path = !keep && dtype == DType::f32 &&
+                          options.attention_path == Path::automatic &&
+                          length <= cpu::kShortAttentionMaxLength;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
   for (const BertLayer& layer : w.layers) {
-    // One GEMM projects h to [q | k | v]; each is a strided [B, H, L, D] view of it.
-    const Tensor qkv = nn::linear(h, layer.qkv).reshape({batch, length, 3 * heads, dh});
-    const Tensor q = qkv.narrow(2, 0, heads).transpose(1, 2);
-    const Tensor k = qkv.narrow(2, heads, heads).transpose(1, 2);
-    const Tensor v = qkv.narrow(2, 2 * heads, heads).transpose(1, 2);
-    const AttentionResult r = attention(q, k, v,
-                                        {.key_lengths = lengths,
-                                         .need_weights = keep,
-                                         .need_scores = keep,
-                                         .path = keep ? Path::reference : options.attention_path});
-    const Tensor merged = nn::merge_heads(r.out);
+    // One GEMM projects h to [q | k | v] (each row: the heads of q, then of k, then of v).
+    const Tensor qkv = nn::linear(h, layer.qkv);
+    Tensor merged;
+    if (short_path) {
+      merged = Tensor({batch, length, hid}, dtype);
+      const float* rows = qkv.data<float>();
+      cpu::short_attention({.B = batch,
+                            .L = length,
+                            .H = heads,
+                            .D = dh,
+                            .scale = scale,
+                            .q = rows,
+                            .k = rows + hid,
+                            .v = rows + 2 * hid,
+                            .ld = 3 * hid,
+                            .out = merged.data<float>(),
+                            .ldo = hid,
+                            .lengths = lengths.data()});
+    }
+    // Else each of q, k, v is a strided [B, H, L, D] view of the projection.
+    const Tensor heads_view = qkv.reshape({batch, length, 3 * heads, dh});
+    const Tensor q = heads_view.narrow(2, 0, heads).transpose(1, 2);
+    const Tensor k = heads_view.narrow(2, heads, heads).transpose(1, 2);
+    const Tensor v = heads_view.narrow(2, 2 * heads, heads).transpose(1, 2);
+    AttentionResult r;
+    if (!short_path) {
+      r = attention(q, k, v,
+                    {.key_lengths = lengths,
+                     .need_weights = keep,
+                     .need_scores = keep,
+                     .path = keep ? Path::reference : options.attention_path});
+      merged = nn::merge_heads(r.out);
+    }
     Tensor a = nn::linear(merged, layer.attention_out);
     nn::layer_norm(a, layer.attention_norm, h);
     const Tensor f = nn::linear_gelu(a, layer.intermediate);
