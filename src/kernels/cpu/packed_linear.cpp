@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/parallel.h"
+#include "hwy/cache_control.h"
 #include "hwy/foreach_target.h"  // must come before highway.h
 #include "hwy/highway.h"
 #include "kernels/cpu/vec_ops.h"
@@ -24,6 +25,12 @@ int64_t PanelWidth() { return 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag
 // less; OpenBLAS's K blocking does the same). The order stays fixed: b + S₀ + S₁ + …, each Sᵢ one
 // chain over its chunk's k in order.
 constexpr int64_t kChunk = 128;
+// Weight rows (2 vectors, one 64-byte line on AVX2) to prefetch ahead, 4 KiB: with few rows of x
+// (one sentence) the product streams W (42 MB for MiniLM, more than L3) from memory, faster than
+// the hardware prefetcher alone brings it. Measured on Zen 3, one 12-token sentence on 2 threads:
+// 2.9 → 2.4 ms (16 rows ahead: 2.8; 32: 2.5); batches of 32 unchanged. A prefetch past the end of
+// the weights is harmless (it never faults).
+constexpr int64_t kPrefetchAhead = 64;
 
 // One register block: R rows of x against one panel (2 vectors of output columns). R = 6 takes
 // 12 accumulators, 2 weight vectors and a broadcast: 15 of AVX2's 16 registers. The running totals
@@ -44,6 +51,7 @@ HWY_INLINE void Block(const float* x, int64_t ldx, const float* panel, const flo
     V acc0[R], acc1[R];
     for (int r = 0; r < R; ++r) acc0[r] = hn::Zero(d), acc1[r] = hn::Zero(d);
     for (int64_t k = k0; k < k1; ++k) {
+      hwy::Prefetch(panel + (k + kPrefetchAhead) * 2 * N);
       const V w0 = hn::Load(d, panel + k * 2 * N), w1 = hn::Load(d, panel + k * 2 * N + N);
       for (int r = 0; r < R; ++r) {
         const V xr = hn::Set(d, x[r * ldx + k]);
