@@ -269,9 +269,11 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, S
                   stats.max ? stats.max + row : nullptr, stats.max ? stats.sum + row : nullptr};
   };
   Splits sp = plan_splits(p, items, rows_total);
-  // Tiles of more than kDotRows rows read the keys and values packed, once for all of them.
+  // Where a group has more than one tile of rows, they read the keys and values packed, once for
+  // all of them; a lone tile transposes its key tiles itself and reads the values in place (one
+  // pass over the machine fewer: short sequences).
   PackedKv packed;
-  if (qk_form(std::min(kRows, G * p.L)) == QkForm::kOuter) packed = pack_kv(p, kKeys, threads);
+  if (G * p.L > kRows) packed = pack_kv(p, kKeys, threads);
   PackedKv* pk = packed.tiles ? &packed : nullptr;
   parallel_for(items * sp.count, threads, [&](int64_t job, int worker) {
     const int64_t item = job / sp.count, split = job % sp.count;
