@@ -9,7 +9,9 @@
 
 attention: runs `qkv bench attention --json --threads N --case ...`, then
 torch.nn.functional.scaled_dot_product_attention (CPU, fp32, the same N threads) forward and
-backward on the same cases, matches them by shape and prints GFLOP/s of both and qkv/torch.
+backward on the same cases, and ONNX Runtime's forward of the same SDPA exported by torch.onnx
+(bench/ort_attention.py; --no-ort skips it), matches them by shape and prints GFLOP/s of all and
+qkv/torch, qkv/ORT.
 
 FLOPs as in qkv: forward 4·B·Hq·L·S·D (half for causal), backward 2.5× forward.
 Forward is timed under torch.inference_mode(); backward alone is timed as out.backward(dout)
@@ -25,6 +27,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 TARGET = 1.2  # issue 12: ≥ 1.2× torch forward and backward on every non-decode case
@@ -250,23 +253,33 @@ def fmt(x, spec):
     return format(x, spec) if x is not None else "—"
 
 
-def print_table(rows, have_qkv):
+def ratio_cell(x):
+    return fmt(x, ".2f") + ("×" if x else "")
+
+
+def print_table(rows, have_qkv, have_ort):
     cols = ["case", "torch fwd", "torch bwd"]
     if have_qkv:
         cols = ["case", "torch fwd", "qkv fwd", "ratio", "torch bwd", "qkv bwd", "ratio",
                 f"≥{TARGET}×"]
+    if have_ort:
+        cols[2:2] = ["ORT fwd"]
+        if have_qkv:
+            cols[cols.index("ratio") + 1:cols.index("ratio") + 1] = ["qkv/ORT"]
     cols.append("torch backend")
     table = []
     for r in rows:
         if have_qkv:
             line = [r["case"], fmt(r["torch_fwd_gflops"], ".1f"),
-                    fmt(r.get("qkv_fwd_gflops"), ".1f"),
-                    fmt(r.get("fwd_ratio"), ".2f") + ("×" if r.get("fwd_ratio") else ""),
+                    fmt(r.get("qkv_fwd_gflops"), ".1f"), ratio_cell(r.get("fwd_ratio")),
                     fmt(r["torch_bwd_gflops"], ".1f"), fmt(r.get("qkv_bwd_gflops"), ".1f"),
-                    fmt(r.get("bwd_ratio"), ".2f") + ("×" if r.get("bwd_ratio") else ""),
-                    r["target"]]
+                    ratio_cell(r.get("bwd_ratio")), r["target"]]
         else:
             line = [r["case"], fmt(r["torch_fwd_gflops"], ".1f"), fmt(r["torch_bwd_gflops"], ".1f")]
+        if have_ort:
+            line[2:2] = [fmt(r.get("ort_fwd_gflops"), ".1f")]
+            if have_qkv:
+                line[5:5] = [ratio_cell(r.get("ort_ratio"))]
         line.append(r["torch_backend"])
         table.append(line)
     w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
@@ -322,6 +335,8 @@ def main():
     ap.add_argument("--case", default=None,
                     help="comma-separated case names: " + ",".join(c[0] for c in CASES))
     ap.add_argument("--torch-only", action="store_true", help="do not run qkv")
+    ap.add_argument("--no-ort", action="store_true",
+                    help="do not run ONNX Runtime (its forward: SDPA exported with torch.onnx)")
     ap.add_argument("--qkv-arg", action="append", default=[],
                     help="extra argument for `qkv bench attention` (repeatable)")
     ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
@@ -375,6 +390,18 @@ def main():
     if err > 1e-4:
         sys.exit("compare_torch: torch SDPA disagrees with the float64 reference")
 
+    ort_folder, ort_version = None, None
+    if not args.no_ort:
+        try:
+            import onnxruntime
+            import ort_attention
+        except ImportError as e:
+            sys.exit(f"compare_torch: {e}; bench/setup_torch_venv.sh installs onnxruntime "
+                     "(or pass --no-ort)")
+        ort_version = onnxruntime.__version__
+        ort_tmp = tempfile.TemporaryDirectory(prefix="qkv-compare-ort-")
+        ort_folder = ort_tmp.name
+
     load = os.getloadavg()[0]
     if load > 0.5:
         log(f"warning: load average {load:.1f} before starting: other work on the machine "
@@ -392,6 +419,14 @@ def main():
             + ("  [> 2 min: --skip-large skips the 16k cases]" if took > 120 else ""))
         r.update(torch_version=torch.__version__, threads=threads, repeats=repeats,
                  gqa=gqa_mode if c[2] != c[3] else None, cpu_util=util)
+        if ort_folder is not None:
+            o = ort_attention.time_case(torch, c, repeats, threads, ort_folder,
+                                        fwd_flops(c[1], c[2], c[4], c[5], c[6], c[7]))
+            log(f"     ORT fwd {o['ort_fwd_gflops']:.1f} GFLOP/s (vs torch: max relative "
+                f"difference {o['ort_vs_torch']:.1e})")
+            if o["ort_vs_torch"] > 1e-4:
+                sys.exit(f"compare_torch: ONNX Runtime's {c[0]} disagrees with torch's SDPA")
+            r.update(o, ort_version=ort_version)
         if qkv_rows is not None:
             q = qkv_rows.get(key_of(r))
             qf = num(q.get("fwd_gflops")) if q else None
@@ -400,6 +435,7 @@ def main():
             r["qkv_fwd_gflops"], r["qkv_bwd_gflops"] = qf, qb
             r["fwd_ratio"] = qf / r["torch_fwd_gflops"] if qf else None
             r["bwd_ratio"] = qb / r["torch_bwd_gflops"] if qb else None
+            r["ort_ratio"] = qf / r["ort_fwd_gflops"] if qf and "ort_fwd_gflops" in r else None
             if q is None:
                 r["target"] = "no qkv case"
             elif is_decode(c[4]):
@@ -420,7 +456,10 @@ def main():
         return
     print(f"GFLOP/s, fp32, {threads} threads; torch: median of {repeats}, {torch.__version__} "
           f"scaled_dot_product_attention" + ("" if args.torch_only else "; ratio = qkv / torch"))
-    print_table(rows, qkv_rows is not None)
+    if ort_folder is not None:
+        print(f"ORT: ONNX Runtime {ort_version}, CPU provider, forward of SDPA exported by "
+              "torch.onnx (MatMul, Softmax, MatMul); qkv/ORT = qkv fwd / ORT fwd")
+    print_table(rows, qkv_rows is not None, ort_folder is not None)
     if any(r["gqa"] for r in rows):
         print(f"GQA in torch: {gqa_mode}" + (" (k, v copied to Hq heads, copy timed)"
                                               if gqa_mode == "repeat_interleave" else ""))
