@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -207,17 +208,25 @@ std::vector<std::pair<std::string, Tensor>> tiny_tensors(const std::string& pref
   return t;
 }
 
+// A file of this process's own (ctest runs tests in parallel, and other checkouts may too).
+std::string tiny_bert_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("qkv-tiny-bert-" + std::to_string(::getpid()) + "-" + name + ".safetensors"))
+      .string();
+}
+
 std::string load_error(const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "qkv-tiny-bert.safetensors").string();
+  const std::string path = tiny_bert_path("weights");
   write_safetensors(path, tensors);
+  std::string error;
   try {
     read_bert_weights(path, tiny_config());
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), Error::Kind::runtime);
-    return e.what();
+    error = e.what();
   }
-  return "";
+  std::filesystem::remove(path);
+  return error;
 }
 
 TEST(BertWeightsTest, LoadsACompleteCheckpointWithOrWithoutThePrefix) {
@@ -332,7 +341,7 @@ TEST(BertWeightsTest, NonFiniteWeightsAreNamedWithTheirPlace) {
     return tensors;
   };
   EXPECT_EQ(load_error(with("encoder.layer.0.attention.self.key.weight", 6, NAN)),
-            (std::filesystem::temp_directory_path() / "qkv-tiny-bert.safetensors").string() +
+            tiny_bert_path("weights") +
                 ": tensor \"encoder.layer.0.attention.self.key.weight\" holds nan at [1, 2] of "
                 "[4, 4]; expected finite weights (the file is corrupt, or saved from a model "
                 "whose training diverged)");
@@ -346,8 +355,7 @@ TEST(BertWeightsTest, NonFiniteWeightsAreNamedWithTheirPlace) {
 
 // The embeddings' shapes follow three fields of config.json: a mismatch names them.
 TEST(BertWeightsTest, EmbeddingShapeMismatchNamesTheConfigField) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "qkv-tiny-bert-vocab.safetensors").string();
+  const std::string path = tiny_bert_path("vocab");
   write_safetensors(path, tiny_tensors());
   BertConfig c = tiny_config();
   c.vocab_size = 12;
@@ -355,6 +363,7 @@ TEST(BertWeightsTest, EmbeddingShapeMismatchNamesTheConfigField) {
               ::testing::ThrowsMessage<Error>(HasSubstr(
                   "\"embeddings.word_embeddings.weight\" has shape [10, 4]; expected [12, 4] for "
                   "this config (config.json: vocab_size 12, hidden_size 4)")));
+  std::filesystem::remove(path);
 }
 
 }  // namespace
