@@ -1,6 +1,6 @@
-// explain/png.h — PNG images written by qkv itself (no libpng, no zlib): an RGB pixel buffer and
-// its encoding as a PNG file, filtered row by row and compressed by explain/deflate.h. The
-// images are mostly flat colour: the 6 x 12 model grid, 1.1 MB of pixels, takes 48 KB.
+// explain/png.h — PNG images written by qkv (no libpng): an RGB pixel buffer and its encoding as
+// a PNG file, filtered row by row, compressed by zlib, in chunks qkv writes itself. The images
+// are mostly flat colour: the 6 x 12 model grid, 1.1 MB of pixels, takes 28 KB.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +34,6 @@ struct Image {
   void fill_rect(int64_t x, int64_t y, int64_t w, int64_t h, Rgb colour);  // clipped
 };
 
-// CRC-32 of ISO 3309 / ITU-T V.42 as PNG uses it (reflected polynomial 0xEDB88320, initial and
-// final XOR 0xFFFFFFFF); table-driven. crc32("123456789") = 0xCBF43926.
-uint32_t crc32(std::string_view bytes);
-// Adler-32 of RFC 1950 §8.2 (sums modulo 65521). adler32("Wikipedia") = 0x11E60398.
-uint32_t adler32(std::string_view bytes);
-
 // Which filter each scanline gets (PNG spec §9: 0 none, 1 sub, 2 up, 3 average, 4 paeth).
 enum class PngFilter {
   none,      // type 0 on every row
@@ -53,9 +47,8 @@ struct PngOptions {
 
 // The PNG file of `image` (W3C PNG spec, 2nd ed., https://www.w3.org/TR/png/): the signature,
 // IHDR (8-bit RGB, colour type 2, no interlace), IDAT chunks of at most 1 MiB each, IEND. The
-// IDATs together hold a zlib stream (RFC 1950: header 0x78 0x5E, Adler-32 trailer) whose deflate
-// data (explain/deflate.h: fixed-Huffman or stored blocks) is the scanlines, each led by its
-// filter type as options.filter chooses.
+// IDATs together hold a zlib stream (RFC 1950, zlib's compress2) of the scanlines, each led by
+// its filter type as options.filter chooses.
 std::string encode_png(const Image& image, const PngOptions& options = {});
 
 }  // namespace qkv::explain

@@ -266,7 +266,7 @@ TEST(ExplainCli, PngHeatmapAndModelGrid) {
   const explain::GridLayout gl = explain::grid_layout(6, 12);
   EXPECT_EQ(png_size(g),
             std::make_pair(static_cast<uint32_t>(gl.width), static_cast<uint32_t>(gl.height)));
-  // Compressed (explain/deflate.h): far below 3 bytes a pixel; a cut file lacks its IEND chunk.
+  // Compressed (zlib): far below 3 bytes a pixel; a cut file lacks its IEND chunk.
   for (const std::string* png : {&h, &g}) {
     EXPECT_LT(png->size(), 200000u);
     EXPECT_EQ(png->substr(png->size() - 12), std::string("\0\0\0\0IEND\xAE\x42\x60\x82", 12));
