@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/models/unicode_tables.cpp, the Unicode data of the BERT tokenizer.
+"""Writes src/models/unicode_tables.cpp, the Unicode data of the BERT tokenizer and the terminal.
 
     python3 scripts/make_unicode_tables.py            # writes src/models/unicode_tables.cpp
     python3 scripts/make_unicode_tables.py --check    # compares the file with a fresh generation
@@ -288,6 +288,11 @@ def cpp(ranges, folds, checked):
         "  uint8_t ccc;",
         "};",
         "",
+        "struct WidthRange {",
+        "  char32_t first;  // the range lasts until the next one's first",
+        "  uint8_t columns;",
+        "};",
+        "",
         "struct Fold {",
         "  char32_t cp;",
         "  uint16_t offset;  // into kFoldPool",
@@ -313,6 +318,11 @@ def cpp(ranges, folds, checked):
     lines += wrap(entries)
     lines.append("};")
     lines.append("")
+    widths = width_ranges()
+    lines.append(f"constexpr WidthRange kWidths[{len(widths)}] = {{")
+    lines += wrap(f"{{0x{first:X},{w}}}," for first, w in widths)
+    lines.append("};")
+    lines.append("")
     lines.append(f"constexpr char32_t kCjkRanges[{len(CJK_RANGES)}][2] = {{")
     lines += wrap(f"{{0x{lo:X},0x{hi:X}}}," for lo, hi in CJK_RANGES)
     lines.append("};")
@@ -321,6 +331,28 @@ def cpp(ranges, folds, checked):
     lines.append(f"static_assert(kMaxFoldLength >= {max(len(v) for v in folds.values())});")
     lines.append(CPP_FUNCTIONS)
     return "\n".join(lines) + "\n"
+
+
+def width_ranges():
+    """Columns a terminal gives each code point, as ranges (first, width) lasting until the next:
+    0 for combining and format characters (Mn, Me, Cf but the soft hyphen) and the Hangul medial
+    vowels and final consonants U+1160..U+11FF, which join the syllable before them; 2 where
+    East_Asian_Width is W or F (CJK, kana, Hangul syllables, most emoji); 1 otherwise."""
+    def width(cp):
+        c = chr(cp)
+        if cp == 0xAD:
+            return 1
+        if ud.category(c) in ("Mn", "Me", "Cf") or 0x1160 <= cp <= 0x11FF:
+            return 0
+        return 2 if ud.east_asian_width(c) in ("W", "F") else 1
+
+    ranges, last = [], None
+    for cp in range(MAX_CP):
+        w = width(cp)
+        if w != last:
+            ranges.append((cp, w))
+            last = w
+    return ranges
 
 
 def wrap(items, width=98):
@@ -342,6 +374,12 @@ Properties properties(char32_t cp) {
   const auto it = std::upper_bound(std::begin(kRanges), std::end(kRanges), cp,
                                    [](char32_t c, const Range& r) { return c < r.first; });
   return {it[-1].bits, it[-1].ccc};
+}
+
+int columns(char32_t cp) {
+  const auto it = std::upper_bound(std::begin(kWidths), std::end(kWidths), cp,
+                                   [](char32_t c, const WidthRange& r) { return c < r.first; });
+  return it[-1].columns;
 }
 
 bool is_cjk(char32_t cp) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "models/unicode_tables.h"
+
 namespace qkv::explain {
 
 std::string fixed(double x, int digits) {
@@ -106,7 +108,12 @@ std::string printable(std::string_view s) {
 
 int display_width(const std::string& s) {
   int n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // count lead bytes, not continuations
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    const int len = utf8_sequence(s, i, c);
+    n += len > 0 ? unicode::columns(c) : 1;  // a byte that is not UTF-8: one column
+    i += static_cast<std::size_t>(std::max(len, 1));
+  }
   return n;
 }
 
@@ -120,12 +127,18 @@ std::string pad_right(const std::string& s, int width) {
 
 std::string clip(const std::string& s, int width) {
   if (display_width(s) <= width) return s;
+  // Whole characters while they and the "…" fit, with the zero-width marks that follow them.
   std::string out;
   int n = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = s[i];
-    if ((c & 0xC0) != 0x80 && ++n > width - 1) break;
-    out += s[i];
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    const int len = utf8_sequence(s, i, c);
+    const int w = len > 0 ? unicode::columns(c) : 1;
+    if (n + w > width - 1) break;
+    const auto bytes = static_cast<std::size_t>(std::max(len, 1));
+    out.append(s, i, bytes);
+    n += w;
+    i += bytes;
   }
   return out + "…";
 }

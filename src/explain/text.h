@@ -25,7 +25,8 @@ using qkv::grouped;
 // included, is kept as it is. JSON and HTML output have their own escaping and do not use this.
 std::string printable(std::string_view s);
 
-// Columns a string takes on a terminal (UTF-8 code points; good enough for labels).
+// Columns a string takes on a terminal: unicode::columns of each UTF-8 code point (CJK and most
+// emoji 2, combining marks 0), 1 for a byte that is not UTF-8.
 int display_width(const std::string& s);
 std::string pad_left(const std::string& s, int width);
 std::string pad_right(const std::string& s, int width);

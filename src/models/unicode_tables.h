@@ -1,4 +1,5 @@
-// models/unicode_tables.h — the Unicode data of the BERT tokenizer, per code point.
+// models/unicode_tables.h — the Unicode data of the BERT tokenizer, and the terminal's column
+// widths, per code point.
 //
 // Hugging Face's BasicTokenizer asks Python's unicodedata and str.lower(); the tables in
 // unicode_tables.cpp are generated from the same Python by scripts/make_unicode_tables.py (which
@@ -30,6 +31,11 @@ struct Properties {
 };
 
 Properties properties(char32_t cp);
+
+// Columns a terminal gives the code point: 0 for combining and format characters (Mn, Me, Cf
+// but the soft hyphen; Hangul medial vowels and final consonants), 2 where East_Asian_Width is
+// W or F (CJK, kana, Hangul syllables, most emoji), 1 otherwise. For explain's terminal views.
+int columns(char32_t cp);
 
 // BertTokenizer's _is_chinese_char: the CJK ideograph blocks (not Hangul, kana or CJK symbols).
 bool is_cjk(char32_t cp);

@@ -50,9 +50,33 @@ TEST(Printable, SpellsOutBytesThatAreNotUtf8) {
 TEST(Printable, IsIdempotentAndCountsAsItsShownWidth) {
   const std::string hostile = "x\x1b[31m\xc2\x9b\xff\n東";
   EXPECT_EQ(printable(printable(hostile)), printable(hostile));
-  // What is printed is what display_width counts: every escape is plain ASCII.
+  // What is printed is what display_width counts: every escape is plain ASCII, and 東 is wide.
   EXPECT_EQ(display_width(printable(hostile)),
-            static_cast<int>(std::string("x\\x1b[31m\\u009b\\xff\\n").size()) + 1);
+            static_cast<int>(std::string("x\\x1b[31m\\u009b\\xff\\n").size()) + 2);
+}
+
+// Columns as a terminal draws them: CJK, kana, Hangul and most emoji take two, combining marks
+// and joiners none, so tables of such tokens line up.
+TEST(DisplayWidth, WideCharactersTakeTwoColumnsAndMarksNone) {
+  EXPECT_EQ(display_width("river bank"), 10);
+  EXPECT_EQ(display_width("東京"), 4);
+  EXPECT_EQ(display_width("カタカナ"), 8);
+  EXPECT_EQ(display_width("한국어"), 6);
+  EXPECT_EQ(display_width("😀!"), 3);
+  EXPECT_EQ(display_width("e\u0301"), 1);           // e + combining acute
+  EXPECT_EQ(display_width("a\u200db"), 2);          // zero-width joiner
+  EXPECT_EQ(display_width("caf\u00e9 \u00ad"), 6);  // é precomposed; the soft hyphen shows
+  EXPECT_EQ(display_width("\xff"), 1);              // not UTF-8: one column (printable's \xff)
+  EXPECT_EQ(pad_left("東京", 6), "  東京");
+  EXPECT_EQ(pad_right("é", 3), "é  ");
+}
+
+TEST(DisplayWidth, ClipCutsAtColumnsNeverInsideAWideCharacter) {
+  EXPECT_EQ(clip("東京タワー", 6), "東京…");  // 2 + 2 + "…"; タ would reach 7
+  EXPECT_EQ(clip("東京タワー", 5), "東京…");
+  EXPECT_EQ(clip("東京タワー", 10), "東京タワー");           // fits exactly
+  EXPECT_EQ(clip("noe\u0308l and more", 5), "noe\u0308l…");  // the mark stays with its e
+  EXPECT_LE(display_width(clip("😀😀😀😀", 4)), 4);
 }
 
 }  // namespace
