@@ -83,30 +83,16 @@ void LinearBlock(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t i0,
                  const PackedLinear& w, int64_t p0, int64_t p1, Activation act) {
   constexpr int64_t R = 6;
   const int64_t c0 = p0 * w.width, c1 = std::min(w.out, p1 * w.width);
+  // Rows<n> for the n = 1 .. R rows of each step.
+  using RowsFn =
+      void (*)(const float*, int64_t, const PackedLinear&, int64_t, int64_t, float*, int64_t);
+  static constexpr RowsFn kRowsOf[R + 1] = {nullptr,  &Rows<1>, &Rows<2>, &Rows<3>,
+                                            &Rows<4>, &Rows<5>, &Rows<6>};
   for (int64_t i = i0; i < i1; i += R) {
     const int64_t rows = std::min(R, i1 - i);
     const float* xi = x + i * ldx;
     float* yi = y + i * ldy;
-    switch (rows) {
-      case 6:
-        Rows<6>(xi, ldx, w, p0, p1, yi, ldy);
-        break;
-      case 5:
-        Rows<5>(xi, ldx, w, p0, p1, yi, ldy);
-        break;
-      case 4:
-        Rows<4>(xi, ldx, w, p0, p1, yi, ldy);
-        break;
-      case 3:
-        Rows<3>(xi, ldx, w, p0, p1, yi, ldy);
-        break;
-      case 2:
-        Rows<2>(xi, ldx, w, p0, p1, yi, ldy);
-        break;
-      default:
-        Rows<1>(xi, ldx, w, p0, p1, yi, ldy);
-        break;
-    }
+    kRowsOf[rows](xi, ldx, w, p0, p1, yi, ldy);
     if (act == Activation::gelu)
       for (int64_t r = 0; r < rows; ++r) gelu_row(yi + r * ldy + c0, c1 - c0);
   }
