@@ -4,7 +4,8 @@
 // Hugging Face's BasicTokenizer asks Python's unicodedata and str.lower(); the tables in
 // unicode_tables.cpp are generated from the same Python by scripts/make_unicode_tables.py (which
 // also proves that folding code point by code point, as tokenizer.cpp does, equals BasicTokenizer's
-// lower-then-NFD of NFC text). kUnicodeVersion says which Unicode they describe.
+// lower-then-NFD of NFC text), the widths in unicode_widths.cpp by the same script.
+// kUnicodeVersion says which Unicode they describe.
 #pragma once
 
 #include <cstdint>
