@@ -5,12 +5,13 @@
 // Why beside the fused flash kernel: sentence embedding runs batches of short sentences (MiniLM's
 // corpus here averages 26 tokens), where attention is ~1% of the FLOPs but took ~7% of the time
 // through the [B, H, L, D] views, the tiled kernel's per-tile set-up and merge_heads' copy (issue
-// 12). With L ≤ kShortAttentionMaxLength one head's keys and values (L·D floats each) stay in L1,
-// so a row at a time suffices, against the head's keys transposed once (scores for a vector of
-// keys at a time, no horizontal sums); padding keys are never read, padding queries never computed.
+// 12). With L ≤ kShortAttentionMaxLength one head's keys, values and scores stay in L1, so each
+// head is one tile of the fused kernels' products: qk_tile for its real rows against its real keys,
+// the softmax row by row, pv_tile into the output rows; padding keys are never read, padding
+// queries never computed.
 //
-// Exactness: each score is one chain of multiply-adds over d = 0 … D − 1 in float32; the softmax
-// is exp_sub_row's (vec_ops.h); each output is Σ_j P_ij v_j in j order, times 1 / Σ_j P_ij. The
+// Exactness: each score is summed as qk_tile.h says; the softmax is exp_sub_row's (vec_ops.h);
+// each output is Σ_j P_ij v_j in j order (pv_tile.h), times 1 / Σ_j P_ij. The
 // same bits for any thread count. NaN or +∞ among a row's scores makes that output row NaN
 // (DESIGN.md §3); a NaN in V reaches the rows that read it through the products.
 #pragma once
