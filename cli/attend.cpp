@@ -14,7 +14,7 @@
 #include "attention/validate.h"
 #include "core/files.h"
 #include "examples.h"
-#include "explain/html.h"
+#include "explain/report/html.h"
 #include "options.h"
 #include "qkv/npy.h"
 #include "text.h"

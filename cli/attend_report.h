@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "attend_case.h"
-#include "explain/report.h"
+#include "explain/report/report.h"
 
 namespace qkv::cli {
 

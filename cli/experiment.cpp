@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.h"
-#include "models/experiments.h"
+#include "models/seq2seq/experiments.h"
 #include "text.h"
 
 namespace qkv::cli {

@@ -9,11 +9,11 @@
 #include <iostream>
 
 #include "core/files.h"
-#include "explain/html.h"
-#include "explain/json.h"
-#include "explain/png_images.h"
-#include "explain/svg.h"
-#include "explain/terminal.h"
+#include "explain/image/png_images.h"
+#include "explain/image/svg.h"
+#include "explain/report/html.h"
+#include "explain/report/json.h"
+#include "explain/terminal/terminal.h"
 #include "finite.h"
 #include "text.h"
 

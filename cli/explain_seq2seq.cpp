@@ -14,10 +14,10 @@
 
 #include "core/files.h"
 #include "explain.h"
-#include "explain/alignment.h"
-#include "explain/html.h"
+#include "explain/report/html.h"
+#include "explain/terminal/alignment.h"
 #include "finite.h"
-#include "models/trainer.h"
+#include "models/seq2seq/trainer.h"
 #include "text.h"
 
 namespace qkv::cli {

@@ -1,8 +1,8 @@
-// The terminal text helpers live in the explain layer (src/explain/text.h); the command uses them
-// under its own namespace.
+// The terminal text helpers live in the explain layer (src/explain/terminal/text.h); the command
+// uses them under its own namespace.
 #pragma once
 
-#include "explain/text.h"
+#include "explain/terminal/text.h"
 
 namespace qkv::cli {
 using explain::bar;

@@ -16,7 +16,7 @@
 #include "bench_common.h"
 #include "core/files.h"
 #include "core/parallel.h"
-#include "models/trainer.h"
+#include "models/seq2seq/trainer.h"
 #include "options.h"
 #include "text.h"
 

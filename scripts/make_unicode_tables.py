@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Writes src/models/unicode_tables.cpp, the Unicode data of the BERT tokenizer, and
-src/models/unicode_widths.cpp, the terminal's column widths.
+"""Writes src/models/text/unicode_tables.cpp, the Unicode data of the BERT tokenizer, and
+src/models/text/unicode_widths.cpp, the terminal's column widths.
 
-    python3 scripts/make_unicode_tables.py            # writes src/models/unicode_tables.cpp
+    python3 scripts/make_unicode_tables.py            # writes src/models/text/unicode_tables.cpp
     python3 scripts/make_unicode_tables.py --check    # compares the file with a fresh generation
 
 Hugging Face's slow BertTokenizer (BasicTokenizer) decides everything with Python: the categories
 of `unicodedata`, `str.lower()`, NFC and NFD. These tables are taken from the same Python so that
-src/models/tokenizer.cpp computes the same words. Run it with the Python whose
+src/models/text/tokenizer.cpp computes the same words. Run it with the Python whose
 `unicodedata.unidata_version` made the goldens (tests/golden/minilm); the version is written into
 the file.
 
@@ -36,7 +36,7 @@ MAX_CP = 0x110000
 SIGMA = 0x3A3
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 
-# Bits of the property table; the same names and values are in src/models/unicode_tables.h.
+# Bits of the property table; the same names and values are in src/models/text/unicode_tables.h.
 DROPPED, WHITESPACE, OTHER_SEPARATOR, PUNCTUATION, NONSPACING_MARK, CASED, CASE_IGNORABLE = (
     1, 2, 4, 8, 16, 32, 64)
 
@@ -109,7 +109,7 @@ def build():
     return props, ranges, folds
 
 
-# ---- the tokenizer's algorithm, from the tables alone (mirrors src/models/tokenizer.cpp) ----
+# ---- the tokenizer's algorithm, from the tables alone (mirrors src/models/text/tokenizer.cpp) ----
 
 class Model:
     def __init__(self, props, folds):
@@ -271,7 +271,7 @@ def cpp(ranges, folds, checked):
         f"// (Unicode {ud.unidata_version}); do not edit. Regenerate with",
         "//   python3 scripts/make_unicode_tables.py",
         f"// which first checks the tables against Python ({checked} words and texts agreed).",
-        '#include "models/unicode_tables.h"',
+        '#include "models/text/unicode_tables.h"',
         "",
         "#include <algorithm>",
         "#include <cstdint>",
@@ -347,7 +347,7 @@ def width_ranges():
 
 
 def cpp_widths():
-    """src/models/unicode_widths.cpp: unicode::columns(), the terminal's table, apart from the
+    """src/models/text/unicode_widths.cpp: unicode::columns(), the terminal's table, apart from the
     tokenizer's."""
     widths = width_ranges()
     lines = [
@@ -360,7 +360,7 @@ def cpp_widths():
         "#include <cstdint>",
         "#include <iterator>",
         "",
-        '#include "models/unicode_tables.h"',
+        '#include "models/text/unicode_tables.h"',
         "",
         "namespace qkv::unicode {",
         "namespace {",
@@ -446,9 +446,9 @@ int lower_nfd(char32_t cp, char32_t out[kMaxFoldLength]) {
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(root, "src/models/unicode_tables.cpp"))
+    parser.add_argument("--out", default=os.path.join(root, "src/models/text/unicode_tables.cpp"))
     parser.add_argument("--widths-out",
-                        default=os.path.join(root, "src/models/unicode_widths.cpp"))
+                        default=os.path.join(root, "src/models/text/unicode_widths.cpp"))
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when --out or --widths-out differs from what this Python "
                         "generates")

@@ -300,8 +300,7 @@ class AdamW {
 // Parameters to and from safetensors (names as keys, float32 or float64 as stored); loading
 // checks that every parameter is present with its shape and finite values (no NaN or ∞), and
 // nothing else is; errors name the parameter (qkv::Error, Kind::runtime) and leave every
-// parameter as it was. Defined in
-// src/models/parameters_io.cpp: the file format (models/safetensors.h) sits above nn.
+// parameter as it was (src/nn/parameters_io.cpp, on core's safetensors reader and writer).
 void save_parameters(const std::string& path, const std::vector<Parameter*>& params,
                      const std::map<std::string, std::string>& metadata = {});
 std::map<std::string, std::string> load_parameters(const std::string& path,

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "models/sentence_model.h"
+#include "models/bert/sentence_model.h"
 
 namespace qkv::explain {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/cli_runner.h"
-#include "explain/text.h"
+#include "explain/terminal/text.h"
 
 namespace qkv::testing {
 

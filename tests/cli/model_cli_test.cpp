@@ -12,8 +12,8 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
-#include "explain/png_images.h"
-#include "explain/text.h"
+#include "explain/image/png_images.h"
+#include "explain/terminal/text.h"
 #include "models/model_files.h"
 #include "qkv/npy.h"
 

@@ -15,8 +15,8 @@
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
 #include "models/model_copy.h"
-#include "models/safetensors.h"
-#include "models/trainer.h"
+#include "core/safetensors.h"
+#include "models/seq2seq/trainer.h"
 
 namespace qkv {
 namespace {

@@ -1,5 +1,5 @@
 // The encodings the HTML report's page decodes: base64 and IEEE 754 binary16.
-#include "explain/html.h"
+#include "explain/report/html.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// tests/explain/png_reader.h — a test-only PNG reader for what explain/png.h writes, written
+// tests/explain/png_reader.h — a test-only PNG reader for what explain/image/png.h writes, written
 // from the specs apart from src/ (RFC 1950, W3C PNG; zlib inflates), and small sample images.
 // Used by png_test.cpp.
 #pragma once
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "explain/png.h"
+#include "explain/image/png.h"
 
 namespace qkv::explain::png_test {
 

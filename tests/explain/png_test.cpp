@@ -1,10 +1,10 @@
-// PNG files written by qkv itself: the PNG encoder (explain/png.h; zlib compresses) read back by
-// an independent, test-only reader — zlib's inflate, the five filters undone, every chunk CRC
+// PNG files written by qkv itself: the PNG encoder (explain/image/png.h; zlib compresses) read back
+// by an independent, test-only reader — zlib's inflate, the five filters undone, every chunk CRC
 // and the zlib Adler-32 verified by their definitions —
-// and the attention images (explain/png_images.h) checked pixel by pixel against the layout their
-// header documents. tests/explain/png_zlib_check.py reads the same encoder's files with Python's
-// zlib (ctest png.python_zlib_reads_our_png).
-#include "explain/png.h"
+// and the attention images (explain/image/png_images.h) checked pixel by pixel against the layout
+// their header documents. tests/explain/png_zlib_check.py reads the same encoder's files with
+// Python's zlib (ctest png.python_zlib_reads_our_png).
+#include "explain/image/png.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,7 +23,7 @@
 #include <tuple>
 #include <vector>
 
-#include "explain/png_images.h"
+#include "explain/image/png_images.h"
 #include "explain/png_reader.h"
 
 namespace qkv::explain {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""qkv's PNG encoder (src/explain/png.cpp) read by Python's zlib.
+"""qkv's PNG encoder (src/explain/image/png.cpp) read by Python's zlib.
 
 An independent reader: the chunks' CRCs by zlib.crc32, the IDAT stream inflated by zlib.decompress
 (which checks the Adler-32), the five PNG filters undone as the spec writes them (W3C PNG §9).

@@ -1,6 +1,6 @@
-// Text on an image (explain/raster.h): the built-in font's glyphs, where draw_text puts each font
-// pixel upright, rotated and scaled, and how labels are measured and cut.
-#include "explain/raster.h"
+// Text on an image (explain/image/raster.h): the built-in font's glyphs, where draw_text puts each
+// font pixel upright, rotated and scaled, and how labels are measured and cut.
+#include "explain/image/raster.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,11 +1,11 @@
-// libFuzzer target: the safetensors reader (models/safetensors.h) on arbitrary bytes: a checked
+// libFuzzer target: the safetensors reader (core/safetensors.h) on arbitrary bytes: a checked
 // file or a qkv::Error, never a crash, an out-of-bounds read or an allocation the file does not
 // back. What it reads must survive encode → parse with the same names, shapes and metadata.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "models/safetensors.h"
+#include "core/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -1,14 +1,14 @@
-// libFuzzer target: the WordPiece tokenizer (models/tokenizer.h) on arbitrary bytes — as text to
-// encode (alone and as a pair split at the first 0 byte), and as a vocabulary file's lines. Valid
-// UTF-8 must tokenize; anything else must be a qkv::Error naming the byte. Every token's byte span
-// lies within its text; ids lie within the vocabulary.
+// libFuzzer target: the WordPiece tokenizer (models/text/tokenizer.h) on arbitrary bytes — as text
+// to encode (alone and as a pair split at the first 0 byte), and as a vocabulary file's lines.
+// Valid UTF-8 must tokenize; anything else must be a qkv::Error naming the byte. Every token's byte
+// span lies within its text; ids lie within the vocabulary.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "models/tokenizer.h"
+#include "models/text/tokenizer.h"
 #include "qkv/tensor.h"
 
 namespace {

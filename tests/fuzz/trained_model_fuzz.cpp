@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "models/safetensors.h"
-#include "models/seq2seq.h"
+#include "core/safetensors.h"
+#include "models/seq2seq/seq2seq.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The BERT encoder against Hugging Face transformers (tests/golden/minilm, made by
 // tests/golden/make_minilm_goldens.py): hidden states, attention weights and sentence embeddings
 // of all-MiniLM-L6-v2, on the token ids of the golden tokenizer (the tokenizer has its own test).
-#include "models/bert.h"
+#include "models/bert/bert.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/safetensors.h"
 #include "models/minilm.h"
 #include "models/model_files.h"
-#include "models/safetensors.h"
 #include "nn/compare.h"
 #include "qkv/npy.h"
 #include "simd_targets.h"

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "models/bert.h"
+#include "models/bert/bert.h"
 #include "models/model_files.h"
-#include "models/tokenizer.h"
+#include "models/text/tokenizer.h"
 
 namespace qkv::test {
 

@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <string>
 
+#include "core/safetensors.h"
 #include "core/scratch_files.h"
-#include "models/bert.h"
-#include "models/safetensors.h"
-#include "models/sentence_model.h"
-#include "models/tokenizer.h"
+#include "models/bert/bert.h"
+#include "models/bert/sentence_model.h"
+#include "models/text/tokenizer.h"
 
 namespace qkv {
 namespace {

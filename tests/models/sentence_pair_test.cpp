@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "models/bert.h"
+#include "models/bert/bert.h"
 #include "models/minilm.h"
 #include "models/model_files.h"
-#include "models/tokenizer.h"
+#include "models/text/tokenizer.h"
 #include "nn/compare.h"
 #include "qkv/npy.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "models/seq2seq.h"
+#include "models/seq2seq/seq2seq.h"
 #include "nn/attention_capture_check.h"
 #include "nn/compare.h"
 

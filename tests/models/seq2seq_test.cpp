@@ -1,7 +1,7 @@
 // The seq2seq transformer of `qkv train`: batches, an end-to-end float64 gradient check, a
 // save/load round trip, greedy decoding against teacher forcing, and a tiny training run that
 // must cut the loss.
-#include "models/seq2seq.h"
+#include "models/seq2seq/seq2seq.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "models/safetensors.h"
-#include "models/trainer.h"
+#include "core/safetensors.h"
+#include "models/seq2seq/trainer.h"
 #include "nn/gradcheck.h"
 
 namespace qkv {

@@ -1,6 +1,6 @@
 // The synthetic tasks of `qkv train`: deterministic generators, a held-out split that training
 // never sees, answers that are right, and dates that format as the issue spells them.
-#include "models/tasks.h"
+#include "models/seq2seq/tasks.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

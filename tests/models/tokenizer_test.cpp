@@ -2,7 +2,7 @@
 // tokenizer, WordPiece, truncation, byte spans, UTF-8 and vocabulary errors; random inputs never
 // crash it; and on the goldens (tests/golden/minilm/tokens.json, from transformers' pure-Python
 // BertTokenizer) every id matches.
-#include "models/tokenizer.h"
+#include "models/text/tokenizer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 
 #include "models/minilm.h"
 #include "models/model_files.h"
-#include "models/unicode_tables.h"
+#include "models/text/unicode_tables.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "qkv/attention.h"
+#include "qkv/attention_types.h"
 
 namespace qkv::cpu {
 

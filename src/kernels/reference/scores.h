@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "qkv/attention.h"
+#include "qkv/attention_types.h"
 
 namespace qkv::reference {
 

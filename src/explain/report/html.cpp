@@ -1,0 +1,152 @@
+#include "explain/report/html.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "explain/markup.h"
+#include "explain/report/html/assets.h"
+
+namespace qkv::explain {
+namespace {
+
+std::string f32_base64(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  std::vector<float> v(static_cast<std::size_t>(c.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(c.value(static_cast<int64_t>(i)));
+  return base64(v.data(), v.size() * sizeof(float));
+}
+
+std::string f16_base64(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  std::vector<uint16_t> v(static_cast<std::size_t>(c.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = to_half(static_cast<float>(c.value(static_cast<int64_t>(i))));
+  return base64(v.data(), v.size() * sizeof(uint16_t));
+}
+
+// Each head's weights max-pooled into at most 64 × 64 bytes (0 → 0, 1 → 255): the model grid.
+nlohmann::json thumbnails(const Tensor& weights) {
+  const Tensor w = weights.contiguous();
+  const int64_t heads = w.dim(0), n = w.dim(1), m = w.dim(2);
+  const int64_t tn = std::min<int64_t>(n, 64), tm = std::min<int64_t>(m, 64);
+  std::vector<uint8_t> out(static_cast<std::size_t>(heads * tn * tm), 0);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        const double raw = w.value((h * n + i) * m + j);
+        const double x = std::isfinite(raw) ? std::clamp(raw, 0.0, 1.0) : 0.0;  // NaN: no colour
+        uint8_t& cell = out[static_cast<std::size_t>((h * tn + i * tn / n) * tm + j * tm / m)];
+        cell = std::max(cell, static_cast<uint8_t>(std::lround(255 * x)));
+      }
+  return {{"n", tn}, {"m", tm}, {"data", base64(out.data(), out.size())}};
+}
+
+nlohmann::json tokens_json(const std::vector<ReportToken>& tokens) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const ReportToken& t : tokens)
+    a.push_back({{"t", t.text}, {"sp", t.special}, {"p", t.punctuation}, {"s", t.segment}});
+  return a;
+}
+
+nlohmann::json block_json(const ReportBlock& b) {
+  const ReportLayer& first = b.layers.front();
+  nlohmann::json layers = nlohmann::json::array();
+  for (const ReportLayer& l : b.layers) {
+    nlohmann::json j = {
+        {"q", f32_base64(l.q)}, {"k", f32_base64(l.k)}, {"thumb", thumbnails(l.weights)}};
+    if (l.logits.defined()) {  // small: every number as float32
+      j["v32"] = f32_base64(l.v);
+      j["logits"] = f32_base64(l.logits);
+      j["weights"] = f32_base64(l.weights);
+    } else {
+      j["v"] = f16_base64(l.v);
+    }
+    layers.push_back(std::move(j));
+  }
+  return {{"name", b.name},
+          {"note", b.note},
+          {"score", b.score},
+          {"scale", b.scale},
+          {"causal", b.causal},
+          {"softmax", b.softmax},
+          {"same", b.same_tokens},
+          {"queries", tokens_json(b.queries)},
+          {"keys", tokens_json(b.keys)},
+          {"H", first.q.dim(0)},
+          {"Hk", first.k.dim(0)},
+          {"d", first.q.dim(2)},
+          {"dv", first.v.dim(2)},
+          {"layers", std::move(layers)}};
+}
+
+}  // namespace
+
+std::string base64(const void* data, std::size_t size) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = static_cast<const uint8_t*>(data);
+  std::string out;
+  out.reserve((size + 2) / 3 * 4);
+  for (std::size_t i = 0; i < size; i += 3) {
+    const uint32_t a = p[i], b = i + 1 < size ? p[i + 1] : 0, c = i + 2 < size ? p[i + 2] : 0;
+    const uint32_t triple = (a << 16) | (b << 8) | c;
+    out += kAlphabet[(triple >> 18) & 63];
+    out += kAlphabet[(triple >> 12) & 63];
+    out += i + 1 < size ? kAlphabet[(triple >> 6) & 63] : '=';
+    out += i + 2 < size ? kAlphabet[triple & 63] : '=';
+  }
+  return out;
+}
+
+uint16_t to_half(float x) {
+  const uint32_t f = std::bit_cast<uint32_t>(x);
+  const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000);
+  const uint32_t magnitude = f & 0x7fffffff;
+  if (magnitude > 0x7f800000) return sign | 0x7e00;   // NaN
+  if (magnitude >= 0x477ff000) return sign | 0x7c00;  // ≥ 65520 rounds to ∞
+  if (magnitude < 0x38800000) {                       // below 2⁻¹⁴: subnormal or zero
+    // value / 2⁻²⁴, rounded half to even by the FPU.
+    const float scaled = std::bit_cast<float>(magnitude) * 16777216.0f;
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  // Rebias the exponent (127 → 15) and round the 23-bit mantissa to 10 bits, half to even.
+  const uint32_t rebased = magnitude - 0x38000000;
+  const uint32_t rounded = rebased + 0xfff + ((rebased >> 13) & 1);
+  return sign | static_cast<uint16_t>(rounded >> 13);
+}
+
+std::string html_report(const Report& report) {
+  nlohmann::json texts = nlohmann::json::array();
+  for (const auto& [label, text] : report.texts) texts.push_back({label, text});
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const ReportBlock& b : report.blocks) blocks.push_back(block_json(b));
+  std::string data =
+      nlohmann::json{{"title", report.title}, {"texts", texts},      {"focus", report.focus},
+                     {"layer", report.layer}, {"head", report.head}, {"blocks", blocks}}
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // No "<" at all inside the <script> element ("</script>" would end it early, "<!--<script"
+  // would change how the parser reads it): JSON writes it as \u003c.
+  for (std::size_t at = data.find('<'); at != std::string::npos; at = data.find('<', at + 6))
+    data.replace(at, 1, "\\u003c");
+
+  std::string page;
+  page.reserve(data.size() + 64 * 1024);
+  page += "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  page += "<title>qkv · " + escape_markup(report.title) + "</title>\n<style>\n";
+  page += report_css();
+  page += "</style></head>\n<body>\n";
+  page += report_body();
+  page += "<script id=\"data\" type=\"application/json\">";
+  page += data;
+  page += "</script>\n<script>\n";
+  page += report_js();
+  page += "</script>\n</body></html>\n";
+  return page;
+}
+
+}  // namespace qkv::explain

@@ -1,0 +1,105 @@
+#include "explain/report/report.h"
+
+#include <cctype>
+
+namespace qkv::explain {
+namespace {
+
+// [1, H, n, m] → [H, n, m]
+Tensor unbatch(const Tensor& t) {
+  Shape shape(t.shape().begin() + 1, t.shape().end());
+  return t.contiguous().reshape(shape);
+}
+
+}  // namespace
+
+Report report_of(const Explained& e, int64_t focus, const std::string& title) {
+  ReportBlock block{
+      .name = "self-attention",
+      .note = "every token asks (query) and every token answers (key, value)",
+      .score = "scaled_dot",
+      .scale = e.scale,
+  };
+  for (const TokenInfo& t : e.tokens)
+    block.queries.push_back(
+        {.text = t.text, .special = t.special, .punctuation = t.punctuation, .segment = t.segment});
+  block.keys = block.queries;
+  for (const BertLayerCapture& c : e.capture.layers)
+    block.layers.push_back(
+        {.q = unbatch(c.q), .k = unbatch(c.k), .v = unbatch(c.v), .weights = unbatch(c.weights)});
+  Report r{.title = title, .focus = focus};
+  const std::string cut =
+      e.truncated ? " (truncated: the model read " + std::to_string(e.size()) + " tokens)" : "";
+  if (e.pair) {
+    r.texts.emplace_back("sentence A", e.text);
+    r.texts.emplace_back("sentence B" + cut, e.text_b);
+  } else {
+    r.texts.emplace_back("text" + cut, e.text);
+  }
+  r.blocks.push_back(std::move(block));
+  return r;
+}
+
+namespace {
+
+std::vector<ReportToken> seq2seq_tokens(const std::vector<std::string>& tokens) {
+  std::vector<ReportToken> out;
+  for (const std::string& t : tokens) {
+    const bool special = t.size() > 2 && t.front() == '<' && t.back() == '>';
+    const bool punctuation = t.size() == 1 && std::ispunct(static_cast<unsigned char>(t[0]));
+    out.push_back({.text = t == " " ? "␣" : t, .special = special, .punctuation = punctuation});
+  }
+  return out;
+}
+
+ReportBlock seq2seq_block(const Seq2SeqCapture& c, const std::vector<nn::AttentionCapture>& layers,
+                          std::string name, std::string note, std::vector<ReportToken> queries,
+                          std::vector<ReportToken> keys, bool causal) {
+  std::string score = c.score;
+  for (char& ch : score)
+    if (ch == '-') ch = '_';
+  ReportBlock block{.name = std::move(name),
+                    .note = std::move(note),
+                    .queries = std::move(queries),
+                    .keys = std::move(keys),
+                    .score = score,
+                    .scale = c.scale,
+                    .causal = causal,
+                    .same_tokens = false};
+  for (const nn::AttentionCapture& a : layers)
+    block.layers.push_back({.q = unbatch(a.q),
+                            .k = unbatch(a.k),
+                            .v = unbatch(a.v),
+                            .weights = unbatch(a.weights),
+                            .logits = unbatch(a.logits)});
+  return block;
+}
+
+}  // namespace
+
+Report report_of(const Seq2SeqCapture& c, const std::string& title) {
+  const std::vector<ReportToken> source = seq2seq_tokens(c.source_tokens);
+  const std::vector<ReportToken> inputs = seq2seq_tokens(c.target_tokens);
+  // A decoder row is named by what it writes: position t reads inputs[0..t], writes outputs[t].
+  const std::vector<ReportToken> outputs = seq2seq_tokens(c.output_tokens);
+  Report r{.title = title};
+  r.texts.emplace_back("input", c.source);
+  const bool ended = !c.output_tokens.empty() && c.output_tokens.back() == "</s>";
+  r.texts.emplace_back(ended ? "output" : "output (no end token within the model's limit)",
+                       c.output);
+  r.blocks.push_back(seq2seq_block(c, c.cross, "cross-attention",
+                                   "each output step (query) reads the source characters (keys, "
+                                   "values) through the encoder",
+                                   outputs, source, false));
+  r.blocks.push_back(seq2seq_block(c, c.encoder, "encoder self-attention",
+                                   "every source character asks every other", source, source,
+                                   false));
+  r.blocks.push_back(seq2seq_block(c, c.decoder_self, "decoder self-attention",
+                                   "each output step (named by what it writes) reads the tokens "
+                                   "written before it (keys: the decoder's inputs)",
+                                   outputs, inputs, true));
+  r.layer = c.layers - 1;
+  return r;
+}
+
+}  // namespace qkv::explain

@@ -1,0 +1,231 @@
+#include "explain/terminal/terminal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "explain/terminal/text.h"
+
+namespace qkv::explain {
+namespace {
+
+constexpr int kWidth = 80;
+
+std::string paint(const std::string& s, const char* code, const Style& style) {
+  return style.color ? std::string("\x1b[") + code + "m" + s + "\x1b[0m" : s;
+}
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// Weights as a short number: ".47", "1.00", ".00".
+std::string weight_str(double w) {
+  std::string s = fixed(w, 2);
+  return s.rfind("0.", 0) == 0 ? s.substr(1) : s;
+}
+
+// Token i as the terminal shows it (a token is cut from the user's text: printable()).
+std::string label(const Explained& e, int64_t i) {
+  return printable(e.tokens[static_cast<std::size_t>(i)].text);
+}
+
+// A heatmap cell of two columns: a background colour, or a shade character without colour.
+std::string cell(double w, const Style& style) {
+  if (style.color) {
+    // From dark blue (0) through teal to yellow (1): readable on dark and light terminals.
+    static const int kRamp[] = {17, 18, 19, 20, 25, 31, 37, 43, 79, 115, 151, 187, 229, 226};
+    const int n = static_cast<int>(std::size(kRamp));
+    const int k = std::clamp(static_cast<int>(std::lround(w * (n - 1))), 0, n - 1);
+    return "\x1b[48;5;" + std::to_string(kRamp[k]) + "m  \x1b[0m";
+  }
+  static const char* const kShades[] = {"  ", "··", "░░", "▒▒", "▓▓", "██"};
+  const int k = w < 0.02 ? 0 : std::clamp(1 + static_cast<int>(w * 5), 1, 5);
+  return kShades[k];
+}
+
+// The q, k and v rows of token i in layer l, head h.
+const float* row(const Tensor& t, int64_t h, int64_t i, int64_t n, int64_t d) {
+  return t.data<float>() + (h * n + i) * d;
+}
+
+std::string vector_head(const float* x, int64_t d, int count) {
+  std::string s = "[";
+  for (int64_t j = 0; j < std::min<int64_t>(count, d); ++j) s += pad_left(fixed(x[j], 2), 6);
+  return s + (d > count ? "  …]" : " ]");
+}
+
+}  // namespace
+
+std::string render_tokens(const Explained& e, int64_t focus, const Style& style) {
+  std::ostringstream s;
+  s << "qkv explain · all-MiniLM-L6-v2 · " << e.layers << " layers × " << e.heads
+    << " heads, head dim " << e.head_dim << "\n\n";
+  s << wrap(quoted(clip(printable(e.text), 480)), kWidth - 2, 2) << "\n";
+  if (e.pair)
+    s << "+ sentence B:\n" << wrap(quoted(clip(printable(e.text_b), 480)), kWidth - 2, 2) << "\n";
+  if (e.truncated) s << "(cut to " << e.size() << " tokens, the model's limit)\n";
+  s << "\ntokens (index: token)\n";
+  int column = 1;
+  s << ' ';
+  for (int64_t i = 0; i < e.size(); ++i) {
+    const std::string item = std::to_string(i).append(":").append(label(e, i));
+    const int width = display_width(item) + 1;
+    if (column + width > kWidth - 1) {
+      s << "\n ";
+      column = 1;
+    }
+    s << ' ' << (i == focus ? paint(item, "1;33", style) : item);
+    column += width;
+  }
+  s << "\n\n";
+  const std::string f = quoted(label(e, focus));
+  s << "focus " << f << " (token " << focus << "). In every head, its query\n"
+    << "q = W_Q·h + b_Q is scored against every token's key k = W_K·h + b_K:\n"
+    << "weight = softmax(q·k / √" << e.head_dim << "), and the head's output for " << f
+    << " is the\nweighted sum of the values v = W_V·h + b_V.\n";
+  return s.str();
+}
+
+std::string render_overview(const Explained& e, int64_t focus, const Style& style) {
+  std::ostringstream s;
+  const std::string f = quoted(label(e, focus));
+  s << "\nWhere " << f << " looks (top " << style.top << " keys a head; "
+    << paint("*", "1;32", style) << " = the top key is another word)\n";
+  const std::vector<HeadPick> all = picks(e, focus, style.top);
+  for (const HeadPick& p : all) {
+    if (p.head == 0) s << "layer " << p.layer << "\n";
+    s << pad_left(std::string("h").append(std::to_string(p.head)), 5) << " "
+      << (p.other_word ? paint("*", "1;32", style) : " ");
+    for (int64_t j : p.top) {
+      const double w = e.weight(p.layer, p.head, focus, j);
+      std::string name = clip(label(e, j), 9);
+      if (j == focus) name = paint(pad_right(name, 9), "33", style);
+      s << " " << pad_right(name, 9) << " " << pad_left(weight_str(w), 4) << " "
+        << pad_right(bar(w, 6), 6);
+    }
+    s << "\n";
+  }
+  // The heads that resolve the focus to another word, grouped by that word.
+  std::map<int64_t, std::vector<const HeadPick*>> by_word;
+  for (const HeadPick& p : all)
+    if (p.other_word) by_word[p.top[0]].push_back(&p);
+  std::vector<std::pair<int64_t, std::vector<const HeadPick*>>> groups(by_word.begin(),
+                                                                       by_word.end());
+  auto total = [&](const std::vector<const HeadPick*>& ps) {
+    double t = 0;
+    for (const HeadPick* p : ps) t += e.weight(p->layer, p->head, focus, p->top[0]);
+    return t;
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const auto& a, const auto& b) { return total(a.second) > total(b.second); });
+  int count = 0;
+  for (const auto& g : groups) count += static_cast<int>(g.second.size());
+  s << "\n"
+    << count << " of " << all.size() << " heads look first at another word than " << f
+    << (count ? ":" : ".") << "\n";
+  for (const auto& [word, ps] : groups) {
+    std::string heads;
+    for (const HeadPick* p : ps) {
+      if (!heads.empty()) heads += ", ";
+      heads += 'L';
+      heads += std::to_string(p->layer);
+      heads += 'h';
+      heads += std::to_string(p->head);
+      heads += ' ';
+      heads += weight_str(e.weight(p->layer, p->head, focus, word));
+    }
+    s << "  " << pad_right(clip(label(e, word), 10), 10) << " ← " << wrap(heads, kWidth - 16, 16)
+      << "\n";
+  }
+  const HeadPick zoom = suggested_head(e, focus, all);
+  s << "\nMany heads put most of their weight on [CLS] or [SEP]: when nothing in the\n"
+       "sentence matches a head's query, the softmax must still sum to 1, and these\n"
+       "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"
+       "at?\").\n";
+  s << "\nZoom into one head: qkv explain --layer " << zoom.layer << " --head " << zoom.head
+    << "\nAnother focus token:  qkv explain --token WORD\n";
+  return s.str();
+}
+
+std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t focus,
+                        const Style& style) {
+  std::ostringstream s;
+  const int64_t n = e.size(), d = e.head_dim;
+  const BertLayerCapture& c = e.capture.layers[static_cast<std::size_t>(layer)];
+  // Columns: 3 per key while they fit in 80 columns, then 2; beyond that the first keys only.
+  const int label_width = 14;
+  const int cell_width = label_width + 3 * n <= kWidth ? 3 : 2;
+  const int64_t shown = std::min<int64_t>(n, (kWidth - label_width) / cell_width);
+  s << "\nlayer " << layer << ", head " << head
+    << ": attention weights\n(row: the query's token; column: the key's token index)\n";
+  std::string header(label_width, ' ');
+  for (int64_t j = 0; j < shown; ++j)
+    // Narrow cells leave room for every fifth index only.
+    header += cell_width == 3 || j % 5 == 0
+                  ? pad_right(pad_left(std::to_string(j % 100), 2), cell_width)
+                  : std::string(static_cast<std::size_t>(cell_width), ' ');
+  s << header << "\n";
+  for (int64_t i = 0; i < n; ++i) {
+    if (i >= shown && i != focus) continue;  // a square of the first keys, and the focus row
+    std::string name = pad_left(std::to_string(i), 3) + " " + pad_right(clip(label(e, i), 9), 9);
+    s << (i == focus ? paint(name, "1;33", style) : name) << " ";
+    for (int64_t j = 0; j < shown; ++j)
+      s << cell(e.weight(layer, head, i, j), style) << (cell_width == 3 ? " " : "");
+    s << "\n";
+  }
+  if (shown < n)
+    s << "  (the first " << shown << " of " << n
+      << " tokens, and the focus; --json has them all)\n";
+  s << (style.color ? "  dark blue = 0 … yellow = 1\n"
+                    : "  weight:  '  ' < .02 ≤ ·· < .2 ≤ ░░ < .4 ≤ ▒▒ < .6 ≤ ▓▓ < .8 ≤ ██\n");
+
+  // The focus token, number by number.
+  const std::string f = quoted(label(e, focus));
+  const float* q = row(c.q, head, focus, n, d);
+  s << "\n" << f << " step by step in layer " << layer << ", head " << head << "\n";
+  s << "1. query  q = W_Q·h(" << label(e, focus) << ") + b_Q, " << d << " numbers:\n   "
+    << vector_head(q, d, 10) << "\n";
+  s << "2. keys   k_j = W_K·h_j + b_K for every token j; the score q·k_j is scaled by\n"
+    << "   1/√" << d << " = " << fixed(e.scale, 4) << ", then softmax over j gives the weights:\n";
+  s << "        key          q·k_j    ×1/√" << d << "   weight\n";
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t listed = std::min<int64_t>(n, 24);
+  if (listed < n)
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return e.weight(layer, head, focus, a) > e.weight(layer, head, focus, b);
+    });
+  std::vector<int64_t> rows(order.begin(), order.begin() + listed);
+  std::sort(rows.begin(), rows.end());
+  for (int64_t j : rows) {
+    const double raw = c.scores.value((head * n + focus) * n + j);
+    const double w = e.weight(layer, head, focus, j);
+    std::string name = pad_left(std::to_string(j), 6) + " " + pad_right(clip(label(e, j), 10), 10);
+    s << (j == focus ? paint(name, "33", style) : name) << pad_left(fixed(raw, 2), 9)
+      << pad_left(fixed(raw * e.scale, 2), 10) << pad_left(fixed(w, 3), 9) << " " << bar(w, 16)
+      << "\n";
+  }
+  if (listed < n) s << "        … " << n - listed << " keys with smaller weights (--json)\n";
+  // Output: Σ_j w_j v_j, spelled with the largest terms.
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return e.weight(layer, head, focus, a) > e.weight(layer, head, focus, b);
+  });
+  std::string sum;
+  double rest = 1;
+  for (std::size_t t = 0; t < std::min<std::size_t>(4, order.size()); ++t) {
+    const double w = e.weight(layer, head, focus, order[t]);
+    sum += (t ? " + " : "") + fixed(w, 2) + "·v(" + label(e, order[t]) + ")";
+    rest -= w;
+  }
+  if (order.size() > 4) sum += " + … (" + fixed(std::max(rest, 0.0), 2) + " more)";
+  s << "3. output out(" << label(e, focus)
+    << ") = Σ_j weight_j · v_j\n   = " << wrap(sum, kWidth - 5, 5) << "\n   "
+    << vector_head(row(c.head_out, head, focus, n, d), d, 10) << "\n";
+  s << "   The " << e.heads
+    << " heads' outputs, side by side, go through W_O and the feed-forward\n"
+    << "   layer into the next layer's h.\n";
+  return s.str();
+}
+
+}  // namespace qkv::explain

@@ -1,0 +1,209 @@
+// Text helpers for terminal output.
+#include "explain/terminal/text.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "models/text/unicode_tables.h"
+
+namespace qkv::explain {
+
+std::string fixed(double x, int digits) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  std::string s = buf;
+  // "-0.00" reads as a negative weight; show it as "0.00".
+  if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
+  return s;
+}
+
+std::string short_number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i] (1 to 4) and its code point; 0 when the bytes
+// there are not one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or
+// cut short).
+int utf8_sequence(std::string_view s, std::size_t i, char32_t& code_point) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) {
+    code_point = b0;
+    return 1;
+  }
+  int n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (Unicode Table 3-7)
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + static_cast<std::size_t>(n) > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  char32_t c = b0 & (0x7F >> n);
+  for (int k = 1; k < n; ++k) {
+    const unsigned char b = byte(i + static_cast<std::size_t>(k));
+    if ((b & 0xC0) != 0x80) return 0;
+    c = (c << 6) | (b & 0x3F);
+  }
+  code_point = c;
+  return n;
+}
+
+// Code points a terminal acts on or that reorder the text around them.
+bool is_control(char32_t c) {
+  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x2028 || c == 0x2029 ||
+         (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+}
+
+}  // namespace
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  char buf[16];
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    const int n = utf8_sequence(s, i, c);
+    if (n == 0) {  // not UTF-8: the byte itself
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i]));
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (!is_control(c)) {
+      out.append(s.substr(i, static_cast<std::size_t>(n)));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      if (c < 0x80)
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+      else
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    }
+    i += static_cast<std::size_t>(n);
+  }
+  return out;
+}
+
+int display_width(const std::string& s) {
+  int n = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    const int len = utf8_sequence(s, i, c);
+    n += len > 0 ? unicode::columns(c) : 1;  // a byte that is not UTF-8: one column
+    i += static_cast<std::size_t>(std::max(len, 1));
+  }
+  return n;
+}
+
+std::string pad_left(const std::string& s, int width) {
+  return std::string(std::max(0, width - display_width(s)), ' ') + s;
+}
+
+std::string pad_right(const std::string& s, int width) {
+  return s + std::string(std::max(0, width - display_width(s)), ' ');
+}
+
+std::string clip(const std::string& s, int width) {
+  if (display_width(s) <= width) return s;
+  // Whole characters while they and the "…" fit, with the zero-width marks that follow them.
+  std::string out;
+  int n = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    const int len = utf8_sequence(s, i, c);
+    const int w = len > 0 ? unicode::columns(c) : 1;
+    if (n + w > width - 1) break;
+    const auto bytes = static_cast<std::size_t>(std::max(len, 1));
+    out.append(s, i, bytes);
+    n += w;
+    i += bytes;
+  }
+  return out + "…";
+}
+
+std::string render(const Table& t) {
+  constexpr int kMaxLabel = 12;
+  int row_w = 0;
+  for (const auto& r : t.row_labels) row_w = std::max(row_w, display_width(clip(r, kMaxLabel)));
+  std::vector<int> col_w(t.column_labels.size(), 0);
+  for (std::size_t c = 0; c < col_w.size(); ++c) {
+    col_w[c] = display_width(clip(t.column_labels[c], kMaxLabel));
+    for (const auto& row : t.cells) col_w[c] = std::max(col_w[c], display_width(row[c]));
+  }
+  const std::string indent(t.indent, ' ');
+  std::string out = indent + std::string(row_w, ' ');
+  for (std::size_t c = 0; c < col_w.size(); ++c)
+    out += "  " + pad_left(clip(t.column_labels[c], kMaxLabel), col_w[c]);
+  out += '\n';
+  for (std::size_t r = 0; r < t.cells.size(); ++r) {
+    out += indent + pad_right(clip(t.row_labels[r], kMaxLabel), row_w);
+    for (std::size_t c = 0; c < col_w.size(); ++c) out += "  " + pad_left(t.cells[r][c], col_w[c]);
+    out += '\n';
+  }
+  return out;
+}
+
+std::string wrap(const std::string& text, int width, int indent) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t space = text.find(' ', start);
+    if (space == std::string::npos) space = text.size();
+    const std::string word = text.substr(start, space - start);
+    if (!line.empty() && display_width(line) + 1 + display_width(word) > width) {
+      out += line + "\n";
+      line = std::string(indent, ' ') + word;
+    } else {
+      line += (line.empty() ? "" : " ") + word;
+    }
+    start = space + 1;
+  }
+  return out + line;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> parts;
+  if (s.empty()) return parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = s.find(',', start);
+    parts.push_back(s.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return parts;
+}
+
+std::string bar(double value, int width) {
+  static const char* const kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+  if (!(value > 0)) return "";
+  const int eighths = static_cast<int>(std::lround(std::min(value, 1.0) * width * 8));
+  std::string s;
+  for (int i = 0; i < eighths / 8; ++i) s += "█";
+  s += kEighths[eighths % 8];
+  return s;
+}
+
+}  // namespace qkv::explain
