@@ -4,9 +4,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "bench_common.h"
 #include "core/files.h"
 #include "finite.h"
+#include "progress.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -38,7 +38,7 @@ int run_embed(const EmbedArgs& args) {
   check_outputs({{"--npy", args.npy}});
   const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
   for (std::size_t i = 0; i < texts.size(); ++i) model.tokenize(texts[i]);  // bad UTF-8 → error
-  bench::Progress progress;
+  Progress progress;
   const Tensor e = model.embed(texts, [&](std::size_t done, std::size_t all) {
     if (all > static_cast<std::size_t>(args.batch_size))
       progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all) + " texts");

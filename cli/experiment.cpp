@@ -4,8 +4,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "bench_common.h"
 #include "models/seq2seq/experiments.h"
+#include "progress.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -57,7 +57,7 @@ CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
 }
 
 int run_experiment_command(const ExperimentArgs& args) {
-  bench::Progress progress;
+  Progress progress;
   const ExperimentResult r =
       run_experiment(args.name, {.quick = args.quick, .progress = [&](const std::string& line) {
                                    progress.show("experiment " + args.name + ": training " + line);

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "attend.h"
-#include "bench.h"
+#include "bench/bench.h"
 #include "embed.h"
 #include "experiment.h"
 #include "explain.h"

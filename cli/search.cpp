@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "bench_common.h"
 #include "embed.h"
 #include "finite.h"
 #include "options.h"
+#include "progress.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -42,7 +42,7 @@ int run_search(const SearchArgs& args) {
   model.tokenize(args.query);
   std::vector<std::string> texts = {args.query};
   texts.insert(texts.end(), corpus.begin(), corpus.end());
-  bench::Progress progress;
+  Progress progress;
   const Tensor e = model.embed(texts, [&](std::size_t done, std::size_t all) {
     if (all > 64) progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all));
   });

@@ -13,11 +13,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "bench_common.h"
 #include "core/files.h"
 #include "core/parallel.h"
 #include "models/seq2seq/trainer.h"
 #include "options.h"
+#include "progress.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -155,7 +155,7 @@ int run_train(const TrainArgs& args) {
   openblas_set_num_threads(threads);
 
   std::unique_ptr<Seq2Seq> model = make_model(config, options.seed);
-  bench::Progress bar;
+  Progress bar;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const int64_t every = std::max<int64_t>(1, options.steps / 10);
   const TrainSummary s = train(*model, task, options, [&](const TrainProgress& p) {

@@ -14,8 +14,8 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
-#include "models/model_copy.h"
 #include "core/safetensors.h"
+#include "models/model_copy.h"
 #include "models/seq2seq/trainer.h"
 
 namespace qkv {

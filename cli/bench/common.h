@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "bench.h"
+#include "bench/bench.h"
 #include "qkv/tensor.h"
 
 namespace qkv::cli::bench {
@@ -40,19 +40,6 @@ double sgemm_gflops(int64_t n, int threads, int repeats);
 // A contiguous float32 tensor of independent N(0, 1) values. Normal data, not random integers:
 // those make the softmax one-hot and the timings meaningless (STYLE.md).
 Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng);
-
-// One line on stderr, rewritten in place, when stderr is a terminal; nothing otherwise.
-class Progress {
- public:
-  Progress();
-  ~Progress();
-  void show(const std::string& text);
-  void clear();  // before writing a line of results to a terminal
-
- private:
-  bool enabled_;
-  bool shown_ = false;
-};
 
 // "171", "95.3", "0.912", or "—" when absent.
 std::string rate_str(std::optional<double> gflops);

@@ -1,5 +1,5 @@
 // Timing, the SGEMM yardstick, data and formatting for the `qkv bench` targets.
-#include "bench_common.h"
+#include "bench/common.h"
 
 #include <cblas.h>
 #include <sys/resource.h>
@@ -75,21 +75,6 @@ Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng) {
   float* x = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) x[i] = normal(rng);
   return t;
-}
-
-Progress::Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
-Progress::~Progress() { clear(); }
-
-void Progress::show(const std::string& text) {
-  if (!enabled_) return;
-  std::cerr << "\r\033[K" << text << std::flush;
-  shown_ = true;
-}
-
-void Progress::clear() {
-  if (!enabled_ || !shown_) return;
-  std::cerr << "\r\033[K" << std::flush;
-  shown_ = false;
 }
 
 namespace {

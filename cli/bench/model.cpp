@@ -19,10 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "bench.h"
-#include "bench_common.h"
+#include "bench/bench.h"
+#include "bench/common.h"
 #include "core/files.h"
 #include "model_args.h"
+#include "progress.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -455,7 +456,7 @@ int run_bench_model(const BenchModelArgs& args) {
   if (!args.dump_corpus.empty()) check_output_folder(args.dump_corpus);
   check_outputs({{"--dump-corpus", args.dump_corpus}});
 
-  bench::Progress progress;
+  Progress progress;
   progress.show("bench model: loading the model");
   const SentenceModel fast = load_model(args.model, {.batch_size = kBatchSize});
   if (!args.corpus.empty()) check_corpus(fast, args.corpus, corpus);

@@ -1,5 +1,5 @@
 // Slices of a benchmark case, their float64 reference and naive fp32 results, and the checks.
-#include "bench_attention_check.h"
+#include "bench/attention_check.h"
 
 #include <algorithm>
 #include <cmath>

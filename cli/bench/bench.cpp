@@ -1,5 +1,5 @@
 // `qkv bench`: parses the targets' options and runs the one named.
-#include "bench.h"
+#include "bench/bench.h"
 
 #include <string>
 #include <vector>

@@ -1,5 +1,7 @@
 // `qkv bench attention`: the fused kernel's forward and backward GFLOP/s on the cases of issue 3,
 // beside this machine's SGEMM rate, the float64 reference, and the unfused OpenBLAS math path.
+#include "qkv/attention.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -12,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "bench.h"
-#include "bench_attention_check.h"
-#include "bench_common.h"
+#include "bench/attention_check.h"
+#include "bench/bench.h"
+#include "bench/common.h"
 #include "core/aligned.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/unfused_attention.h"
 #include "kernels/cpu/vec_ops.h"
-#include "qkv/attention.h"
+#include "progress.h"
 
 namespace qkv::cli {
 namespace {
@@ -227,7 +229,7 @@ class Bench {
  public:
   explicit Bench(const Settings& s) : s_(s) {}
 
-  Row run(const Case& c, uint64_t seed, bench::Progress& progress, const std::string& tag) {
+  Row run(const Case& c, uint64_t seed, Progress& progress, const std::string& tag) {
     Row row{.c = c};
     auto stage = [&](const std::string& what) { progress.show(tag + " " + c.name + ": " + what); };
     // The yardstick just before the case: on a shared machine the load changes within a run.
@@ -500,7 +502,7 @@ int run_bench_attention(const BenchAttentionArgs& args) {
   const Settings s = bench::resolve(args.common);
   const std::vector<Case> cases = selected_cases(args.cases, s.quick);
 
-  bench::Progress progress;
+  Progress progress;
   if (!s.json) print_header(s);
   Bench bench(s);
   std::set<std::string> warned;
