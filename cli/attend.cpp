@@ -7,30 +7,21 @@
 #include <limits>
 #include <tuple>
 
-#include "attend_render.h"
-#include "attend_report.h"
-#include "attend_rows.h"
 #include "attention/fused.h"
 #include "attention/validate.h"
 #include "core/files.h"
 #include "examples.h"
+#include "explain/call/report.h"
+#include "explain/call/rows.h"
+#include "explain/call/steps.h"
 #include "explain/report/html.h"
+#include "explain/report/json.h"
+#include "memory.h"
 #include "options.h"
 #include "qkv/npy.h"
 #include "text.h"
 
 namespace qkv::cli {
-
-double effective_scale(const AttendCase& c) {
-  return c.options.scale.value_or(default_scale(c.options.score, c.k.dim(-1)));
-}
-
-AttentionResult run_case(const AttendCase& c) {
-  AttentionOptions o = c.options;
-  o.need_weights = o.need_logsumexp = o.need_scores = true;
-  o.path = Path::reference;
-  return attention(c.q, c.k, c.v, o);
-}
 
 namespace {
 
@@ -87,7 +78,7 @@ double parse_scale(const std::string& text) {
   return x;
 }
 
-void read_params(const AttendArgs& a, AttendCase& c) {
+void read_params(const AttendArgs& a, explain::AttentionCall& c) {
   const Score score = c.options.score;
   const std::size_t wanted = score == Score::general ? 1 : score == Score::additive ? 3 : 0;
   const std::string expected =
@@ -108,12 +99,12 @@ void read_params(const AttendArgs& a, AttendCase& c) {
   }
 }
 
-AttendCase case_from_files(const AttendArgs& a) {
+explain::AttentionCall case_from_files(const AttendArgs& a) {
   if (a.query.empty() || a.keys.empty() || a.values.empty())
     usage(
         "expected --query, --keys and --values (.npy files), or --example NAME; see qkv attend "
         "--help");
-  AttendCase c;
+  explain::AttentionCall c;
   const auto score = parse_score(a.score);
   if (!score)
     usage("--score '" + a.score +
@@ -187,7 +178,7 @@ std::string first_non_finite(const Tensor& t) {
 }
 
 // The inputs that hold NaN or ∞, as "--query (first at [0, 3])"; a mask's −∞ only masks.
-std::vector<std::string> non_finite_inputs(const AttendCase& c) {
+std::vector<std::string> non_finite_inputs(const explain::AttentionCall& c) {
   std::vector<std::string> found;
   auto look = [&](const std::string& name, const Tensor& t) {
     const std::string at = first_non_finite(t);
@@ -209,7 +200,7 @@ std::vector<std::string> non_finite_inputs(const AttendCase& c) {
 
 // NaN in, NaN out is a result (DESIGN.md §3), shown as NaN with this note; NaN from finite
 // inputs is an overflow (qkv/attention.h) and an error, never printed as a result.
-std::string non_finite_note(const AttendCase& c) {
+std::string non_finite_note(const explain::AttentionCall& c) {
   const auto found = non_finite_inputs(c);
   if (found.empty()) return "";
   std::string names;
@@ -217,7 +208,7 @@ std::string non_finite_note(const AttendCase& c) {
   return "note: NaN or ∞ in " + names + ": the rows that read them are NaN (NaN in, NaN out)\n";
 }
 
-void check_overflow(const AttendCase& c, const AttentionResult& r) {
+void check_overflow(const explain::AttentionCall& c, const AttentionResult& r) {
   if (!non_finite_inputs(c).empty()) return;
   const std::string at = first_non_finite(r.out);
   if (at.empty()) return;
@@ -238,7 +229,7 @@ bool same_values(const Tensor& a, const Tensor& b) {
 }
 
 // Whether two runs of an example start from the same Q, K, V (and the same projections).
-bool same_inputs(const AttendCase& a, const AttendCase& b) {
+bool same_inputs(const explain::AttentionCall& a, const explain::AttentionCall& b) {
   if (a.projections.size() != b.projections.size()) return false;
   for (std::size_t i = 0; i < a.projections.size(); ++i)
     if (!same_values(a.projections[i].weight, b.projections[i].weight)) return false;
@@ -260,17 +251,17 @@ int run_example(const AttendArgs& a) {
         "alone (with --json or --digits)");
   const Example& e = find_example(a.example);
   check_outputs({{"--html", a.html}});
-  const RenderOptions ro{.digits = a.digits, .top = a.top};
+  const explain::StepOptions ro{.digits = a.digits, .top = a.top};
   nlohmann::json runs = nlohmann::json::array();
   std::vector<AttentionResult> results;
   std::string text = e.name + " — " + e.title + "\n";
   for (const std::string& line : e.story) text += "  " + line + "\n";
   for (std::size_t i = 0; i < e.runs.size(); ++i) {
-    const AttendCase& c = e.runs[i];
+    const explain::AttentionCall& c = e.runs[i];
     const AttentionResult& r = results.emplace_back(run_case(c));
-    RenderOptions this_run = ro;
+    explain::StepOptions this_run = ro;
     this_run.same_inputs_as_before = i > 0 && same_inputs(c, e.runs[i - 1]);
-    runs.push_back(to_json(c, r));
+    runs.push_back(explain::to_json(c, r));
     text += "\n━━ Run " + std::to_string(i + 1) + " of " + std::to_string(e.runs.size()) + ": " +
             c.caption + "\n";
     text += explain_steps(c, r, this_run);
@@ -279,7 +270,7 @@ int run_example(const AttendArgs& a) {
   if (!a.html.empty())
     write_all({{{"--html", a.html},
                 explain::html_report(
-                    attend_report(e.name + " — " + e.title, e.story, e.runs, results))}});
+                    explain::report_of(e.name + " — " + e.title, e.story, e.runs, results))}});
   if (a.json)
     std::cout << nlohmann::json{{"example", e.name},
                                 {"title", e.title},
@@ -357,7 +348,7 @@ int run_attend(const AttendArgs& a) {
   if (!a.example.empty()) return run_example(a);
   // Every output can be written, and no two are one file, before any input is read.
   check_outputs({{"--out", a.out}, {"--weights", a.weights}, {"--lse", a.lse}, {"--html", a.html}});
-  const AttendCase c = case_from_files(a);
+  const explain::AttentionCall c = case_from_files(a);
   const int64_t weights = weight_count(c);
   // The report embeds every logit and weight (float32): bound it before anything is written.
   constexpr int64_t kMaxReportWeights = int64_t{1} << 21;
@@ -397,25 +388,25 @@ int run_attend(const AttendArgs& a) {
   // The summary: the first rows of the first heads, each run on its own.
   std::vector<AttentionResult> first;
   if (!step_by_step)
-    for (int64_t pair = 0; pair < std::min(head_pairs(c), kSummaryPairs); ++pair)
-      first.push_back(run_case(first_rows(c, pair, std::min(c.q.dim(-2), kSummaryRows))));
+    for (int64_t pair = 0; pair < std::min(head_pairs(c), explain::kSummaryPairs); ++pair)
+      first.push_back(run_case(first_rows(c, pair, std::min(c.q.dim(-2), explain::kSummaryRows))));
   check_overflow(c, r);
 
   std::vector<std::pair<OutputPath, std::string>> outputs = npy_outputs(a, r);
   if (!a.html.empty())
     outputs.push_back(
         {{"--html", a.html},
-         explain::html_report(attend_report(
+         explain::html_report(explain::report_of(
              "qkv attend", {"queries " + a.query + ", keys " + a.keys + ", values " + a.values},
              {c}, {r}))});
   write_all(outputs);  // every file or none, before anything is printed
   if (a.json) {
-    nlohmann::json j = to_json(c, r);
+    nlohmann::json j = explain::to_json(c, r);
     j["path"] = to_string(path);
     std::cout << j.dump() << "\n";
     return 0;
   }
-  const RenderOptions ro{.digits = a.digits, .top = a.top};
+  const explain::StepOptions ro{.digits = a.digits, .top = a.top};
   std::cout << "attention: score " << to_string(c.options.score) << ", scale "
             << short_number(effective_scale(c)) << ", " << to_string(c.options.normalize)
             << (c.options.causal != Causal::none

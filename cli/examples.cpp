@@ -53,7 +53,7 @@ Tensor matmul(const Tensor& x, const Tensor& w, const std::string& example) {
 }
 
 // Q, K and V of one run: given directly, or as inputs times projection matrices.
-void read_qkv(const json& run, const std::string& example, AttendCase& c) {
+void read_qkv(const json& run, const std::string& example, explain::AttentionCall& c) {
   if (run.contains("q")) {
     c.q = matrix(run.at("q"), example, "q");
     c.k = matrix(run.at("k"), example, "k");
@@ -83,7 +83,7 @@ Example parse(std::string_view text) {
   e.story = j.at("story").get<std::vector<std::string>>();
   e.takeaway = j.value("takeaway", "");
   for (const json& run : j.at("runs")) {
-    AttendCase c;
+    explain::AttentionCall c;
     c.caption = run.value("caption", "");
     c.query_labels = j.at("query_labels").get<std::vector<std::string>>();
     c.key_labels = j.at("key_labels").get<std::vector<std::string>>();

@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "attend_case.h"
+#include "explain/call/call.h"
 
 namespace qkv::cli {
 
 struct Example {
   std::string name, title, takeaway;
   std::vector<std::string> story;  // two lines, printed above the runs
-  std::vector<AttendCase> runs;
+  std::vector<explain::AttentionCall> runs;
 };
 
 // Every shipped example, in name order. Throws qkv::Error if an embedded file is malformed.

@@ -37,12 +37,12 @@ void require_finite_embeddings(const Tensor& embeddings, const std::vector<std::
 void require_finite_capture(const explain::Explained& e) {
   require_finite(e.capture.embeddings, "the embedding layer's output");
   for (std::size_t l = 0; l < e.capture.layers.size(); ++l) {
-    const BertLayerCapture& c = e.capture.layers[l];
+    const AttentionCapture& c = e.capture.layers[l];
     const std::string layer = "layer " + std::to_string(l) + "'s ";
     for (const auto& [t, name] :
          {std::pair{&c.q, "queries"}, std::pair{&c.k, "keys"}, std::pair{&c.v, "values"},
           std::pair{&c.scores, "scores"}, std::pair{&c.weights, "attention weights"},
-          std::pair{&c.head_out, "head outputs"}, std::pair{&c.hidden, "output"}})
+          std::pair{&c.head_out, "head outputs"}, std::pair{&e.capture.hidden[l], "output"}})
       require_finite(*t, layer + name);
   }
   require_finite(e.embedding, "the sentence embedding");

@@ -77,6 +77,25 @@ struct AttentionResult {
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const AttentionOptions& options = {});
 
+// One attention computation with every intermediate kept: what a model's layer captures
+// (nn::MultiHeadAttention, BERT, the seq2seq models qkv trains, `qkv attend`) and what explain
+// shows. Shapes are [B, H, L, ·] as computed, or [H, L, ·] for one batch entry (the report).
+// q, k, v are exactly what qkv::attention received: the projections split into heads, before any
+// scaling. Fields a producer did not keep stay undefined.
+struct AttentionCapture {
+  Score score = Score::scaled_dot;
+  double scale = 0;  // logits = scale·scores (default_scale(score, Dk) unless set)
+  Causal causal = Causal::none;
+  Normalize normalize = Normalize::softmax;
+  Tensor q;        // [B, H, L, Dk]
+  Tensor k;        // [B, Hkv, S, Dk]  (query head h reads key head h·Hkv/H)
+  Tensor v;        // [B, Hkv, S, Dv]
+  Tensor scores;   // [B, H, L, S] score(q_i, k_j), before scale and mask (masked keys included)
+  Tensor logits;   // [B, H, L, S] scale·scores + mask; −∞ (not a finite sentinel) where masked
+  Tensor weights;  // [B, H, L, S] normalize(logits) over the keys, 0 where masked; before dropout
+  Tensor head_out;  // [B, H, L, Dv] Σ_j weights_ij·v_j per head (after dropout), before W_O
+};
+
 // Gradients of a loss with respect to every input, given dout = ∂loss/∂out. Each has the shape
 // and dtype of what it differentiates; dparams fills the fields the score uses.
 struct AttentionGrads {

@@ -152,23 +152,6 @@ struct MultiHeadAttentionOptions {
   double dropout = 0.0;             // on the attention weights while training
 };
 
-// What one MultiHeadAttention forward computed, per head, in the layer's dtype (the lens of
-// DESIGN.md §1, as BertLayerCapture is for BERT). q, k, v are exactly what qkv::attention
-// received for every score kind: the learned projections split into heads, before any scaling
-// (tie_qk: k = memory·W_Qᵀ; identity_v: v = the memory itself). logits = scale·score(q, k) with
-// the layer's score (qkv/attention.h); general and additive also apply their own parameters
-// inside it (W, or W_q, W_k, v: the layer's `extra`, not copied here).
-struct AttentionCapture {
-  Tensor q;          // [B, H, L, Dk]
-  Tensor k;          // [B, Hkv, S, Dk]
-  Tensor v;          // [B, Hkv, S, Dv]
-  Tensor scores;     // [B, H, L, S] score(q_i, k_j), before scale and mask (masked keys included)
-  Tensor logits;     // [B, H, L, S] scale·scores; −∞ (not a finite sentinel) where masked
-  Tensor weights;    // [B, H, L, S] softmax(logits) over the keys, 0 where masked; before dropout
-  Tensor head_out;   // [B, H, L, Dv] Σ_j weights_ij·v_j per head (after dropout), before W_O
-  double scale = 0;  // the scale the score ran with (default_scale(score, Dk))
-};
-
 // Multi-head attention with learned projections (Vaswani et al. 2017 §3.2.2):
 //   Q = x·W_Qᵀ, K = memory·W_Kᵀ, V = memory·W_Vᵀ, split into heads, attention per head through
 //   qkv::attention, heads concatenated, then ·W_Oᵀ.

@@ -259,14 +259,16 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory,
   }
   weights_ = need_weights ? r.weights : Tensor();  // the weights before dropout
   if (capture != nullptr)
-    *capture = {.q = s.q.contiguous(),
+    *capture = {.score = opt.score,
+                .scale = default_scale(opt.score, s.q.dim(3)),
+                .causal = options.causal,
+                .q = s.q.contiguous(),
                 .k = s.k.contiguous(),
                 .v = s.v.contiguous(),
                 .scores = r.scores,
                 .logits = r.logits,
                 .weights = r.weights,
-                .head_out = heads_out,
-                .scale = default_scale(opt.score, s.q.dim(3))};
+                .head_out = heads_out};
   s.ready = true;
   const Tensor merged = merge_heads(heads_out);
   return opt.identity_v ? merged : o->forward(merged);

@@ -68,10 +68,11 @@ TEST(Half, RoundTripErrorIsHalfAnUlp) {
 // A report whose words try to end the data early or inject markup.
 Report hostile_report() {
   const std::string evil = "</script><script>alert(1)</script><b>&";
-  ReportBlock block{.name = evil, .note = evil, .scale = 0.5};
+  ReportBlock block{.name = evil, .note = evil};
   block.queries = {{.text = evil}, {.text = "b"}};
   block.keys = block.queries;
-  block.layers.push_back({.q = Tensor::full({1, 2, 4}, 1.0),
+  block.layers.push_back({.scale = 0.5,
+                          .q = Tensor::full({1, 2, 4}, 1.0),
                           .k = Tensor::full({1, 2, 4}, 1.0),
                           .v = Tensor::full({1, 2, 3}, 0.25),
                           .weights = Tensor::full({1, 2, 2}, 0.5)});

@@ -67,12 +67,13 @@ TEST(BertEncodeTest, MatchesTransformersLayerByLayer) {
               1e-5);
     for (int l = 0; l < 6; ++l) {
       SCOPED_TRACE("layer " + std::to_string(l));
-      const BertLayerCapture& c = capture.layers[static_cast<std::size_t>(l)];
+      const AttentionCapture& c = capture.layers[static_cast<std::size_t>(l)];
+      const Tensor& c_hidden = capture.hidden[static_cast<std::size_t>(l)];
       EXPECT_LE(max_abs_diff(c.weights.reshape({12, L, L}),
                              attentions.narrow(0, l, 1).reshape({12, L, L})),
                 1e-5);
       EXPECT_LE(
-          max_abs_diff(c.hidden.reshape({L, 384}), hidden.narrow(0, l + 1, 1).reshape({L, 384})),
+          max_abs_diff(c_hidden.reshape({L, 384}), hidden.narrow(0, l + 1, 1).reshape({L, 384})),
           1e-5);
     }
   }

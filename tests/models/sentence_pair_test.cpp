@@ -161,11 +161,12 @@ TEST(BertPairTest, MatchesTransformersLayerByLayerWithTokenTypes) {
     double d_weights = 0;
     for (int l = 0; l < 6; ++l) {
       SCOPED_TRACE("layer " + std::to_string(l));
-      const BertLayerCapture& c = capture.layers[static_cast<std::size_t>(l)];
+      const AttentionCapture& c = capture.layers[static_cast<std::size_t>(l)];
+      const Tensor& c_hidden = capture.hidden[static_cast<std::size_t>(l)];
       const double dw = max_abs_diff(c.weights.reshape({12, L, L}),
                                      g.attentions.narrow(0, l, 1).reshape({12, L, L}));
       const double dh =
-          max_abs_diff(c.hidden.reshape({L, 384}), g.hidden.narrow(0, l + 1, 1).reshape({L, 384}));
+          max_abs_diff(c_hidden.reshape({L, 384}), g.hidden.narrow(0, l + 1, 1).reshape({L, 384}));
       EXPECT_LE(dw, 1e-5);
       EXPECT_LE(dh, 1e-5);
       d_weights = std::max(d_weights, dw), d_hidden = std::max(d_hidden, dh);

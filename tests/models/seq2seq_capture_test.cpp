@@ -53,8 +53,13 @@ TEST(Seq2SeqCapture, NamesTheTokensOnEveryAxisAndTheConfig) {
   EXPECT_EQ(c.heads, 2);
   EXPECT_EQ(c.kv_heads, 2);
   EXPECT_EQ(c.head_dim, 4);
-  EXPECT_EQ(c.score, "scaled-dot");
-  EXPECT_DOUBLE_EQ(c.scale, 0.5);
+  for (const auto* layers : {&c.encoder, &c.decoder_self, &c.cross})
+    for (const AttentionCapture& a : *layers) {
+      EXPECT_EQ(a.score, Score::scaled_dot);
+      EXPECT_DOUBLE_EQ(a.scale, 0.5);
+    }
+  for (const AttentionCapture& a : c.decoder_self) EXPECT_EQ(a.causal, Causal::top_left);
+  for (const AttentionCapture& a : c.cross) EXPECT_EQ(a.causal, Causal::none);
   EXPECT_FALSE(c.tie_qk);
   EXPECT_FALSE(c.identity_v);
 }
@@ -68,7 +73,7 @@ TEST(Seq2SeqCapture, EveryLayerHasItsShapes) {
   ASSERT_EQ(c.cross.size(), 2u);
   for (std::size_t l = 0; l < 2; ++l) {
     SCOPED_TRACE("layer " + std::to_string(l));
-    const nn::AttentionCapture &e = c.encoder[l], &d = c.decoder_self[l], &x = c.cross[l];
+    const AttentionCapture &e = c.encoder[l], &d = c.decoder_self[l], &x = c.cross[l];
     EXPECT_EQ(e.q.shape(), (Shape{1, 2, S, 4}));
     EXPECT_EQ(e.k.shape(), (Shape{1, 2, S, 4}));
     EXPECT_EQ(e.v.shape(), (Shape{1, 2, S, 4}));
@@ -79,7 +84,7 @@ TEST(Seq2SeqCapture, EveryLayerHasItsShapes) {
     EXPECT_EQ(x.q.shape(), (Shape{1, 2, T, 4}));
     EXPECT_EQ(x.k.shape(), (Shape{1, 2, S, 4}));
     EXPECT_EQ(x.v.shape(), (Shape{1, 2, S, 4}));
-    for (const nn::AttentionCapture* a : {&e, &d, &x}) {
+    for (const AttentionCapture* a : {&e, &d, &x}) {
       EXPECT_EQ(a->logits.shape(), a->weights.shape());
       EXPECT_EQ(a->weights.dtype(), DType::f32);
     }
@@ -161,10 +166,10 @@ TEST(Seq2SeqCapture, AlignmentComparisonCatchesADifferentRun) {
 TEST(Seq2SeqCapture, VariantsReportTheirScoreScaleAndKvHeads) {
   auto model = tiny_model(DType::f32, {.kv_heads = 1, .score = Score::laplace});
   const Seq2SeqCapture c = model->capture("abc");
-  EXPECT_EQ(c.score, "laplace");
   EXPECT_EQ(c.kv_heads, 1);
-  EXPECT_DOUBLE_EQ(c.scale, 1.0);
-  for (const nn::AttentionCapture& a : c.cross) {
+  for (const AttentionCapture& a : c.cross) {
+    EXPECT_EQ(a.score, Score::laplace);
+    EXPECT_DOUBLE_EQ(a.scale, 1.0);
     EXPECT_EQ(a.k.shape(), (Shape{1, 1, 3, 4}));
     EXPECT_EQ(a.q.dim(1), 2);
     EXPECT_LE(logit_error(a, Score::laplace, {}), capture_tolerance(a));

@@ -52,10 +52,17 @@ nlohmann::json tokens_json(const std::vector<ReportToken>& tokens) {
   return a;
 }
 
+// The page's names of the scores: "scaled_dot", "dot", "general", ...
+std::string page_score_name(Score score) {
+  std::string name(to_string(score));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 nlohmann::json block_json(const ReportBlock& b) {
-  const ReportLayer& first = b.layers.front();
+  const AttentionCapture& first = b.layers.front();
   nlohmann::json layers = nlohmann::json::array();
-  for (const ReportLayer& l : b.layers) {
+  for (const AttentionCapture& l : b.layers) {
     nlohmann::json j = {
         {"q", f32_base64(l.q)}, {"k", f32_base64(l.k)}, {"thumb", thumbnails(l.weights)}};
     if (l.logits.defined()) {  // small: every number as float32
@@ -69,10 +76,10 @@ nlohmann::json block_json(const ReportBlock& b) {
   }
   return {{"name", b.name},
           {"note", b.note},
-          {"score", b.score},
-          {"scale", b.scale},
-          {"causal", b.causal},
-          {"softmax", b.softmax},
+          {"score", page_score_name(first.score)},
+          {"scale", first.scale},
+          {"causal", first.causal != Causal::none},
+          {"softmax", first.normalize == Normalize::softmax},
           {"same", b.same_tokens},
           {"queries", tokens_json(b.queries)},
           {"keys", tokens_json(b.keys)},

@@ -2,21 +2,11 @@
 
 #include <cmath>
 
+#include "core/json.h"
+#include "explain/call/call.h"
+
 namespace qkv::explain {
 namespace {
-
-nlohmann::json number_json(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  return x;
-}
-
-nlohmann::json nested(const Tensor& t, int dim, int64_t& pos) {
-  if (dim == t.rank()) return number_json(t.value(pos++));
-  nlohmann::json a = nlohmann::json::array();
-  for (int64_t i = 0; i < t.dim(dim); ++i) a.push_back(nested(t, dim + 1, pos));
-  return a;
-}
 
 // Drops the leading batch dimension of one.
 Tensor unbatch(const Tensor& t) {
@@ -25,12 +15,6 @@ Tensor unbatch(const Tensor& t) {
 }
 
 }  // namespace
-
-nlohmann::json tensor_json(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  int64_t pos = 0;
-  return nested(c, 0, pos);
-}
 
 nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
   nlohmann::json tokens = nlohmann::json::array();
@@ -47,7 +31,8 @@ nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
   nlohmann::json layers = nlohmann::json::array();
   for (int64_t l = 0; l < e.layers; ++l) {
     if (layer >= 0 && l != layer) continue;
-    const BertLayerCapture& c = e.capture.layers[static_cast<std::size_t>(l)];
+    const AttentionCapture& c = e.capture.layers[static_cast<std::size_t>(l)];
+    const Tensor& hidden = e.capture.hidden[static_cast<std::size_t>(l)];
     layers.push_back({{"layer", l},
                       {"q", tensor_json(unbatch(c.q))},
                       {"k", tensor_json(unbatch(c.k))},
@@ -56,7 +41,7 @@ nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
                       {"logits", tensor_json(unbatch(c.logits))},
                       {"weights", tensor_json(unbatch(c.weights))},
                       {"head_out", tensor_json(unbatch(c.head_out))},
-                      {"hidden", tensor_json(unbatch(c.hidden))}});
+                      {"hidden", tensor_json(unbatch(hidden))}});
   }
   return {{"text", e.text},
           {"text_b", e.pair ? nlohmann::json(e.text_b) : nlohmann::json(nullptr)},
@@ -68,6 +53,31 @@ nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
           {"embedding", tensor_json(unbatch(e.embedding))},
           {"embeddings_layer_norm", tensor_json(unbatch(e.capture.embeddings))},
           {"layers", layers}};
+}
+
+nlohmann::json to_json(const AttentionCall& c, const AttentionResult& r) {
+  nlohmann::json j;
+  if (!c.caption.empty()) j["caption"] = c.caption;
+  j["score"] = to_string(c.options.score);
+  j["scale"] = effective_scale(c);
+  j["normalize"] = to_string(c.options.normalize);
+  j["causal"] = to_string(c.options.causal);
+  j["shapes"] = {{"query", c.q.shape()},
+                 {"keys", c.k.shape()},
+                 {"values", c.v.shape()},
+                 {"out", r.out.shape()}};
+  if (!c.query_labels.empty()) j["query_labels"] = c.query_labels;
+  if (!c.key_labels.empty()) j["key_labels"] = c.key_labels;
+  if (!c.value_columns.empty()) j["value_columns"] = c.value_columns;
+  j["query"] = tensor_json(c.q);
+  j["keys"] = tensor_json(c.k);
+  j["values"] = tensor_json(c.v);
+  j["scores"] = tensor_json(r.scores);
+  j["logits"] = tensor_json(r.logits);
+  j["weights"] = tensor_json(r.weights);
+  j["logsumexp"] = tensor_json(r.logsumexp);
+  j["out"] = tensor_json(r.out);
+  return j;
 }
 
 }  // namespace qkv::explain

@@ -7,26 +7,38 @@ namespace {
 
 // [1, H, n, m] → [H, n, m]
 Tensor unbatch(const Tensor& t) {
+  if (!t.defined()) return t;
   Shape shape(t.shape().begin() + 1, t.shape().end());
   return t.contiguous().reshape(shape);
 }
 
 }  // namespace
 
+AttentionCapture batch_entry(const AttentionCapture& c, int64_t b) {
+  const auto entry = [b](const Tensor& t) {
+    return t.defined() ? unbatch(t.narrow(0, b, 1)) : Tensor();
+  };
+  AttentionCapture e = c;
+  for (Tensor* t : {&e.q, &e.k, &e.v, &e.scores, &e.logits, &e.weights, &e.head_out})
+    *t = entry(*t);
+  return e;
+}
+
 Report report_of(const Explained& e, int64_t focus, const std::string& title) {
   ReportBlock block{
       .name = "self-attention",
       .note = "every token asks (query) and every token answers (key, value)",
-      .score = "scaled_dot",
-      .scale = e.scale,
   };
   for (const TokenInfo& t : e.tokens)
     block.queries.push_back(
         {.text = t.text, .special = t.special, .punctuation = t.punctuation, .segment = t.segment});
   block.keys = block.queries;
-  for (const BertLayerCapture& c : e.capture.layers)
-    block.layers.push_back(
-        {.q = unbatch(c.q), .k = unbatch(c.k), .v = unbatch(c.v), .weights = unbatch(c.weights)});
+  // The compact form: q, k, v and the weights; the page recomputes the logits.
+  for (const AttentionCapture& c : e.capture.layers) {
+    AttentionCapture l = batch_entry(c, 0);
+    l.scores = l.logits = l.head_out = Tensor();
+    block.layers.push_back(std::move(l));
+  }
   Report r{.title = title, .focus = focus};
   const std::string cut =
       e.truncated ? " (truncated: the model read " + std::to_string(e.size()) + " tokens)" : "";
@@ -52,26 +64,19 @@ std::vector<ReportToken> seq2seq_tokens(const std::vector<std::string>& tokens) 
   return out;
 }
 
-ReportBlock seq2seq_block(const Seq2SeqCapture& c, const std::vector<nn::AttentionCapture>& layers,
-                          std::string name, std::string note, std::vector<ReportToken> queries,
-                          std::vector<ReportToken> keys, bool causal) {
-  std::string score = c.score;
-  for (char& ch : score)
-    if (ch == '-') ch = '_';
+ReportBlock seq2seq_block(const std::vector<AttentionCapture>& layers, std::string name,
+                          std::string note, std::vector<ReportToken> queries,
+                          std::vector<ReportToken> keys) {
   ReportBlock block{.name = std::move(name),
                     .note = std::move(note),
                     .queries = std::move(queries),
                     .keys = std::move(keys),
-                    .score = score,
-                    .scale = c.scale,
-                    .causal = causal,
                     .same_tokens = false};
-  for (const nn::AttentionCapture& a : layers)
-    block.layers.push_back({.q = unbatch(a.q),
-                            .k = unbatch(a.k),
-                            .v = unbatch(a.v),
-                            .weights = unbatch(a.weights),
-                            .logits = unbatch(a.logits)});
+  for (const AttentionCapture& a : layers) {
+    AttentionCapture l = batch_entry(a, 0);
+    l.scores = l.head_out = Tensor();
+    block.layers.push_back(std::move(l));
+  }
   return block;
 }
 
@@ -87,17 +92,16 @@ Report report_of(const Seq2SeqCapture& c, const std::string& title) {
   const bool ended = !c.output_tokens.empty() && c.output_tokens.back() == "</s>";
   r.texts.emplace_back(ended ? "output" : "output (no end token within the model's limit)",
                        c.output);
-  r.blocks.push_back(seq2seq_block(c, c.cross, "cross-attention",
+  r.blocks.push_back(seq2seq_block(c.cross, "cross-attention",
                                    "each output step (query) reads the source characters (keys, "
                                    "values) through the encoder",
-                                   outputs, source, false));
-  r.blocks.push_back(seq2seq_block(c, c.encoder, "encoder self-attention",
-                                   "every source character asks every other", source, source,
-                                   false));
-  r.blocks.push_back(seq2seq_block(c, c.decoder_self, "decoder self-attention",
+                                   outputs, source));
+  r.blocks.push_back(seq2seq_block(c.encoder, "encoder self-attention",
+                                   "every source character asks every other", source, source));
+  r.blocks.push_back(seq2seq_block(c.decoder_self, "decoder self-attention",
                                    "each output step (named by what it writes) reads the tokens "
                                    "written before it (keys: the decoder's inputs)",
-                                   outputs, inputs, true));
+                                   outputs, inputs));
   r.layer = c.layers - 1;
   return r;
 }

@@ -21,27 +21,17 @@ struct ReportToken {
   int segment = 0;           // 0: sentence A, 1: sentence B (pairs)
 };
 
-struct ReportLayer {
-  Tensor q;        // [H, n, d] the queries as the score function received them
-  Tensor k;        // [Hk, m, d] the keys (query head h reads key head h·Hk/H)
-  Tensor v;        // [Hk, m, dv] the values
-  Tensor weights;  // [H, n, m] the attention weights (any dtype)
-  // [H, n, m] the scores after scaling and masking. Undefined: the page computes them as
-  // scale·q·k with the block's causal mask, and the weights as their softmax (the compact form a
-  // long input needs); given: the page shows these and `weights` as they are.
-  Tensor logits;
-};
-
 struct ReportBlock {
   std::string name;  // "self-attention", "cross-attention", ...
   std::string note;  // one line under the name: what asks and what answers
   std::vector<ReportToken> queries, keys;
-  std::string score = "scaled_dot";  // scaled_dot, dot, general, additive, laplace, cosine, ...
-  double scale = 1;                  // logits = scale · score(q, k)
-  bool causal = false;               // key j > query i is masked (decoder self-attention)
-  bool softmax = true;               // the weights are softmax(logits) (else as given)
-  bool same_tokens = true;           // queries and keys are the same tokens (self-attention)
-  std::vector<ReportLayer> layers;
+  bool same_tokens = true;  // queries and keys are the same tokens (self-attention)
+  // One per layer, one batch entry each: q [H, n, d], k [Hk, m, d] (query head h reads key head
+  // h·Hk/H), v [Hk, m, dv], weights [H, n, m] (any dtype). logits [H, n, m] undefined: the page
+  // computes them as scale·q·k with the first layer's causal mask, and the weights as their
+  // softmax (the compact form a long input needs); given: the page shows these and the weights as
+  // they are. The first layer's score, scale, causal and normalize describe the block.
+  std::vector<AttentionCapture> layers;
 };
 
 struct Report {
@@ -51,6 +41,9 @@ struct Report {
   int64_t focus = 0;            // the query selected first, in blocks[0]
   int64_t layer = 0, head = 0;  // the head selected first
 };
+
+// Batch entry b of a capture of [B, H, ·, ·] tensors, as [H, ·, ·] (score, scale, mask kept).
+AttentionCapture batch_entry(const AttentionCapture& capture, int64_t b);
 
 // A BERT run with everything captured (explain::run): one self-attention block, every layer.
 Report report_of(const Explained& e, int64_t focus, const std::string& title);

@@ -7,22 +7,7 @@
 #include "explain/terminal/text.h"
 
 namespace qkv::explain {
-namespace {
-
-// The cells of `qkv explain --layer --head`, so both heatmaps read the same way.
-std::string cell(double w, const Style& style) {
-  if (style.color) {
-    static const int kRamp[] = {17, 18, 19, 20, 25, 31, 37, 43, 79, 115, 151, 187, 229, 226};
-    const int n = static_cast<int>(std::size(kRamp));
-    const int k = std::clamp(static_cast<int>(std::lround(w * (n - 1))), 0, n - 1);
-    return "\x1b[48;5;" + std::to_string(kRamp[k]) + "m  \x1b[0m";
-  }
-  static const char* const kShades[] = {"  ", "··", "░░", "▒▒", "▓▓", "██"};
-  const int k = !(w >= 0.02) ? 0 : std::clamp(1 + static_cast<int>(w * 5), 1, 5);
-  return kShades[k];
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string render_alignment(const std::string& source, const std::vector<std::string>& outputs,
                              const Tensor& weights, const Style& style) {
@@ -45,7 +30,7 @@ std::string render_alignment(const std::string& source, const std::vector<std::s
     const std::string label =
         t < static_cast<int64_t>(outputs.size()) ? outputs[static_cast<std::size_t>(t)] : "?";
     s << pad_left(label == " " ? "␣" : label, label_width - 2) << "  │";
-    for (int64_t j = 0; j < n; ++j) s << cell(w.data<double>()[t * n + j], style);
+    for (int64_t j = 0; j < n; ++j) s << heatmap_cell(w.data<double>()[t * n + j], style.color);
     s << "\n";
   }
   s << (style.color ? "  dark blue = 0 … yellow = 1\n"

@@ -30,20 +30,6 @@ std::string label(const Explained& e, int64_t i) {
   return printable(e.tokens[static_cast<std::size_t>(i)].text);
 }
 
-// A heatmap cell of two columns: a background colour, or a shade character without colour.
-std::string cell(double w, const Style& style) {
-  if (style.color) {
-    // From dark blue (0) through teal to yellow (1): readable on dark and light terminals.
-    static const int kRamp[] = {17, 18, 19, 20, 25, 31, 37, 43, 79, 115, 151, 187, 229, 226};
-    const int n = static_cast<int>(std::size(kRamp));
-    const int k = std::clamp(static_cast<int>(std::lround(w * (n - 1))), 0, n - 1);
-    return "\x1b[48;5;" + std::to_string(kRamp[k]) + "m  \x1b[0m";
-  }
-  static const char* const kShades[] = {"  ", "··", "░░", "▒▒", "▓▓", "██"};
-  const int k = w < 0.02 ? 0 : std::clamp(1 + static_cast<int>(w * 5), 1, 5);
-  return kShades[k];
-}
-
 // The q, k and v rows of token i in layer l, head h.
 const float* row(const Tensor& t, int64_t h, int64_t i, int64_t n, int64_t d) {
   return t.data<float>() + (h * n + i) * d;
@@ -152,7 +138,7 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
                         const Style& style) {
   std::ostringstream s;
   const int64_t n = e.size(), d = e.head_dim;
-  const BertLayerCapture& c = e.capture.layers[static_cast<std::size_t>(layer)];
+  const AttentionCapture& c = e.capture.layers[static_cast<std::size_t>(layer)];
   // Columns: 3 per key while they fit in 80 columns, then 2; beyond that the first keys only.
   const int label_width = 14;
   const int cell_width = label_width + 3 * n <= kWidth ? 3 : 2;
@@ -171,7 +157,7 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
     std::string name = pad_left(std::to_string(i), 3) + " " + pad_right(clip(label(e, i), 9), 9);
     s << (i == focus ? paint(name, "1;33", style) : name) << " ";
     for (int64_t j = 0; j < shown; ++j)
-      s << cell(e.weight(layer, head, i, j), style) << (cell_width == 3 ? " " : "");
+      s << heatmap_cell(e.weight(layer, head, i, j), style.color) << (cell_width == 3 ? " " : "");
     s << "\n";
   }
   if (shown < n)

@@ -206,4 +206,19 @@ std::string bar(double value, int width) {
   return s;
 }
 
+std::string heatmap_cell(double w, bool color) {
+  if (std::isnan(w)) return "??";
+  if (color) {
+    // From dark blue (0) through teal to yellow (1): readable on dark and light terminals.
+    static const int kRamp[] = {17, 18, 19, 20, 25, 31, 37, 43, 79, 115, 151, 187, 229, 226};
+    const int n = static_cast<int>(std::size(kRamp));
+    const int k =
+        std::clamp(static_cast<int>(std::lround(std::clamp(w, 0.0, 1.0) * (n - 1))), 0, n - 1);
+    return "\x1b[48;5;" + std::to_string(kRamp[k]) + "m  \x1b[0m";
+  }
+  static const char* const kShades[] = {"  ", "··", "░░", "▒▒", "▓▓", "██"};
+  const int k = w < 0.02 ? 0 : std::clamp(1 + static_cast<int>(std::min(w, 1.0) * 5), 1, 5);
+  return kShades[k];
+}
+
 }  // namespace qkv::explain

@@ -52,4 +52,9 @@ std::vector<std::string> split_commas(const std::string& s);
 // A bar of `width` columns for a value in [0, 1], in eighths of a column: "█████▌".
 std::string bar(double value, int width);
 
+// One cell of a weights heatmap, two columns wide: a background colour from a ramp (color), or a
+// shade character ("  " below 0.02, then ··, ░░, ▒▒, ▓▓, ██). Weights clamp to [0, 1]; NaN is "??",
+// never a blank that reads as zero. Every heatmap of the terminal draws its cells with it.
+std::string heatmap_cell(double w, bool color);
+
 }  // namespace qkv::explain

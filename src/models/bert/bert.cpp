@@ -292,6 +292,7 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
   if (capture != nullptr) {
     capture->embeddings = h.clone();
     capture->layers.clear();
+    capture->hidden.clear();
   }
 
   const bool keep = capture != nullptr;
@@ -340,9 +341,17 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
     const Tensor f = nn::linear_gelu(a, layer.intermediate);
     h = nn::linear(f, layer.output);
     nn::layer_norm(h, layer.output_norm, a);
-    if (keep)
-      capture->layers.push_back({q.contiguous(), k.contiguous(), v.contiguous(), r.scores, r.logits,
-                                 r.weights, r.out, h.clone()});
+    if (keep) {
+      capture->layers.push_back({.scale = 1.0 / std::sqrt(static_cast<double>(dh)),
+                                 .q = q.contiguous(),
+                                 .k = k.contiguous(),
+                                 .v = v.contiguous(),
+                                 .scores = r.scores,
+                                 .logits = r.logits,
+                                 .weights = r.weights,
+                                 .head_out = r.out});
+      capture->hidden.push_back(h.clone());
+    }
   }
   return h;
 }

@@ -65,18 +65,12 @@ BertWeights read_bert_weights(const std::string& safetensors_path, const BertCon
 // The same weights converted (float64 for the reference run).
 BertWeights to(const BertWeights& weights, DType dtype);
 
-// What one encoder layer computed, for every sequence and head (DESIGN.md: the lens).
-struct BertLayerCapture {
-  Tensor q, k, v;   // [B, H, L, D], projections per head (before any scaling)
-  Tensor scores;    // [B, H, L, L] q·k
-  Tensor logits;    // [B, H, L, L] q·k/√D, −∞ at padding keys
-  Tensor weights;   // [B, H, L, L] softmax over the keys
-  Tensor head_out;  // [B, H, L, D] Σ_j weights·v_j
-  Tensor hidden;    // [B, L, hidden] the layer's output
-};
+// What the encoder computed, for every sequence, layer and head: each layer's attention
+// (scaled-dot, scale 1/√D, logits −∞ at padding keys) and its output.
 struct BertCapture {
-  Tensor embeddings;  // [B, L, hidden] h₀
-  std::vector<BertLayerCapture> layers;
+  Tensor embeddings;                     // [B, L, hidden] h₀
+  std::vector<AttentionCapture> layers;  // one per layer, [B, H, L, ·]
+  std::vector<Tensor> hidden;            // one per layer, [B, L, hidden]: the layer's output
 };
 
 struct BertOptions {

@@ -339,8 +339,6 @@ Seq2SeqCapture Seq2Seq::capture(const std::string& source) {
   c.heads = config_.heads;
   c.kv_heads = a.kv_heads;
   c.head_dim = config_.d_model / config_.heads;
-  c.score = std::string(to_string(a.score));
-  c.scale = default_scale(a.score, c.head_dim);
   c.tie_qk = a.tie_qk;
   c.identity_v = a.identity_v;
 

@@ -67,7 +67,7 @@ Batch make_batch(const Vocabulary& vocab, const std::vector<Example>& examples);
 
 // One source through the trained model with every attention layer captured: what the report
 // shows for a model `qkv train` made, as BertCapture is for BERT. Batch size 1, so each capture
-// is [1, H, L, S] (see nn::AttentionCapture for every tensor's shape and meaning).
+// is [1, H, L, S] (see AttentionCapture, qkv/attention.h, for every tensor's shape and meaning).
 struct Seq2SeqCapture {
   std::string source, output;              // output: greedy decoding's text (EOS not included)
   std::vector<std::string> source_tokens;  // one per source character: the encoder's keys
@@ -75,16 +75,14 @@ struct Seq2SeqCapture {
   // decoder position t reads target_tokens[t] and predicts output_tokens[t].
   std::vector<std::string> target_tokens;
   std::vector<std::string> output_tokens;  // the generated tokens, "</s>" included when produced
-  // The configuration the captures ran with.
+  // The configuration the captures ran with (each capture holds its score, scale and mask).
   int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  std::string score;  // "scaled-dot", "general", ... (to_string(Score))
-  double scale = 0;   // what multiplies every score: default_scale(score, head_dim)
   bool tie_qk = false, identity_v = false;
   // One per layer. encoder: self-attention over the source (padding-free, so nothing masked).
   // decoder_self: causal self-attention over target_tokens (logits −∞ above the diagonal).
   // cross: the decoder's queries over the encoder's output (its weights are greedy_decode's
   // alignment for that layer).
-  std::vector<nn::AttentionCapture> encoder, decoder_self, cross;
+  std::vector<AttentionCapture> encoder, decoder_self, cross;
 };
 
 class Seq2Seq : public nn::Module {

@@ -1,5 +1,6 @@
-// One attention computation as `qkv attend` shows it: inputs, options, labels, and optionally the
-// projections that made Q, K and V — from the user's .npy files or from a worked example.
+// explain/call/call.h — One attention computation as `qkv attend` shows it: inputs, options,
+// labels, and optionally the projections that made Q, K and V — from the user's .npy files or from
+// a worked example.
 #pragma once
 
 #include <string>
@@ -7,7 +8,7 @@
 
 #include "qkv/attention.h"
 
-namespace qkv::cli {
+namespace qkv::explain {
 
 // "Q = X · W_Q": shown as a step before the scores when an example builds Q, K or V this way.
 struct Projection {
@@ -17,7 +18,7 @@ struct Projection {
   Tensor input, weight;     // [rows, d_in], [d_in, d_out]
 };
 
-struct AttendCase {
+struct AttentionCall {
   std::string caption;
   Tensor q, k, v;
   AttentionOptions options;
@@ -27,10 +28,10 @@ struct AttendCase {
 };
 
 // The case's scale: the option if set, else the score's default for its head dim.
-double effective_scale(const AttendCase& c);
+double effective_scale(const AttentionCall& c);
 
 // Runs the case on the reference path with every intermediate kept (scores, logits, weights,
 // logsumexp), for the step-by-step view and --json.
-AttentionResult run_case(const AttendCase& c);
+AttentionResult run_case(const AttentionCall& c);
 
-}  // namespace qkv::cli
+}  // namespace qkv::explain

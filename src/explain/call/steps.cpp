@@ -1,5 +1,5 @@
 // `qkv attend` output: the step-by-step explanation, the summary, and JSON.
-#include "attend_render.h"
+#include "explain/call/steps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "text.h"
+#include "explain/terminal/text.h"
 
-namespace qkv::cli {
+namespace qkv::explain {
 namespace {
 
 // Element (i, j) of the trailing two dimensions of a tensor whose leading dimensions are all 1.
@@ -61,14 +61,14 @@ std::string score_formula(Score s) {
   return "";
 }
 
-std::string scale_text(const AttendCase& c) {
+std::string scale_text(const AttentionCall& c) {
   const double s = effective_scale(c);
   if (!c.options.scale && c.options.score == Score::scaled_dot)
     return "× 1/√d_k = 1/√" + std::to_string(c.k.dim(-1)) + " = " + short_number(s);
   return "× " + short_number(s) + (c.options.scale ? " (the scale given)" : " (the default)");
 }
 
-bool has_masking(const AttendCase& c) {
+bool has_masking(const AttentionCall& c) {
   return c.options.mask.defined() || c.options.causal != Causal::none ||
          !c.options.key_lengths.empty();
 }
@@ -118,7 +118,7 @@ std::string weighted_sum(const std::string& query, const AttentionResult& r, int
 
 }  // namespace
 
-bool fits_step_by_step(const AttendCase& c) {
+bool fits_step_by_step(const AttentionCall& c) {
   constexpr int64_t kMaxTokens = 16;
   int64_t heads = 1;
   for (int d = 0; d < c.q.rank() - 2; ++d) heads *= c.q.dim(d);
@@ -126,7 +126,7 @@ bool fits_step_by_step(const AttendCase& c) {
   return heads == 1 && c.q.dim(-2) <= kMaxTokens && c.k.dim(-2) <= kMaxTokens;
 }
 
-std::string explain_steps(const AttendCase& c, const AttentionResult& r, const RenderOptions& o) {
+std::string explain_steps(const AttentionCall& c, const AttentionResult& r, const StepOptions& o) {
   const int dg = o.digits;
   const auto queries = labels_or_default(c.query_labels, c.q.dim(-2), "q");
   const auto keys = labels_or_default(c.key_labels, c.k.dim(-2), "k");
@@ -192,8 +192,8 @@ std::string explain_steps(const AttendCase& c, const AttentionResult& r, const R
   return s.str();
 }
 
-std::string summarize(const AttendCase& c, const std::vector<AttentionResult>& first,
-                      const RenderOptions& o) {
+std::string summarize(const AttentionCall& c, const std::vector<AttentionResult>& first,
+                      const StepOptions& o) {
   std::ostringstream s;
   Shape out_shape = c.q.shape();
   out_shape.back() = c.v.dim(-1);
@@ -242,53 +242,4 @@ std::string summarize(const AttendCase& c, const std::vector<AttentionResult>& f
   return s.str();
 }
 
-namespace {
-
-nlohmann::json number_json(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  return x;
-}
-
-// Dimension d of t from row-major position `pos` on, as nested arrays.
-nlohmann::json nested_json(const Tensor& t, int d, int64_t& pos) {
-  if (d == t.rank()) return number_json(t.value(pos++));
-  nlohmann::json a = nlohmann::json::array();
-  for (int64_t i = 0; i < t.dim(d); ++i) a.push_back(nested_json(t, d + 1, pos));
-  return a;
-}
-
-}  // namespace
-
-nlohmann::json tensor_json(const Tensor& t) {
-  if (!t.defined()) return nullptr;
-  int64_t pos = 0;
-  return nested_json(t, 0, pos);
-}
-
-nlohmann::json to_json(const AttendCase& c, const AttentionResult& r) {
-  nlohmann::json j;
-  if (!c.caption.empty()) j["caption"] = c.caption;
-  j["score"] = to_string(c.options.score);
-  j["scale"] = effective_scale(c);
-  j["normalize"] = to_string(c.options.normalize);
-  j["causal"] = to_string(c.options.causal);
-  j["shapes"] = {{"query", c.q.shape()},
-                 {"keys", c.k.shape()},
-                 {"values", c.v.shape()},
-                 {"out", r.out.shape()}};
-  if (!c.query_labels.empty()) j["query_labels"] = c.query_labels;
-  if (!c.key_labels.empty()) j["key_labels"] = c.key_labels;
-  if (!c.value_columns.empty()) j["value_columns"] = c.value_columns;
-  j["query"] = tensor_json(c.q);
-  j["keys"] = tensor_json(c.k);
-  j["values"] = tensor_json(c.v);
-  j["scores"] = tensor_json(r.scores);
-  j["logits"] = tensor_json(r.logits);
-  j["weights"] = tensor_json(r.weights);
-  j["logsumexp"] = tensor_json(r.logsumexp);
-  j["out"] = tensor_json(r.out);
-  return j;
-}
-
-}  // namespace qkv::cli
+}  // namespace qkv::explain

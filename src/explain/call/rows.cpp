@@ -1,7 +1,5 @@
-// What `qkv attend` computes and its memory; see attend_rows.h.
-#include "attend_rows.h"
-
-#include <unistd.h>
+// explain/call/rows.cpp — see rows.h.
+#include "explain/call/rows.h"
 
 #include <charconv>
 #include <cmath>
@@ -10,10 +8,10 @@
 
 #include "attention/validate.h"
 
-namespace qkv::cli {
+namespace qkv::explain {
 namespace {
 
-attention_detail::Dims dims_of(const AttendCase& c) {
+attention_detail::Dims dims_of(const AttentionCall& c) {
   return attention_detail::check_inputs(c.q, c.k, c.v, c.options);
 }
 
@@ -24,17 +22,17 @@ int64_t row_index(const attention_detail::Dims& d, int64_t b, int64_t h, int64_t
 
 }  // namespace
 
-int64_t weight_count(const AttendCase& c) {
+int64_t weight_count(const AttentionCall& c) {
   const auto d = dims_of(c);
   return d.B * d.Hq * d.L * d.S;
 }
 
-int64_t head_pairs(const AttendCase& c) {
+int64_t head_pairs(const AttentionCall& c) {
   const auto d = dims_of(c);
   return d.B * d.Hq;
 }
 
-int64_t reference_bytes(const AttendCase& c, bool json) {
+int64_t reference_bytes(const AttentionCall& c, bool json) {
   const auto d = dims_of(c);
   const double w = static_cast<double>(d.B * d.Hq * d.L * d.S);
   const bool f32 =
@@ -49,10 +47,10 @@ int64_t reference_bytes(const AttendCase& c, bool json) {
   return bytes > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(bytes);
 }
 
-AttendCase first_rows(const AttendCase& c, int64_t pair, int64_t rows) {
+AttentionCall first_rows(const AttentionCall& c, int64_t pair, int64_t rows) {
   const auto d = dims_of(c);
   const int64_t b = pair / d.Hq, h = pair % d.Hq, kv = h / (d.Hq / d.Hkv);
-  AttendCase s;
+  AttentionCall s;
   s.caption = c.caption;
   s.options = c.options;
   s.options.mask = Tensor();
@@ -84,47 +82,4 @@ AttendCase first_rows(const AttendCase& c, int64_t pair, int64_t rows) {
   return s;
 }
 
-int64_t parse_bytes(const std::string& option, const std::string& text) {
-  double x = 0;
-  const char* end = text.data() + text.size();
-  const auto [rest, ec] = std::from_chars(text.data(), end, x);
-  double unit = 1;
-  const std::string suffix(rest, end);
-  if (suffix == "K" || suffix == "KiB")
-    unit = 1024.0;
-  else if (suffix == "M" || suffix == "MiB")
-    unit = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GiB")
-    unit = 1024.0 * 1024 * 1024;
-  else if (suffix == "T" || suffix == "TiB")
-    unit = 1024.0 * 1024 * 1024 * 1024;
-  else if (!suffix.empty())
-    unit = 0;
-  const double bytes = x * unit;
-  if (ec != std::errc() || unit == 0 || !(bytes >= 1) || bytes > 9e18)
-    throw Error(option + " '" + text +
-                "' is not a size; expected a positive number of bytes with K, M, G or T, e.g. 8G");
-  return static_cast<int64_t>(bytes);
-}
-
-int64_t default_memory_limit() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || size <= 0) return int64_t{4} << 30;
-  return static_cast<int64_t>(pages) * size / 2;
-}
-
-std::string bytes_str(int64_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double x = static_cast<double>(bytes);
-  int u = 0;
-  while (x >= 1024 && u < 6) x /= 1024, ++u;
-  char text[32];
-  std::snprintf(text, sizeof text,
-                u == 0   ? "%.0f %s"
-                : x < 10 ? "%.1f %s"
-                         : "%.0f %s",
-                x, units[u]);
-  return text;
-}
-
-}  // namespace qkv::cli
+}  // namespace qkv::explain
