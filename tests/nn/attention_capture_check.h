@@ -1,4 +1,4 @@
-// Checks of an nn::AttentionCapture against the formulas of qkv/attention.h, recomputed here in
+// Checks of an AttentionCapture against the formulas of qkv/attention.h, recomputed here in
 // float64 from the captured tensors themselves, so each one says whether the capture is
 // self-consistent: logits = scale·score(q, k), weights = softmax(logits), head_out = weights·v.
 // Each returns the worst absolute error (+∞ on a shape mismatch or a wrong −∞), to compare
@@ -72,7 +72,7 @@ inline double score_of(Score score, const ScoreParams& p, const std::vector<doub
 // The worst |scores − score(q, k)| and |logits − scale·score(q, k)| over the entries whose
 // logit is finite; query head h reads kv head h / (H / Hkv). Masked (−∞) entries are the mask
 // tests' business.
-inline double logit_error(const nn::AttentionCapture& c, Score score, const ScoreParams& params) {
+inline double logit_error(const AttentionCapture& c, Score score, const ScoreParams& params) {
   const int64_t B = c.q.dim(0), H = c.q.dim(1), L = c.q.dim(2), Hkv = c.k.dim(1), S = c.k.dim(2);
   if (c.logits.shape() != Shape{B, H, L, S} || c.scores.shape() != c.logits.shape())
     return INFINITY;
@@ -93,7 +93,7 @@ inline double logit_error(const nn::AttentionCapture& c, Score score, const Scor
 }
 
 // The worst |weights − softmax(logits)| over every row; a −∞ logit must have weight 0 exactly.
-inline double softmax_error(const nn::AttentionCapture& c) {
+inline double softmax_error(const AttentionCapture& c) {
   const Tensor& z = c.logits;
   if (c.weights.shape() != z.shape()) return INFINITY;
   const int64_t S = z.dim(3), rows = z.numel() / S;
@@ -115,7 +115,7 @@ inline double softmax_error(const nn::AttentionCapture& c) {
 }
 
 // The worst |head_out − Σ_j weights_ij·v_j|.
-inline double head_out_error(const nn::AttentionCapture& c) {
+inline double head_out_error(const AttentionCapture& c) {
   const int64_t B = c.q.dim(0), H = c.q.dim(1), L = c.q.dim(2), Hkv = c.v.dim(1), S = c.v.dim(2),
                 Dv = c.v.dim(3);
   if (c.head_out.shape() != Shape{B, H, L, Dv}) return INFINITY;
@@ -141,7 +141,7 @@ inline double head_out_error(const nn::AttentionCapture& c) {
 // a softmax weight by ≤ 2ε·max|logit| and head_out by ≤ ε·max|v| more than its own rounding.
 // 4ε·(1 + max(|finite logit|, |v|)) covers all three, ε = 2⁻²⁴ for float32 and 2⁻⁵³·16 for
 // float64 (summation order's few ulps).
-inline double capture_tolerance(const nn::AttentionCapture& c) {
+inline double capture_tolerance(const AttentionCapture& c) {
   const double eps = c.logits.dtype() == DType::f32 ? 0x1p-24 : 0x1p-53 * 16;
   double m = 0;
   for (int64_t i = 0; i < c.logits.numel(); ++i)
