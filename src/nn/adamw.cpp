@@ -4,6 +4,7 @@
 #include <numbers>
 #include <string>
 
+#include "core/dispatch.h"
 #include "qkv/nn.h"
 
 namespace qkv::nn {
@@ -11,11 +12,10 @@ namespace {
 
 double squared_norm(const Tensor& g) {
   double s = 0;
-  if (g.dtype() == DType::f32)
+  dispatch_float(g.dtype(), [&]<class T>(T) {
     for (int64_t i = 0; i < g.numel(); ++i)
-      s += static_cast<double>(g.data<float>()[i]) * g.data<float>()[i];
-  else
-    for (int64_t i = 0; i < g.numel(); ++i) s += g.data<double>()[i] * g.data<double>()[i];
+      s += static_cast<double>(g.data<T>()[i]) * g.data<T>()[i];
+  });
   return s;
 }
 
@@ -58,11 +58,10 @@ double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
     const double scale = max_norm / norm;
     for (Parameter* p : params) {
       Tensor& g = p->grad;
-      if (g.dtype() == DType::f32)
+      dispatch_float(g.dtype(), [&]<class T>(T) {
         for (int64_t i = 0; i < g.numel(); ++i)
-          g.data<float>()[i] = static_cast<float>(g.data<float>()[i] * scale);
-      else
-        for (int64_t i = 0; i < g.numel(); ++i) g.data<double>()[i] *= scale;
+          g.data<T>()[i] = static_cast<T>(g.data<T>()[i] * scale);
+      });
     }
   }
   return norm;
@@ -128,12 +127,10 @@ double AdamW::step() {
     Parameter& p = *params_[k];
     // No decay on biases and normalization gains (rank 1): shrinking them toward 0 only hurts.
     const double decay = p.value.rank() >= 2 ? options_.weight_decay : 0.0;
-    if (p.value.dtype() == DType::f32)
-      adamw_update(p.value.data<float>(), m_[k].data<float>(), v_[k].data<float>(),
-                   p.grad.data<float>(), p.value.numel(), options_, lr, decay, steps_);
-    else
-      adamw_update(p.value.data<double>(), m_[k].data<double>(), v_[k].data<double>(),
-                   p.grad.data<double>(), p.value.numel(), options_, lr, decay, steps_);
+    dispatch_float(p.value.dtype(), [&]<class T>(T) {
+      adamw_update(p.value.data<T>(), m_[k].data<T>(), v_[k].data<T>(), p.grad.data<T>(),
+                   p.value.numel(), options_, lr, decay, steps_);
+    });
   }
   return norm;
 }

@@ -6,6 +6,7 @@
 // needs a final LayerNorm, which the model owns.
 #include <string>
 
+#include "core/dispatch.h"
 #include "qkv/nn.h"
 
 namespace qkv::nn {
@@ -19,15 +20,11 @@ Tensor add(const Tensor& a, const Tensor& b) {
   if (s.shape() != c.shape() || s.dtype() != c.dtype())
     throw Error("block residual: " + shape_str(s.shape()) + " + " + shape_str(c.shape()) +
                 "; expected one shape and dtype");
-  if (s.dtype() == DType::f32) {
-    float* x = s.data<float>();
-    const float* y = c.data<float>();
+  dispatch_float(s.dtype(), [&]<class T>(T) {
+    T* x = s.data<T>();
+    const T* y = c.data<T>();
     for (int64_t i = 0; i < s.numel(); ++i) x[i] += y[i];
-  } else {
-    double* x = s.data<double>();
-    const double* y = c.data<double>();
-    for (int64_t i = 0; i < s.numel(); ++i) x[i] += y[i];
-  }
+  });
   return s;
 }
 

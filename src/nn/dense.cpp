@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/dispatch.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/reference/dense.h"
 
@@ -44,8 +45,8 @@ Tensor merge_heads_as(const Tensor& heads_first) {
 Tensor merge_heads(const Tensor& heads_first) {
   check_floating(heads_first, "merge_heads: the input");
   require(heads_first.rank() == 4, "merge_heads: expected a [B, H, L, D] tensor");
-  return heads_first.dtype() == DType::f32 ? merge_heads_as<float>(heads_first)
-                                           : merge_heads_as<double>(heads_first);
+  return dispatch_float(heads_first.dtype(),
+                        [&]<class T>(T) { return merge_heads_as<T>(heads_first); });
 }
 
 namespace {

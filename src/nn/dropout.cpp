@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/dispatch.h"
 #include "qkv/nn.h"
 
 namespace qkv::nn {
@@ -35,13 +36,10 @@ Tensor Dropout::forward(const Tensor& x, bool training, Rng& rng) {
   const Tensor input = x.contiguous();
   mask_ = Tensor(x.shape(), x.dtype());
   Tensor y(x.shape(), x.dtype());
-  if (x.dtype() == DType::f32) {
-    fill_mask(mask_.data<float>(), x.numel(), p_, rng);
-    multiply(y.data<float>(), input.data<float>(), mask_.data<float>(), x.numel());
-  } else {
-    fill_mask(mask_.data<double>(), x.numel(), p_, rng);
-    multiply(y.data<double>(), input.data<double>(), mask_.data<double>(), x.numel());
-  }
+  dispatch_float(x.dtype(), [&]<class T>(T) {
+    fill_mask(mask_.data<T>(), x.numel(), p_, rng);
+    multiply(y.data<T>(), input.data<T>(), mask_.data<T>(), x.numel());
+  });
   return y;
 }
 
@@ -54,10 +52,9 @@ Tensor Dropout::backward(const Tensor& dy) {
                 shape_str(mask_.shape()) + " (" + std::string(dtype_name(mask_.dtype())) + ")");
   const Tensor g = dy.contiguous();
   Tensor dx(dy.shape(), dy.dtype());
-  if (dy.dtype() == DType::f32)
-    multiply(dx.data<float>(), g.data<float>(), mask_.data<float>(), dy.numel());
-  else
-    multiply(dx.data<double>(), g.data<double>(), mask_.data<double>(), dy.numel());
+  dispatch_float(dy.dtype(), [&]<class T>(T) {
+    multiply(dx.data<T>(), g.data<T>(), mask_.data<T>(), dy.numel());
+  });
   return dx;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/dispatch.h"
 #include "qkv/nn.h"
 
 namespace qkv::nn {
@@ -54,10 +55,8 @@ Tensor Embedding::forward(const std::vector<std::vector<int32_t>>& ids) {
   }
   ids_ = ids;
   Tensor y({b, l, d}, weight.value.dtype());
-  if (y.dtype() == DType::f32)
-    gather_rows(y.data<float>(), weight.value.data<float>(), ids_, d);
-  else
-    gather_rows(y.data<double>(), weight.value.data<double>(), ids_, d);
+  dispatch_float(y.dtype(),
+                 [&]<class T>(T) { gather_rows(y.data<T>(), weight.value.data<T>(), ids_, d); });
   return y;
 }
 
@@ -69,10 +68,9 @@ void Embedding::backward(const Tensor& dy) {
     throw Error("Embedding " + weight.name + "::backward: dy has shape " + shape_str(dy.shape()) +
                 " but the forward's output was " + shape_str({b, l, d}));
   const Tensor g = dy.contiguous();
-  if (g.dtype() == DType::f32)
-    scatter_add_rows(weight.grad.data<float>(), g.data<float>(), ids_, d);
-  else
-    scatter_add_rows(weight.grad.data<double>(), g.data<double>(), ids_, d);
+  dispatch_float(g.dtype(), [&]<class T>(T) {
+    scatter_add_rows(weight.grad.data<T>(), g.data<T>(), ids_, d);
+  });
 }
 
 void Embedding::collect(std::vector<Parameter*>& out) { out.push_back(&weight); }

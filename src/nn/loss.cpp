@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "core/dispatch.h"
 #include "qkv/nn.h"
 
 namespace qkv::nn {
@@ -74,12 +75,10 @@ CrossEntropy cross_entropy(const Tensor& logits, const std::vector<int32_t>& tar
   result.dlogits = Tensor(logits.shape(), logits.dtype());
   if (result.count == 0) return result;  // loss 0, gradient 0
   const Tensor x = logits.contiguous();
-  if (x.dtype() == DType::f32)
-    softmax_cross_entropy(result.dlogits.data<float>(), x.data<float>(), targets, v,
-                          label_smoothing, result.count, result);
-  else
-    softmax_cross_entropy(result.dlogits.data<double>(), x.data<double>(), targets, v,
-                          label_smoothing, result.count, result);
+  dispatch_float(x.dtype(), [&]<class T>(T) {
+    softmax_cross_entropy(result.dlogits.data<T>(), x.data<T>(), targets, v, label_smoothing,
+                          result.count, result);
+  });
   return result;
 }
 

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/dispatch.h"
 #include "qkv/nn.h"
 
 namespace qkv::nn {
@@ -34,10 +35,8 @@ std::vector<Parameter*> Module::parameters() {
 void Module::zero_grad() {
   for (Parameter* p : parameters()) {
     Tensor& g = p->grad;
-    if (g.dtype() == DType::f32)
-      std::fill(g.data<float>(), g.data<float>() + g.numel(), 0.0f);
-    else
-      std::fill(g.data<double>(), g.data<double>() + g.numel(), 0.0);
+    dispatch_float(g.dtype(),
+                   [&]<class T>(T) { std::fill(g.data<T>(), g.data<T>() + g.numel(), T(0)); });
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dispatch.h"
 #include "nn/dense.h"
 #include "qkv/nn.h"
 
@@ -41,15 +42,11 @@ Tensor split_heads(const Tensor& rows, int64_t heads) {
 // a += b (both contiguous, of one shape and dtype).
 void add_into(Tensor& a, const Tensor& b) {
   const Tensor c = b.contiguous();
-  if (a.dtype() == DType::f32) {
-    float* x = a.data<float>();
-    const float* y = c.data<float>();
+  dispatch_float(a.dtype(), [&]<class T>(T) {
+    T* x = a.data<T>();
+    const T* y = c.data<T>();
     for (int64_t i = 0; i < a.numel(); ++i) x[i] += y[i];
-  } else {
-    double* x = a.data<double>();
-    const double* y = c.data<double>();
-    for (int64_t i = 0; i < a.numel(); ++i) x[i] += y[i];
-  }
+  });
 }
 
 // Sizes of the dropout path's loops: q [B, H, L, Dk], k [B, Hkv, S, Dk], v [B, Hkv, S, Dv].
@@ -247,15 +244,10 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& memory,
     const Sizes z{s.q.dim(0), s.q.dim(1), s.k.dim(1), s.q.dim(2),
                   s.k.dim(2), s.q.dim(3), s.v.dim(3)};
     heads_out = Tensor({z.B, z.H, z.L, z.Dv}, dtype);
-    if (dtype == DType::f32) {
-      s.keep = fill_keep<float>(s.p.shape(), opt.dropout, rng);
-      dropped_weighted_sum(heads_out.data<float>(), s.p.data<float>(), s.keep.data<float>(),
-                           s.v.data<float>(), z);
-    } else {
-      s.keep = fill_keep<double>(s.p.shape(), opt.dropout, rng);
-      dropped_weighted_sum(heads_out.data<double>(), s.p.data<double>(), s.keep.data<double>(),
-                           s.v.data<double>(), z);
-    }
+    dispatch_float(dtype, [&]<class T>(T) {
+      s.keep = fill_keep<T>(s.p.shape(), opt.dropout, rng);
+      dropped_weighted_sum(heads_out.data<T>(), s.p.data<T>(), s.keep.data<T>(), s.v.data<T>(), z);
+    });
   }
   weights_ = need_weights ? r.weights : Tensor();  // the weights before dropout
   if (capture != nullptr)
@@ -303,15 +295,11 @@ MultiHeadAttention::Grads MultiHeadAttention::backward(const Tensor& dout) {
     const Sizes z{s.q.dim(0), s.q.dim(1), s.k.dim(1), s.q.dim(2),
                   s.k.dim(2), s.q.dim(3), s.v.dim(3)};
     const double scale = default_scale(opt.score, z.Dk);
-    if (g.dtype() == DType::f32)
-      dropped_attention_backward(
-          dq.data<float>(), dk.data<float>(), dv.data<float>(), g.data<float>(), s.q.data<float>(),
-          s.k.data<float>(), s.v.data<float>(), s.p.data<float>(), s.keep.data<float>(), scale, z);
-    else
-      dropped_attention_backward(dq.data<double>(), dk.data<double>(), dv.data<double>(),
-                                 g.data<double>(), s.q.data<double>(), s.k.data<double>(),
-                                 s.v.data<double>(), s.p.data<double>(), s.keep.data<double>(),
-                                 scale, z);
+    dispatch_float(g.dtype(), [&]<class T>(T) {
+      dropped_attention_backward(dq.data<T>(), dk.data<T>(), dv.data<T>(), g.data<T>(),
+                                 s.q.data<T>(), s.k.data<T>(), s.v.data<T>(), s.p.data<T>(),
+                                 s.keep.data<T>(), scale, z);
+    });
   }
 
   // Then through the projections: Q came from x; K and V from the memory.

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "core/dispatch.h"
 #include "core/safetensors.h"
 #include "nn/finite.h"
 #include "qkv/nn.h"
@@ -64,10 +65,9 @@ std::map<std::string, std::string> load_parameters(const std::string& path,
       continue;
     }
     // In place: every holder of p->value's storage sees the loaded values.
-    if (t.dtype() == DType::f32)
-      std::memcpy(p->value.data<float>(), t.data<float>(), t.numel() * sizeof(float));
-    else
-      std::memcpy(p->value.data<double>(), t.data<double>(), t.numel() * sizeof(double));
+    dispatch_float(t.dtype(), [&]<class T>(T) {
+      std::memcpy(p->value.data<T>(), t.data<T>(), t.numel() * sizeof(T));
+    });
   }
   return file.metadata;
 }
