@@ -152,8 +152,8 @@ struct MultiHeadAttentionOptions {
   double dropout = 0.0;             // on the attention weights while training
 };
 
-// What one MultiHeadAttention forward computed, per head, in the layer's dtype (the lens of
-// DESIGN.md §1, as BertLayerCapture is for BERT). q, k, v are exactly what qkv::attention
+// What one MultiHeadAttention forward computed, per head, in the layer's dtype (what `qkv explain`
+// shows, README.md; as BertLayerCapture is for BERT). q, k, v are exactly what qkv::attention
 // received for every score kind: the learned projections split into heads, before any scaling
 // (tie_qk: k = memory·W_Qᵀ; identity_v: v = the memory itself). logits = scale·score(q, k) with
 // the layer's score (qkv/attention.h); general and additive also apply their own parameters

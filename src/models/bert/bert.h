@@ -65,7 +65,8 @@ BertWeights read_bert_weights(const std::string& safetensors_path, const BertCon
 // The same weights converted (float64 for the reference run).
 BertWeights to(const BertWeights& weights, DType dtype);
 
-// What one encoder layer computed, for every sequence and head (DESIGN.md: the lens).
+// What one encoder layer computed, for every sequence and head: what `qkv explain` shows
+// (README.md).
 struct BertLayerCapture {
   Tensor q, k, v;   // [B, H, L, D], projections per head (before any scaling)
   Tensor scores;    // [B, H, L, L] q·k
