@@ -10,7 +10,7 @@
 namespace {
 
 qkv::Tensor normal(qkv::Shape shape, std::mt19937& rng) {
-  // N(0, 1) data: random integers would collapse the softmax to one-hot (STYLE.md).
+  // N(0, 1) data: random integers would collapse the softmax to one-hot (docs/CONVENTIONS.md §4.2).
   std::normal_distribution<float> n;
   qkv::Tensor t(std::move(shape), qkv::DType::f32);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = n(rng);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A venv with PyTorch, sentence-transformers and ONNX Runtime for bench/compare_torch.py (and
-# tests/golden/), outside the repo (DESIGN.md §5). Idempotent: when the venv already works it
-# prints its path and nothing else; a venv with a working torch but not the rest gets the rest.
+# tests/golden/), outside the repo (docs/CONVENTIONS.md §6). Idempotent: when the venv already works
+# it prints its path and nothing else; a venv with a working torch but not the rest gets the rest.
 #
 #   VENV=$(bench/setup_torch_venv.sh) && "$VENV/bin/python" bench/compare_torch.py
 #

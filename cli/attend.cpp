@@ -198,8 +198,8 @@ std::vector<std::string> non_finite_inputs(const explain::AttentionCall& c) {
   return found;
 }
 
-// NaN in, NaN out is a result (DESIGN.md §3), shown as NaN with this note; NaN from finite
-// inputs is an overflow (qkv/attention.h) and an error, never printed as a result.
+// NaN in, NaN out is a result (docs/CONVENTIONS.md §1.4), shown as NaN with this note; NaN from
+// finite inputs is an overflow (qkv/attention.h) and an error, never printed as a result.
 std::string non_finite_note(const explain::AttentionCall& c) {
   const auto found = non_finite_inputs(c);
   if (found.empty()) return "";

@@ -53,7 +53,7 @@ function(qkv_layer layer)
   add_library(qkv::${layer} ALIAS qkv_${layer})
   target_include_directories(qkv_${layer} PRIVATE ${root})
   target_compile_features(qkv_${layer} PUBLIC cxx_std_20)
-  # Designated initializers (docs/ARCHITECTURE.md, "Habits") leave fields at their defaults.
+  # Designated initializers (docs/CONVENTIONS.md §4.1) leave fields at their defaults.
   target_compile_options(qkv_${layer} PRIVATE -Wall -Wextra -Wpedantic
                                               -Wno-missing-field-initializers)
   set_target_properties(qkv_${layer} PROPERTIES POSITION_INDEPENDENT_CODE ON)

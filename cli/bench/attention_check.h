@@ -1,7 +1,8 @@
-// Validation before timing (STYLE.md, habit 9): a fast path's result on a slice of a benchmark case
-// against the float64 reference, with the tolerance rule of DESIGN.md §3 — a fast result X passes
-// when max|X − R| ≤ 2·max|N − R| + 1e-6 for outputs (4·… for gradients), R the float64 reference
-// and N a plain fp32 loop-per-formula result of the same inputs.
+// Validation before timing (docs/CONVENTIONS.md §4.2): a fast path's result on a slice of a
+// benchmark case against the float64 reference, with the tolerance rule of docs/CONVENTIONS.md
+// §1.1 — a fast result X passes when max|X − R| ≤ 2·max|N − R| + 1e-6 for outputs (4·… for
+// gradients), R the float64 reference and N a plain fp32 loop-per-formula result of the same
+// inputs.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // `qkv bench`: benchmarks on this machine, one target a subcommand — `qkv bench attention` (the
 // kernels, on N(0, 1) data) and `qkv bench model` (all-MiniLM-L6-v2 end to end, on text). Each
 // target validates before it times, warms up, takes the median of several runs, and reports
-// GFLOP/s beside this machine's SGEMM rate measured in the same run (STYLE.md, habit 9).
+// GFLOP/s beside this machine's SGEMM rate measured in the same run (docs/CONVENTIONS.md §4.2).
 #pragma once
 
 #include <CLI/CLI.hpp>

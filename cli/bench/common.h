@@ -38,7 +38,7 @@ double cpu_seconds();
 double sgemm_gflops(int64_t n, int threads, int repeats);
 
 // A contiguous float32 tensor of independent N(0, 1) values. Normal data, not random integers:
-// those make the softmax one-hot and the timings meaningless (STYLE.md).
+// those make the softmax one-hot and the timings meaningless (docs/CONVENTIONS.md §4.2).
 Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng);
 
 // "171", "95.3", "0.912", or "—" when absent.

@@ -1,5 +1,5 @@
-// Masks → one additive bias over the scores (DESIGN.md §3): a bool mask is true where a query may
-// attend; a float mask is added; causal and key lengths hide keys; all combine by AND.
+// Masks → one additive bias over the scores (docs/CONVENTIONS.md §5): a bool mask is true where a
+// query may attend; a float mask is added; causal and key lengths hide keys; all combine by AND.
 #include <limits>
 
 #include "attention/validate.h"

@@ -1,4 +1,4 @@
-// One thread pool for the process, and parallel_for over it (DESIGN.md §3, Threads).
+// One thread pool for the process, and parallel_for over it (docs/CONVENTIONS.md §3).
 #pragma once
 
 #include <cstdint>

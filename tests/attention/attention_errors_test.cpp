@@ -1,5 +1,5 @@
 // Every invalid input to qkv::attention / attention_backward throws qkv::Error (a usage error)
-// whose message names the argument and the sizes found and expected (DESIGN.md §3, Errors).
+// whose message names the argument and the sizes found and expected (docs/CONVENTIONS.md §2).
 // Sizes are picked distinct (B = 2, Hq = 6, Hkv = 3, L = 5, S = 9, Dk = 4, Dv = 7, A = 13, and
 // odd wrong values like 11 or 17) so that "the message mentions 11" means it names the culprit.
 #include <gmock/gmock.h>

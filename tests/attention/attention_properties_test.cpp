@@ -135,7 +135,8 @@ TEST_P(AttentionProperties, FullyMaskedRowsAreZeroNeverNaN) {
 // NaN in one query row makes that output row NaN (every column) and no other row.
 TEST_P(AttentionProperties, NaNInOneQueryRowPoisonsOnlyThatRow) {
   const Score score = GetParam();
-  // uniform too: its score ignores q, but NaN in q still makes the row NaN (DESIGN.md §3).
+  // uniform too: its score ignores q, but NaN in q still makes the row NaN
+  // (docs/CONVENTIONS.md §1.4).
   for (double bad : {kNaN, -kInf}) {
     Case c = make_case(score, 2, 2, 1, 5, 7, 4, 4, 3, 7300);
     c.causal = Causal::bottom_right;

@@ -405,7 +405,7 @@ TEST_F(AttendCli, NonNumericScaleIsAUsageError) {
 }
 
 TEST_F(AttendCli, InfiniteScaleIsAUsageError) {
-  // DESIGN.md §3: any finite scale is allowed.
+  // docs/CONVENTIONS.md §5: any finite scale is allowed.
   expect_error(attend({"--scale", "inf"}), 2, {Has("--scale"), Has("inf")});
 }
 
@@ -631,7 +631,8 @@ TEST_F(AttendCli, JsonParsesAndWeightRowsSumToOne) {
 }
 
 TEST_F(AttendCli, JsonShowsAFullyMaskedRowAsZerosAndMinusInfinity) {
-  // Query row 1 may see no key: out 0, weights 0, logsumexp −∞ (DESIGN.md §3), never NaN.
+  // Query row 1 may see no key: out 0, weights 0, logsumexp −∞, never NaN
+  // (docs/CONVENTIONS.md §1.4).
   std::vector<bool> visible(kL * kS, true);
   for (int64_t j = 0; j < kS; ++j) visible[1 * kS + j] = false;
   const std::string mask = write("mask.npy", npy_bool({kL, kS}, visible));

@@ -57,7 +57,7 @@ TEST(FloatOptionsCli, TrainLrAndTargetMustBeFiniteNumbersInRange) {
                      "--target: -inf is not finite; expected a number in [0, 10]");
 }
 
-// DESIGN.md §3: any finite scale, zero and negative included; NaN is an error.
+// docs/CONVENTIONS.md §5: any finite scale, zero and negative included; NaN is an error.
 TEST(FloatOptionsCli, AttendScaleMayBeAnyFiniteNumber) {
   const std::string q = temp_path("q.npy");
   write_npy(q, Tensor::from({2, 3}, {1.f, 0.f, 0.f, 0.f, 1.f, 0.f}));

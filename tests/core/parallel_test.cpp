@@ -1,4 +1,4 @@
-// core/parallel.h: the process's one thread pool (DESIGN.md §3, Threads).
+// core/parallel.h: the process's one thread pool (docs/CONVENTIONS.md §3).
 //
 // parallel_for(n, threads, body) runs body(i, worker) once for every i in [0, n), on at most
 // `threads` workers, the caller being worker 0; exceptions reach the caller; a parallel_for inside

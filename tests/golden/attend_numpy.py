@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`qkv attend` against an independent float64 NumPy implementation of DESIGN.md §3.
+"""`qkv attend` against an independent float64 NumPy implementation of docs/CONVENTIONS.md §5.
 
 The reference below is written straight from the formulas (it shares no code with src/ or cli/):
 
@@ -245,7 +245,7 @@ class Runner:
             if got.dtype != expect_dtype:
                 ok, why = False, f"--{key} dtype {got.dtype}, expected {np.dtype(expect_dtype)}"
                 break
-            if rtol_override is not None:  # fp32 results: DESIGN.md §3's tolerance
+            if rtol_override is not None:  # fp32 results: docs/CONVENTIONS.md §1.1
                 good, a, rel, w = rtol_override(key, got, r)
             else:
                 good, a, rel, w = compare(got, r)
@@ -277,7 +277,7 @@ def qkv_inputs(rng, q_shape, kv_shape, dv=None):
 
 
 def fp32_tolerance(q, k, v, opts):
-    """DESIGN.md §3: max|X − R| ≤ 2·max|N − R| + 1e-6, N a naive fp32 computation."""
+    """docs/CONVENTIONS.md §1.1: max|X − R| ≤ 2·max|N − R| + 1e-6, N a naive fp32 computation."""
     n = naive_fp32(q, k, v, **opts)
 
     def check(key, got, r):

@@ -23,7 +23,7 @@ inline std::vector<double> row_of(const Tensor& t, int64_t b, int64_t h, int64_t
   return r;
 }
 
-// score(q, k) before scale, straight from the table in DESIGN.md §3.
+// score(q, k) before scale, straight from the table in docs/CONVENTIONS.md §5.
 inline double score_of(Score score, const ScoreParams& p, const std::vector<double>& q,
                        const std::vector<double>& k) {
   const auto dq = static_cast<int64_t>(q.size()), dk = static_cast<int64_t>(k.size());

@@ -1,4 +1,4 @@
-// The dense layers: float32 fast path against the float64 reference (DESIGN.md §3 tolerance:
+// The dense layers: float32 fast path against the float64 reference (docs/CONVENTIONS.md §1.1:
 // max|fast − ref| ≤ 2·max|naive fp32 − ref| + 1e-6), and the reference against hand-worked values.
 #include "nn/dense.h"
 

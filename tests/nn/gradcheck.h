@@ -1,4 +1,4 @@
-// Finite-difference gradient checks for the nn layers, in float64 (DESIGN.md §3).
+// Finite-difference gradient checks for the nn layers, in float64 (docs/CONVENTIONS.md §1.3).
 //
 // A layer's output y is reduced to the loss L = Σ r ⊙ y with a fixed random r, so ∂L/∂y = r is
 // what backward receives. Each analytic gradient is compared with the central difference

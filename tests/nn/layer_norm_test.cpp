@@ -1,5 +1,6 @@
 // nn::LayerNorm: backward (x, γ, β) against float64 finite differences; float32 against the
-// float64 reference within DESIGN.md §3's bound (a naive float32 LayerNorm sets the scale).
+// float64 reference within the bound of docs/CONVENTIONS.md §1.1 (a naive float32 LayerNorm sets
+// the scale).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,7 +71,8 @@ TEST(LayerNormLayer, GradientCheckRejectsAWrongGradient) {
   EXPECT_GT(gradient_error(norm.weight.value, norm.weight.grad, loss), 1e-4);
 }
 
-// The plain float32 LayerNorm and its backward, one row at a time: DESIGN.md §3's "naive fp32".
+// The plain float32 LayerNorm and its backward, one row at a time: the "naive fp32" N of
+// docs/CONVENTIONS.md §1.1.
 struct NaiveFloat32 {
   Tensor y, dx;
   NaiveFloat32(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& beta,

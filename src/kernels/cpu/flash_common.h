@@ -71,7 +71,8 @@ inline float bias_at(const FlashProblem& p, const float* row, int64_t j) {
 bool add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
 
 // Flags of the keys of one tile: bit 1 when k_j has a NaN or ∞, bit 2 when v_j has one. Such keys
-// poison the rows that see them (DESIGN.md §3). Checked tile by tile, while the tile is in cache.
+// poison the rows that see them (docs/CONVENTIONS.md §1.4). Checked tile by tile, while the
+// tile is in cache.
 enum : uint8_t { kBadKey = 1, kBadValue = 2 };
 bool tile_flags(const FlashProblem& p, const float* k, int64_t ldk, const float* v, int64_t ldv,
                 int64_t n, uint8_t* flags);

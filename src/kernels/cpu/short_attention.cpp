@@ -52,7 +52,7 @@ void sequence(const ShortAttention& p, int64_t b, int64_t lds, Scratch& w) {
     pv_tile(w.s.data(), lds, n, v, p.ld, n, D, out, p.ldo);
     for (int64_t i = 0; i < n; ++i) {
       float* o = out + i * p.ldo;
-      if (bad[i])  // NaN or +∞ among the row's scores: the row is NaN (DESIGN.md §3)
+      if (bad[i])  // NaN or +∞ among the row's scores: the row is NaN (docs/CONVENTIONS.md §1.4)
         std::fill_n(o, D, nan);
       else
         scale_row(o, D, 1.0f / sum[i]);

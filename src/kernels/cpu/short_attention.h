@@ -13,7 +13,7 @@
 // Exactness: each score is summed as qk_tile.h says; the softmax is exp_sub_row's (vec_ops.h);
 // each output is Σ_j P_ij v_j in j order (pv_tile.h), times 1 / Σ_j P_ij. The
 // same bits for any thread count. NaN or +∞ among a row's scores makes that output row NaN
-// (DESIGN.md §3); a NaN in V reaches the rows that read it through the products.
+// (docs/CONVENTIONS.md §1.4); a NaN in V reaches the rows that read it through the products.
 #pragma once
 
 #include <cstdint>

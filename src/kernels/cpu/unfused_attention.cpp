@@ -195,7 +195,7 @@ void softmax_rows(const FlashProblem& p, Head hd, float* s, int64_t i0, int64_t 
     std::fill(row + end, row + p.S, 0.0f);
     add_bias(p, hd, i, row, end);
     const float m = row_max(row, end);
-    if (m == -kInf) {  // nothing visible: output 0, logsumexp −∞ (DESIGN.md §3); or all NaN
+    if (m == -kInf) {  // nothing visible: out 0, lse −∞ (docs/CONVENTIONS.md §1.4); or all NaN
       const float fill = has_nan(row, end) ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
       std::fill(row, row + end, fill);
       if (lse) lse[i] = fill == 0.0f ? -kInf : fill;

@@ -64,7 +64,8 @@ void row_logits(const Problem& p, const Row& r, double* scores, double* logits) 
 
 // Normalizes one row of logits into weights and returns its logsumexp.
 // Softmax: w_j = exp(x_j − m) / Σ exp(x − m) with m = max x, so no exp overflows. A row with every
-// logit −∞ has nothing to attend to: weights 0 and logsumexp −∞ (DESIGN.md §3). NaN spreads.
+// logit −∞ has nothing to attend to: weights 0 and logsumexp −∞ (docs/CONVENTIONS.md §1.4).
+// NaN spreads.
 double normalize_row(const Problem& p, const double* logits, double* weights) {
   double m = -kInf;
   bool nan = false;

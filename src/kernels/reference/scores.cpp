@@ -1,4 +1,4 @@
-// Float64 scoring functions and their derivatives (DESIGN.md §3).
+// Float64 scoring functions and their derivatives (docs/CONVENTIONS.md §5).
 #include "kernels/reference/scores.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Float64 scoring functions score(q, k) of DESIGN.md §3, one pair at a time, with their
+// Float64 scoring functions score(q, k) of docs/CONVENTIONS.md §5, one pair at a time, with their
 // derivatives. Written straight from the formulas; never optimized.
 #pragma once
 

@@ -414,8 +414,8 @@ TEST_P(FlashForward, RanksTwoAndThree) {
   EXPECT_TRUE(same_bits("rank-3 out", r3.out, r4.out.reshape({1, c.L, c.Dv})));
 }
 
-// Results are bitwise identical for any thread count (DESIGN.md §3), including the decode shape
-// where the keys may be split across threads.
+// Results are bitwise identical for any thread count (docs/CONVENTIONS.md §3), including the decode
+// shape where the keys may be split across threads.
 TEST_P(FlashForward, ThreadCountsGiveTheSameBits) {
   const std::vector<Spec> specs = [] {
     std::vector<Spec> v(5);

@@ -4,8 +4,8 @@
 // The fused fp32 attention (Path::fused: FlashAttention-2 tiling, vectorized, multithreaded)
 // against the float64 reference, forward and backward.
 //
-// The rule (DESIGN.md §3): for the fused result X, the float64 reference R of the same float32
-// inputs and the plain fp32 naive result N of fp32_naive.h,
+// The rule (docs/CONVENTIONS.md §1.1): for the fused result X, the float64 reference R of the same
+// float32 inputs and the plain fp32 naive result N of fp32_naive.h,
 //   max|X − R| ≤ 2·max|N − R| + 1e-6  for out and logsumexp,
 //   max|X − R| ≤ 4·max|N − R| + 1e-6  for dq, dk, dv,
 // and NaN/±∞ exactly where R has them (for gradients: non-finite exactly where R is, NaN or ±∞

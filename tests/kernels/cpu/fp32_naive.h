@@ -1,5 +1,5 @@
-// tests/kernels/cpu/fp32_naive.h — the "plain fp32 naive result N" of DESIGN.md §3 for the
-// dot-product scores (scaled-dot, dot) under softmax, forward and backward, written from the
+// tests/kernels/cpu/fp32_naive.h — the "plain fp32 naive result N" of docs/CONVENTIONS.md §1.1 for
+// the dot-product scores (scaled-dot, dot) under softmax, forward and backward, written from the
 // formulas alone (never from src/):
 //
 //   s_ij = q_i·k_j,  x_ij = scale·s_ij + bias_ij,  P_ij = exp(x_ij − m_i) / Σ_l exp(x_il − m_i),

@@ -2,7 +2,7 @@
 // with Sⱼ one multiply-add chain over the j-th 128 inputs, bit for bit, on every SIMD target,
 // whatever the rows (register blocks of 6 and their remainders), the output columns (whole and
 // partial panels), the row strides or the thread count; GELU in the epilogue is gelu_row of those
-// bits; and the error against float64 is within DESIGN.md §3's rule.
+// bits; and the error against float64 is within the rule of docs/CONVENTIONS.md §1.1.
 #include "kernels/cpu/packed_linear.h"
 
 #include <gtest/gtest.h>
@@ -94,8 +94,9 @@ TEST_P(PackedLinearKernel, GeluInTheEpilogueIsGeluRowOfTheSameSums) {
   }
 }
 
-// DESIGN.md §3: max|X − R| ≤ 2·max|N − R| + 1e-6 against float64, N the naive float32 loop (one
-// chain over all of k), on inputs ×5 too; the chunks make X more accurate than N at in = 1536.
+// docs/CONVENTIONS.md §1.1: max|X − R| ≤ 2·max|N − R| + 1e-6 against float64, N the naive float32
+// loop (one chain over all of k), on inputs ×5 too; the chunks make X more accurate than N at
+// in = 1536.
 TEST_P(PackedLinearKernel, WithinTheToleranceOfFloat64) {
   for (float sd : {1.0f, 5.0f}) {
     const int64_t n = 20, in = 1536, out = 48;

@@ -1,7 +1,8 @@
 // Short-sequence attention from a fused Q|K|V projection (kernels/cpu/short_attention.h), on every
-// SIMD target: within DESIGN.md §3's tolerance of float64 (2·max|N − R| + 1e-6, N the naive float32
-// loop of the same formula), over awkward lengths, head dims and scales; padding rows zero and
-// padding keys never read; NaN rows where NaN comes in; the same bits for any thread count.
+// SIMD target: within the tolerance of docs/CONVENTIONS.md §1.1 against float64
+// (2·max|N − R| + 1e-6, N the naive float32 loop of the same formula), over awkward lengths, head
+// dims and scales; padding rows zero and padding keys never read; NaN rows where NaN comes in; the
+// same bits for any thread count.
 #include "kernels/cpu/short_attention.h"
 
 #include <gtest/gtest.h>

@@ -1,9 +1,10 @@
 // The unfused OpenBLAS baseline of `qkv bench attention` (src/kernels/cpu/unfused_attention.h)
-// against the float64 reference, forward and backward, with the tolerance rule of DESIGN.md §3:
-// max|X − R| ≤ 2·max|N − R| + 1e-6 for out and logsumexp, 4·… for dq, dk, dv, where N is the plain
-// fp32 loop below. It must be right for its timings to mean anything: every mask kind, both causal
-// alignments, key lengths, grouped-query heads, a single query row (its GEMV/GER path), rows with
-// nothing to attend to, empty shapes, both ways of threading.
+// against the float64 reference, forward and backward, with the tolerance rule of
+// docs/CONVENTIONS.md §1.1: max|X − R| ≤ 2·max|N − R| + 1e-6 for out and logsumexp, 4·… for
+// dq, dk, dv, where N is the plain fp32 loop below. It must be right for its timings to mean
+// anything: every mask kind, both causal alignments, key lengths, grouped-query heads, a single
+// query row (its GEMV/GER path), rows with nothing to attend to, empty shapes, both ways of
+// threading.
 #include "kernels/cpu/unfused_attention.h"
 
 #include <gtest/gtest.h>

@@ -146,8 +146,8 @@ INSTANTIATE_TEST_SUITE_P(AllScores, ForwardVsNaive,
 
 // ---- float32 inputs ----
 
-// float32 in → float32 out, within what fp32 itself can do (DESIGN.md §3): for the result X, the
-// float64 oracle R and the plain fp32 triple loop N on the same (fp32) inputs,
+// float32 in → float32 out, within what fp32 itself can do (docs/CONVENTIONS.md §1.1): for the
+// result X, the float64 oracle R and the plain fp32 triple loop N on the same (fp32) inputs,
 // max|X − R| ≤ 2·max|N − R| + 1e-6 per tensor.
 ::testing::AssertionResult fp32_close(std::string_view what, const qkv::Tensor& got,
                                       const qkv::Shape& shape, const std::vector<double>& r,

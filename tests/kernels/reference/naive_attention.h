@@ -1,10 +1,10 @@
 // tests/kernels/reference/naive_attention.h — an independent oracle for qkv::attention.
 //
-// Written from DESIGN.md §3 and include/qkv/attention.h alone, never from src/: one loop per
-// formula, over plain row-major std::vector<double>, so that a bug in the library's tensors,
+// Written from docs/CONVENTIONS.md §5 and include/qkv/attention.h alone, never from src/: one loop
+// per formula, over plain row-major std::vector<double>, so that a bug in the library's tensors,
 // broadcasting or dispatch cannot hide in the oracle as well. Templated on the arithmetic type:
 // naive_attention<double> is the float64 oracle, naive_attention<float> the "plain fp32 naive
-// result N" of DESIGN.md §3 that fp32 tolerances are measured against.
+// result N" of docs/CONVENTIONS.md §1.1 that fp32 tolerances are measured against.
 //
 // Also the shared test plumbing: a seeded N(0,1) generator, the Case a test describes (and prints
 // when it fails), conversion to qkv::Tensor / AttentionOptions, and element-wise comparisons.
@@ -138,7 +138,7 @@ struct Case {
   std::vector<double> w_q, w_k, w_v;  // additive: W_q [A, Dq], W_k [A, Dk], v [A]
   uint64_t seed = 0;
 
-  // DESIGN.md §3: 1/√Dk for scaled-dot, 1 for every other score.
+  // docs/CONVENTIONS.md §5: 1/√Dk for scaled-dot, 1 for every other score.
   double scale_value() const {
     if (scale) return *scale;
     return score == qkv::Score::scaled_dot ? 1.0 / std::sqrt(static_cast<double>(Dk)) : 1.0;
