@@ -7,17 +7,11 @@
 #include <limits>
 #include <tuple>
 
-#include "attention/fused.h"
-#include "attention/validate.h"
-#include "core/files.h"
 #include "examples.h"
-#include "explain/call/report.h"
-#include "explain/call/rows.h"
-#include "explain/call/steps.h"
-#include "explain/report/html.h"
-#include "explain/report/json.h"
 #include "memory.h"
 #include "options.h"
+#include "qkv/explain.h"
+#include "qkv/files.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -128,14 +122,14 @@ explain::AttentionCall case_from_files(const AttendArgs& a) {
   if (!a.mask.empty()) c.options.mask = read_input("--mask", a.mask);
   read_params(a, c);
 
-  attention_detail::ArgumentNames names;
+  ArgumentNames names;
   names.q = "--query " + a.query, names.k = "--keys " + a.keys, names.v = "--values " + a.values;
   names.mask = "--mask " + a.mask, names.key_lengths = "--key-lengths", names.scale = "--scale";
   if (c.options.score == Score::general) names.w = "--params " + a.params[0];
   if (c.options.score == Score::additive)
     names.w_q = "--params " + a.params[0], names.w_k = "--params " + a.params[1],
     names.v_param = "--params " + a.params[2];
-  attention_detail::check_inputs(c.q, c.k, c.v, c.options, names);
+  check_attention(c.q, c.k, c.v, c.options, names);
 
   c.query_labels = split_commas(a.query_labels);
   c.key_labels = split_commas(a.key_labels);
@@ -377,7 +371,7 @@ int run_attend(const AttendArgs& a) {
   // otherwise); the explanation from the float64 reference.
   AttentionOptions chosen = c.options;
   chosen.need_logsumexp = true;
-  const Path path = attention_detail::choose_path(c.q, c.k, c.v, chosen);
+  const Path path = chosen_path(c.q, c.k, c.v, chosen);
   AttentionResult r;
   if (whole) r = run_case(c);
   if (path == Path::fused || !whole) {

@@ -4,9 +4,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "core/files.h"
 #include "finite.h"
 #include "progress.h"
+#include "qkv/files.h"
 #include "qkv/npy.h"
 #include "text.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "explain/call/call.h"
+#include "qkv/explain.h"
 
 namespace qkv::cli {
 

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "models/seq2seq/experiments.h"
 #include "progress.h"
+#include "qkv/train.h"
 #include "text.h"
 
 namespace qkv::cli {

@@ -8,13 +8,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "core/files.h"
-#include "explain/image/png_images.h"
-#include "explain/image/svg.h"
-#include "explain/report/html.h"
-#include "explain/report/json.h"
-#include "explain/terminal/terminal.h"
 #include "finite.h"
+#include "qkv/explain.h"
+#include "qkv/files.h"
 #include "text.h"
 
 namespace qkv::cli {

@@ -12,12 +12,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "core/files.h"
 #include "explain.h"
-#include "explain/report/html.h"
-#include "explain/terminal/alignment.h"
 #include "finite.h"
-#include "models/seq2seq/trainer.h"
+#include "qkv/explain.h"
+#include "qkv/files.h"
+#include "qkv/train.h"
 #include "text.h"
 
 namespace qkv::cli {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "explain/explained.h"
+#include "qkv/explain.h"
 #include "qkv/tensor.h"
 
 namespace qkv::cli {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "core/input_file.h"
+#include "qkv/files.h"
 
 namespace qkv::cli {
 

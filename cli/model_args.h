@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/bert/sentence_model.h"
+#include "qkv/model.h"
 #include "text.h"
 
 namespace qkv::cli {

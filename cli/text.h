@@ -2,7 +2,7 @@
 // uses them under its own namespace.
 #pragma once
 
-#include "explain/terminal/text.h"
+#include "qkv/explain.h"
 
 namespace qkv::cli {
 using explain::bar;

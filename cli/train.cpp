@@ -13,11 +13,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "core/files.h"
-#include "core/parallel.h"
-#include "models/seq2seq/trainer.h"
 #include "options.h"
 #include "progress.h"
+#include "qkv/files.h"
+#include "qkv/threads.h"
+#include "qkv/train.h"
 #include "text.h"
 
 namespace qkv::cli {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/aligned.h"
-#include "core/parallel.h"
+#include "qkv/threads.h"
 
 namespace qkv::cli::bench {
 

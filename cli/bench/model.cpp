@@ -21,9 +21,9 @@
 
 #include "bench/bench.h"
 #include "bench/common.h"
-#include "core/files.h"
 #include "model_args.h"
 #include "progress.h"
+#include "qkv/files.h"
 #include "text.h"
 
 namespace qkv::cli {

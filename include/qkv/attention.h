@@ -20,6 +20,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -76,6 +77,22 @@ struct AttentionResult {
 
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const AttentionOptions& options = {});
+
+// The names validation messages give the arguments; a command line passes its own ("--keys K.npy").
+struct ArgumentNames {
+  std::string q = "q", k = "k", v = "v", mask = "mask", key_lengths = "key_lengths";
+  std::string scale = "scale", w = "params.w", w_q = "params.w_q", w_k = "params.w_k",
+              v_param = "params.v";
+};
+// What qkv::attention checks before it computes: throws qkv::Error (Kind::invalid_argument), one
+// line naming the argument, what was found and what was expected, unless q, k, v and options make
+// a valid problem.
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                     const AttentionOptions& options, const ArgumentNames& names = {});
+// The path qkv::attention takes for these inputs: Path::fused or Path::reference. Path::fused asked
+// for where it does not apply is a qkv::Error that says why.
+Path chosen_path(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionOptions& options);
 
 // One attention computation with every intermediate kept: what a model's layer captures
 // (nn::MultiHeadAttention, BERT, the seq2seq models qkv trains, `qkv attend`) and what explain

@@ -37,6 +37,8 @@ std::size_t dtype_size(DType dtype);       // 4, 8, 1
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);  // "[2, 3, 4]"
+// An integer with thousands separators, for messages: 1234567 → "1,234,567".
+std::string grouped(int64_t n);
 
 inline constexpr int kMaxRank = 4;
 

@@ -149,3 +149,17 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
 }
 
 }  // namespace qkv
+
+namespace qkv {
+
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                     const AttentionOptions& options, const ArgumentNames& names) {
+  attention_detail::check_inputs(q, k, v, options, names);
+}
+
+Path chosen_path(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionOptions& options) {
+  return attention_detail::choose_path(q, k, v, options);
+}
+
+}  // namespace qkv

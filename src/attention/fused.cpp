@@ -3,8 +3,8 @@
 
 #include <limits>
 
-#include "core/parallel.h"
 #include "kernels/cpu/flash_attention.h"
+#include "qkv/threads.h"
 
 namespace qkv::attention_detail {
 namespace {

@@ -8,11 +8,7 @@
 
 namespace qkv::attention_detail {
 
-struct ArgumentNames {
-  std::string q = "q", k = "k", v = "v", mask = "mask", key_lengths = "key_lengths";
-  std::string scale = "scale", w = "params.w", w_q = "params.w_q", w_k = "params.w_k",
-              v_param = "params.v";
-};
+using qkv::ArgumentNames;
 
 // The sizes of a valid problem, in the canonical [B, H, L, D] layout.
 struct Dims {

@@ -1,5 +1,5 @@
 // Atomic writes of a set of files: temporaries first, in-place writes next, renames last.
-#include "core/files.h"
+#include "qkv/files.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // Numbers as people read them; see format.h.
-#include "core/format.h"
+#include "qkv/tensor.h"
 
 namespace qkv {
 

@@ -1,8 +1,6 @@
 // Opening input files: O_NONBLOCK so that opening a FIFO returns at once (a FIFO with no writer
 // would otherwise block the open forever), then fstat on the open descriptor (no race with a rename
 // between a stat and the open) decides whether it is read at all.
-#include "core/input_file.h"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -11,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "qkv/files.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

@@ -18,8 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/files.h"
-#include "core/input_file.h"
+#include "qkv/files.h"
 
 namespace qkv {
 namespace {

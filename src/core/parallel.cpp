@@ -5,8 +5,6 @@
 // through MiniLM took 5.7 ms with sleeping workers, ~4 ms with spinning ones). One job runs at a
 // time; a parallel_for called from inside a job runs serially on its caller, so nesting never
 // deadlocks.
-#include "core/parallel.h"
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "qkv/threads.h"
 
 namespace qkv {
 namespace {

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/files.h"
+#include "qkv/files.h"
 
 namespace qkv {
 namespace {

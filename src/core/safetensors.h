@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/input_file.h"
+#include "qkv/files.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

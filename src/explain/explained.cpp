@@ -1,10 +1,11 @@
-#include "explain/explained.h"
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <numeric>
+
+#include "models/text/tokenizer.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/cli_runner.h"
-#include "explain/terminal/text.h"
+#include "qkv/explain.h"
 
 namespace qkv::testing {
 

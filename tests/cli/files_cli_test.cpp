@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "cli/cli_runner.h"
-#include "core/files.h"
 #include "core/scratch_files.h"
+#include "qkv/files.h"
 #include "qkv/npy.h"
 
 namespace qkv {

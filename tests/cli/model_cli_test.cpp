@@ -13,8 +13,8 @@
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
 #include "explain/image/png_images.h"
-#include "explain/terminal/text.h"
 #include "models/model_files.h"
+#include "qkv/explain.h"
 #include "qkv/npy.h"
 
 namespace qkv {

@@ -16,7 +16,7 @@
 #include "cli/cli_runner.h"
 #include "core/safetensors.h"
 #include "models/model_copy.h"
-#include "models/seq2seq/trainer.h"
+#include "qkv/train.h"
 
 namespace qkv {
 namespace {

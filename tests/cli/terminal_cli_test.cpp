@@ -11,7 +11,7 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
-#include "explain/terminal/text.h"
+#include "qkv/explain.h"
 #include "qkv/npy.h"
 
 namespace qkv {

@@ -2,7 +2,7 @@
 // files are replaced by a rename, devices and FIFOs are written in place and stay what they are,
 // symlinks keep pointing at the file they name, a directory or two paths naming one file are usage
 // errors, and check_outputs finds the usual failures before any work.
-#include "core/files.h"
+#include "qkv/files.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>

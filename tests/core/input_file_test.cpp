@@ -1,8 +1,6 @@
 // Specification of core/input_file.h: a regular file within its limit is read whole; a FIFO, a
 // device, a directory or a socket is refused at once, without blocking and without reading, with
 // one line naming the path, what it is and what was expected; a stream is read up to a bound.
-#include "core/input_file.h"
-
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,6 +12,7 @@
 #include <string>
 
 #include "core/scratch_files.h"
+#include "qkv/files.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

@@ -4,8 +4,6 @@
 // `threads` workers, the caller being worker 0; exceptions reach the caller; a parallel_for inside
 // a job runs serially on its caller. default_num_threads() reads $QKV_NUM_THREADS (a positive
 // integer), else the machine's cores; resolve_num_threads(n) is n if positive, else that default.
-#include "core/parallel.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "qkv/threads.h"
 
 namespace qkv {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "explain/explained.h"
 #include "models/model_files.h"
+#include "qkv/explain.h"
 #include "qkv/npy.h"
 
 namespace qkv::explain {

@@ -1,10 +1,10 @@
 // printable(): the user's text as the terminal shows it — control characters and bytes that are
 // not UTF-8 spelled out, everything else (UTF-8 letters, symbols, backslashes) as it is.
-#include "explain/terminal/text.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
-#include "models/seq2seq/seq2seq.h"
+#include "qkv/model.h"
 
 namespace {
 

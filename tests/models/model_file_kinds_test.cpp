@@ -10,8 +10,8 @@
 #include "core/safetensors.h"
 #include "core/scratch_files.h"
 #include "models/bert/bert.h"
-#include "models/bert/sentence_model.h"
 #include "models/text/tokenizer.h"
+#include "qkv/model.h"
 
 namespace qkv {
 namespace {

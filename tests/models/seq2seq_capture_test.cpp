@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "models/seq2seq/seq2seq.h"
 #include "nn/attention_capture_check.h"
 #include "nn/compare.h"
+#include "qkv/model.h"
 
 namespace qkv {
 namespace {

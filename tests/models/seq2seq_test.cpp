@@ -1,8 +1,6 @@
 // The seq2seq transformer of `qkv train`: batches, an end-to-end float64 gradient check, a
 // save/load round trip, greedy decoding against teacher forcing, and a tiny training run that
 // must cut the loss.
-#include "models/seq2seq/seq2seq.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,8 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/safetensors.h"
-#include "models/seq2seq/trainer.h"
 #include "nn/gradcheck.h"
+#include "qkv/model.h"
+#include "qkv/train.h"
 
 namespace qkv {
 namespace {

@@ -1,12 +1,12 @@
 // The synthetic tasks of `qkv train`: deterministic generators, a held-out split that training
 // never sees, answers that are right, and dates that format as the issue spells them.
-#include "models/seq2seq/tasks.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
+
+#include "qkv/model.h"
 
 namespace qkv {
 namespace {

@@ -1,4 +1,4 @@
-#include "explain/call/call.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 

@@ -1,4 +1,4 @@
-#include "explain/call/report.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

@@ -1,12 +1,11 @@
 // explain/call/rows.cpp — see rows.h.
-#include "explain/call/rows.h"
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include "attention/validate.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

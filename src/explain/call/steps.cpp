@@ -1,13 +1,11 @@
 // `qkv attend` output: the step-by-step explanation, the summary, and JSON.
-#include "explain/call/steps.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <sstream>
 
-#include "explain/terminal/text.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

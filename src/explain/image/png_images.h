@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "explain/explained.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 
@@ -39,11 +39,5 @@ struct GridLayout {
   int64_t y(int64_t layer) const { return top + layer * (thumb + gap); }
 };
 GridLayout grid_layout(int64_t layers, int64_t heads);
-
-// The PNG file of the weights of `layer`, `head`; throws qkv::Error for a layer or head the
-// capture does not have.
-std::string png_heatmap(const Explained& e, int64_t layer, int64_t head);
-// The PNG file of every layer (rows) × head (columns) as thumbnails.
-std::string png_model_grid(const Explained& e);
 
 }  // namespace qkv::explain

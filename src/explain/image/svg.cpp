@@ -1,9 +1,8 @@
-#include "explain/image/svg.h"
-
 #include <cstdio>
 #include <sstream>
 
 #include "explain/markup.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

@@ -14,11 +14,9 @@
 
 #include <string>
 
-#include "explain/report/report.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
-
-std::string html_report(const Report& report);
 
 // The encodings the page decodes, exposed for tests: base64 (RFC 4648) of raw bytes, and
 // IEEE 754 binary16 with round-to-nearest-even (overflow → ±∞).

@@ -1,9 +1,8 @@
-#include "explain/report/json.h"
+#include "core/json.h"
 
 #include <cmath>
 
-#include "core/json.h"
-#include "explain/call/call.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

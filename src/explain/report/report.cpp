@@ -1,6 +1,6 @@
-#include "explain/report/report.h"
-
 #include <cctype>
+
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

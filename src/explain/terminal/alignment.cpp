@@ -1,10 +1,8 @@
-#include "explain/terminal/alignment.h"
-
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
-#include "explain/terminal/text.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {}  // namespace

@@ -1,12 +1,10 @@
-#include "explain/terminal/terminal.h"
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <sstream>
 
-#include "explain/terminal/text.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {

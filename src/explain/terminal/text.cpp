@@ -1,11 +1,10 @@
 // Text helpers for terminal output.
-#include "explain/terminal/text.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "models/text/unicode_tables.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/parallel.h"
 #include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/vec_ops.h"
+#include "qkv/threads.h"
 
 namespace qkv::cpu {
 namespace {

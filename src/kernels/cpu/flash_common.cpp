@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "core/parallel.h"
 #include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
+#include "qkv/threads.h"
 
 namespace qkv::cpu::flash {
 

@@ -9,11 +9,11 @@
 #include <cmath>
 #include <vector>
 
-#include "core/parallel.h"
 #include "kernels/cpu/flash_common.h"
 #include "kernels/cpu/pv_tile.h"
 #include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
+#include "qkv/threads.h"
 
 namespace qkv::cpu {
 namespace {

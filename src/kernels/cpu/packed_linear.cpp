@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <string>
 
-#include "core/parallel.h"
 #include "hwy/cache_control.h"
 #include "hwy/foreach_target.h"  // must come before highway.h
 #include "hwy/highway.h"
 #include "kernels/cpu/vec_ops.h"
 #include "qkv/tensor.h"
+#include "qkv/threads.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qkv::cpu::HWY_NAMESPACE {

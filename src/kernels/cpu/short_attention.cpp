@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "core/parallel.h"
 #include "kernels/cpu/pv_tile.h"
 #include "kernels/cpu/qk_tile.h"
 #include "kernels/cpu/vec_ops.h"
 #include "qkv/tensor.h"
+#include "qkv/threads.h"
 
 namespace qkv::cpu {
 namespace {

@@ -13,24 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "core/input_file.h"
 #include "nn/dense.h"
 #include "qkv/attention.h"
+#include "qkv/files.h"
+#include "qkv/model.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
-
-struct BertConfig {
-  int64_t vocab_size = 30522;
-  int64_t hidden_size = 384;
-  int64_t num_layers = 6;
-  int64_t num_heads = 12;
-  int64_t intermediate_size = 1536;
-  int64_t max_positions = 512;
-  int64_t type_vocab_size = 2;
-  double layer_norm_eps = 1e-12;
-  int64_t head_dim() const { return hidden_size / num_heads; }
-};
 
 // A config.json: a few hundred bytes in practice.
 inline constexpr InputSpec kBertConfigInput{
@@ -64,14 +53,6 @@ struct BertWeights {
 BertWeights read_bert_weights(const std::string& safetensors_path, const BertConfig& config);
 // The same weights converted (float64 for the reference run).
 BertWeights to(const BertWeights& weights, DType dtype);
-
-// What the encoder computed, for every sequence, layer and head: each layer's attention
-// (scaled-dot, scale 1/√D, logits −∞ at padding keys) and its output.
-struct BertCapture {
-  Tensor embeddings;                     // [B, L, hidden] h₀
-  std::vector<AttentionCapture> layers;  // one per layer, [B, H, L, ·]
-  std::vector<Tensor> hidden;            // one per layer, [B, L, hidden]: the layer's output
-};
 
 struct BertOptions {
   Path attention_path = Path::automatic;

@@ -1,5 +1,3 @@
-#include "models/bert/sentence_model.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -7,6 +5,9 @@
 #include <numeric>
 
 #include "core/safetensors.h"
+#include "models/bert/bert.h"
+#include "models/text/tokenizer.h"
+#include "qkv/model.h"
 
 namespace qkv {
 
@@ -66,7 +67,37 @@ SentenceModel SentenceModel::load(const std::string& dir, const SentenceModelOpt
     throw Error(dir + "/vocab.txt has " + std::to_string(tokenizer.size()) +
                     " tokens but config.json says vocab_size " + std::to_string(config.vocab_size),
                 Error::Kind::runtime);
-  return SentenceModel(dir, config, std::move(weights), std::move(tokenizer), used);
+  return SentenceModel(dir, config, std::make_shared<const BertWeights>(std::move(weights)),
+                       std::make_shared<const WordPieceTokenizer>(std::move(tokenizer)), used);
+}
+
+SentenceModel::SentenceModel(std::string dir, BertConfig config,
+                             std::shared_ptr<const BertWeights> weights,
+                             std::shared_ptr<const WordPieceTokenizer> tokenizer,
+                             SentenceModelOptions options)
+    : dir_(std::move(dir)),
+      config_(config),
+      weights_(std::move(weights)),
+      tokenizer_(std::move(tokenizer)),
+      options_(options) {}
+
+Encoding SentenceModel::tokenize(std::string_view text) const {
+  return tokenizer_->encode(text, options_.max_length);
+}
+
+Encoding SentenceModel::tokenize_pair(std::string_view a, std::string_view b) const {
+  return tokenizer_->encode_pair(a, b, options_.max_length);
+}
+
+ModelKind model_kind(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) return ModelKind::sentence_encoder;
+  if (std::filesystem::is_regular_file(status)) return ModelKind::seq2seq;
+  throw Error(path + ": " + (ec ? ec.message() : std::string("not a model directory or file")) +
+                  "; expected a model directory (config.json, model.safetensors, vocab.txt) or a "
+                  ".safetensors file that `qkv train` saved",
+              Error::Kind::runtime);
 }
 
 Tensor SentenceModel::embed(const std::vector<std::string>& texts,
@@ -79,7 +110,7 @@ Tensor SentenceModel::embed(const std::vector<std::string>& texts,
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return ids[a].size() > ids[b].size(); });
-  const DType dtype = weights_.word_embeddings.dtype();
+  const DType dtype = weights_->word_embeddings.dtype();
   const int64_t hidden = config_.hidden_size;
   Tensor out({static_cast<int64_t>(texts.size()), hidden}, dtype);
   const std::size_t batch = static_cast<std::size_t>(options_.batch_size);
@@ -92,7 +123,7 @@ Tensor SentenceModel::embed(const std::vector<std::string>& texts,
       lengths.push_back(static_cast<int64_t>(batch_ids.back().size()));
     }
     const Tensor e = mean_pool_normalize(
-        bert_encode(weights_, config_, batch_ids,
+        bert_encode(*weights_, config_, batch_ids,
                     {.attention_path = options_.reference ? Path::reference : Path::automatic}),
         lengths);
     for (std::size_t i = begin; i < end; ++i) {
@@ -111,7 +142,7 @@ Tensor SentenceModel::encode_captured(const Encoding& encoding, BertCapture& cap
   const std::vector<int32_t> ids = encoding.ids();
   const std::vector<std::vector<int32_t>> types = {encoding.type_ids()};
   const Tensor hidden =
-      bert_encode(weights_, config_, {ids}, {.capture = &capture, .token_types = &types});
+      bert_encode(*weights_, config_, {ids}, {.capture = &capture, .token_types = &types});
   return mean_pool_normalize(hidden, {static_cast<int64_t>(ids.size())});
 }
 

@@ -1,14 +1,12 @@
-#include "models/seq2seq/experiments.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
 
-#include "models/seq2seq/trainer.h"
 #include "qkv/attention.h"
 #include "qkv/nn.h"
+#include "qkv/train.h"
 
 namespace qkv {
 namespace {

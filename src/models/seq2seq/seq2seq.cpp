@@ -1,11 +1,10 @@
 // The encoder–decoder transformer of `qkv train`: forward, backward, greedy decoding, save/load.
-#include "models/seq2seq/seq2seq.h"
-
 #include <algorithm>
 #include <cmath>
 
-#include "core/format.h"
 #include "core/safetensors.h"
+#include "qkv/model.h"
+#include "qkv/tensor.h"
 
 namespace qkv {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "models/seq2seq/seq2seq.h"
+#include "qkv/model.h"
 
 namespace qkv {
 namespace {

@@ -1,10 +1,10 @@
 // The synthetic tasks of `qkv train`: vocabularies, generators, the held-out split.
-#include "models/seq2seq/tasks.h"
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <utility>
+
+#include "qkv/model.h"
 
 namespace qkv {
 

@@ -1,10 +1,10 @@
 // The training loop of `qkv train`, its evaluation and the final greedy-decoding test.
-#include "models/seq2seq/trainer.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+
+#include "qkv/train.h"
 
 namespace qkv {
 

@@ -28,29 +28,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/input_file.h"
+#include "qkv/files.h"
+#include "qkv/model.h"
 
 namespace qkv {
 
 // A vocab.txt: BERT's holds 30,522 tokens in 230 KB, multilingual ones 250,000 in a few MB.
 inline constexpr InputSpec kVocabInput{
     .expected = "a regular text file", .max_bytes = uint64_t{64} << 20, .noun = "the vocabulary"};
-
-struct Token {
-  int32_t id;
-  std::string text;  // as in the vocabulary, e.g. "##ing"
-  // [begin, end): the bytes of its own text (A or B of a pair) the token came from. [CLS] has the
-  // empty span at 0, each [SEP] the empty span at the end of the text it closes.
-  std::size_t begin = 0, end = 0;
-  int segment = 0;  // BERT's token type: 0 for [CLS] A [SEP], 1 for B [SEP] of a pair
-};
-
-struct Encoding {
-  std::vector<Token> tokens;
-  bool truncated = false;  // pieces were dropped to fit max_length
-  std::vector<int32_t> ids() const;
-  std::vector<int32_t> type_ids() const;  // each token's segment
-};
 
 class WordPieceTokenizer {
  public:

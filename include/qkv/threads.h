@@ -1,4 +1,5 @@
-// One thread pool for the process, and parallel_for over it (docs/CONVENTIONS.md §3).
+// qkv/threads.h — one thread pool for the process, and parallel_for over it (docs/CONVENTIONS.md
+// §3).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,7 @@
-// models/seq2seq/trainer.h — training a Seq2Seq on a Task: the loop (AdamW with warmup, cosine
+// qkv/train.h — training the encoder-decoder models of qkv/model.h on the built-in tasks, and
+// the experiments that train one variant after another.
+//
+// Training a Seq2Seq on a Task: the loop (AdamW with warmup, cosine
 // decay and gradient clipping; label-smoothed cross-entropy), periodic held-out evaluation with
 // early stopping, and the final exact-sequence accuracy by greedy decoding.
 //
@@ -13,8 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "models/seq2seq/seq2seq.h"
-#include "models/seq2seq/tasks.h"
+#include "qkv/model.h"
 
 namespace qkv {
 
@@ -94,5 +96,32 @@ double greedy_accuracy(Seq2Seq& model, const std::vector<Example>& examples,
 // and the final test set (different streams).
 std::vector<Example> validation_set(const Task& task, int64_t n);
 std::vector<Example> test_set(const Task& task, int64_t n);
+
+// ---- experiments ----
+// `qkv experiment NAME`: design questions about attention answered
+// by training small models side by side (fixed seeds) and measuring.
+//
+//   tie-qk   W_Q = W_K (symmetric QKᵀ) against separate projections
+//   no-wv    identity W_V, no W_O, against learned ones
+//   scale    softmax(QKᵀ/√d_k) against softmax(QKᵀ) as d_k grows
+//   heads    1, 2, 4, 8 heads at the same d_model
+//   scores   scaled-dot, additive, general, laplace, cosine scoring on one task
+
+struct ExperimentOptions {
+  bool quick = false;  // smaller tasks and fewer steps: about a minute, for smoke tests
+  std::function<void(const std::string&)> progress;  // hears a line per training run
+};
+
+struct ExperimentResult {
+  std::string name, question, setup;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;  // formatted cells
+  std::string reading;                         // one paragraph: what the table says
+  double seconds = 0;
+};
+
+std::vector<std::string> experiment_names();
+// Throws qkv::Error (usage) for an unknown name, listing the known ones.
+ExperimentResult run_experiment(const std::string& name, const ExperimentOptions& options);
 
 }  // namespace qkv
