@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "attention/validate.h"
+#include "core/dispatch.h"
 #include "qkv/explain.h"
 
 namespace qkv::explain {
@@ -63,12 +64,9 @@ AttentionCall first_rows(const AttentionCall& c, int64_t pair, int64_t rows) {
   auto copy_rows = [](const Tensor& from, int64_t first, int64_t count) {
     const int64_t D = from.dim(-1);
     Tensor to({count, D}, from.dtype());
-    for (int64_t i = 0; i < count * D; ++i) {
-      if (from.dtype() == DType::f32)
-        to.data<float>()[i] = from.data<float>()[first * D + i];
-      else
-        to.data<double>()[i] = from.data<double>()[first * D + i];
-    }
+    for (int64_t i = 0; i < count * D; ++i)
+      dispatch_float(from.dtype(),
+                     [&]<class T>(T) { to.data<T>()[i] = from.data<T>()[first * D + i]; });
     return to;
   };
   s.q = copy_rows(q, row_index(d, b, h, 0), rows);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/dispatch.h"
 #include "core/safetensors.h"
 #include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/short_attention.h"
@@ -283,10 +284,9 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
   const cpu::SingleThreadedBlas blas;
 
   Tensor h({batch, length, hid}, dtype);
-  if (dtype == DType::f32)
-    embed_tokens<float>(h.data<float>(), w, ids, options.token_types, length, hid);
-  else
-    embed_tokens<double>(h.data<double>(), w, ids, options.token_types, length, hid);
+  dispatch_float(dtype, [&]<class T>(T) {
+    embed_tokens<T>(h.data<T>(), w, ids, options.token_types, length, hid);
+  });
   nn::layer_norm(h, w.embedding_norm);
   BertCapture* capture = options.capture;
   if (capture != nullptr) {
@@ -376,12 +376,9 @@ Tensor mean_pool_normalize(const Tensor& hidden, const std::vector<int64_t>& len
     }
     // torch.nn.functional.normalize: x / max(‖x‖, 1e-12).
     const double inv = 1.0 / std::max(std::sqrt(norm), 1e-12);
-    for (int64_t j = 0; j < d; ++j) {
-      if (hidden.dtype() == DType::f32)
-        out.data<float>()[b * d + j] = static_cast<float>(mean[j] * inv);
-      else
-        out.data<double>()[b * d + j] = mean[j] * inv;
-    }
+    for (int64_t j = 0; j < d; ++j)
+      dispatch_float(hidden.dtype(),
+                     [&]<class T>(T) { out.data<T>()[b * d + j] = static_cast<T>(mean[j] * inv); });
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "core/dispatch.h"
 #include "core/safetensors.h"
 #include "models/bert/bert.h"
 #include "models/text/tokenizer.h"
@@ -128,10 +129,9 @@ Tensor SentenceModel::embed(const std::vector<std::string>& texts,
         lengths);
     for (std::size_t i = begin; i < end; ++i) {
       const int64_t row = static_cast<int64_t>(order[i]), from = static_cast<int64_t>(i - begin);
-      if (dtype == DType::f32)
-        std::copy_n(e.data<float>() + from * hidden, hidden, out.data<float>() + row * hidden);
-      else
-        std::copy_n(e.data<double>() + from * hidden, hidden, out.data<double>() + row * hidden);
+      dispatch_float(dtype, [&]<class T>(T) {
+        std::copy_n(e.data<T>() + from * hidden, hidden, out.data<T>() + row * hidden);
+      });
     }
     if (progress) progress(end, order.size());
   }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dispatch.h"
 #include "core/safetensors.h"
 #include "qkv/model.h"
 #include "qkv/tensor.h"
@@ -69,10 +70,7 @@ void add_into(Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape())
     throw Error("seq2seq: gradient of shape " + shape_str(b.shape()) + " added to " +
                 shape_str(a.shape()));
-  if (a.dtype() == DType::f32)
-    add_into<float>(a, b);
-  else
-    add_into<double>(a, b);
+  dispatch_float(a.dtype(), [&]<class T>(T) { add_into<T>(a, b); });
 }
 
 // Token ids padded to `length` with PAD.
@@ -134,10 +132,9 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& config, nn::Rng& rng, DType dtype)
   // N(0, 1/d) rows (as Vaswani et al.'s shared embedding) start it at ≈ 1, the positions' size.
   const double s = 1.0 / std::sqrt(static_cast<double>(config_.d_model));
   Tensor& w = embedding_.weight.value;
-  if (dtype == DType::f32)
-    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= static_cast<float>(s);
-  else
-    for (int64_t i = 0; i < w.numel(); ++i) w.data<double>()[i] *= s;
+  dispatch_float(dtype, [&]<class T>(T) {
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<T>()[i] *= static_cast<T>(s);
+  });
 }
 
 void Seq2Seq::collect(std::vector<nn::Parameter*>& out) {
@@ -156,10 +153,7 @@ Tensor Seq2Seq::encode(const Batch& batch, bool training, nn::Rng& rng) {
                 std::to_string(config_.max_source));
   Tensor h = embedding_.forward(batch.source);
   const double scale = std::sqrt(static_cast<double>(config_.d_model));
-  if (dtype_ == DType::f32)
-    scale_add_positions<float>(h, positions_, scale);
-  else
-    scale_add_positions<double>(h, positions_, scale);
+  dispatch_float(dtype_, [&]<class T>(T) { scale_add_positions<T>(h, positions_, scale); });
   for (auto& block : encoder_) h = block->forward(h, batch.source_lengths, training, rng);
   return encoder_norm_.forward(h);
 }
@@ -172,10 +166,7 @@ Tensor Seq2Seq::decode(const Batch& batch, const Tensor& memory, bool training, 
                 std::to_string(config_.max_target));
   Tensor y = embedding_.forward(batch.target_in);
   const double scale = std::sqrt(static_cast<double>(config_.d_model));
-  if (dtype_ == DType::f32)
-    scale_add_positions<float>(y, positions_, scale);
-  else
-    scale_add_positions<double>(y, positions_, scale);
+  dispatch_float(dtype_, [&]<class T>(T) { scale_add_positions<T>(y, positions_, scale); });
   for (std::size_t i = 0; i < decoder_.size(); ++i)
     y = decoder_[i]->forward(y, memory, batch.target_lengths, batch.source_lengths, training, rng,
                              static_cast<int>(i) == need_weights_layer);
@@ -204,13 +195,10 @@ Tensor Seq2Seq::forward(const Batch& batch, bool training, nn::Rng& rng) {
   Tensor x = e.narrow(0, 0, batch_).narrow(1, 0, source_length_).clone();
   Tensor y = e.narrow(0, batch_, batch_).narrow(1, 0, target_length_).clone();
   const double scale = std::sqrt(static_cast<double>(config_.d_model));
-  if (dtype_ == DType::f32) {
-    scale_add_positions<float>(x, positions_, scale);
-    scale_add_positions<float>(y, positions_, scale);
-  } else {
-    scale_add_positions<double>(x, positions_, scale);
-    scale_add_positions<double>(y, positions_, scale);
-  }
+  dispatch_float(dtype_, [&]<class T>(T) {
+    scale_add_positions<T>(x, positions_, scale);
+    scale_add_positions<T>(y, positions_, scale);
+  });
   for (auto& block : encoder_) x = block->forward(x, batch.source_lengths, training, rng);
   const Tensor memory = encoder_norm_.forward(x);
   for (auto& block : decoder_)
@@ -234,13 +222,10 @@ void Seq2Seq::backward(const Tensor& dlogits) {
   for (auto it = encoder_.rbegin(); it != encoder_.rend(); ++it) dx = (*it)->backward(dx);
   Tensor de(Shape{2 * batch_, embed_length_, config_.d_model}, dtype_);
   const double scale = std::sqrt(static_cast<double>(config_.d_model));
-  if (dtype_ == DType::f32) {
-    put_rows<float>(de, 0, dx, scale);
-    put_rows<float>(de, batch_, dy, scale);
-  } else {
-    put_rows<double>(de, 0, dx, scale);
-    put_rows<double>(de, batch_, dy, scale);
-  }
+  dispatch_float(dtype_, [&]<class T>(T) {
+    put_rows<T>(de, 0, dx, scale);
+    put_rows<T>(de, batch_, dy, scale);
+  });
   embedding_.backward(de);
 }
 
