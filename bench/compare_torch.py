@@ -13,7 +13,10 @@ backward on the same cases, and ONNX Runtime's forward of the same SDPA exported
 (bench/ort_attention.py; --no-ort skips it), matches them by shape and prints GFLOP/s of all and
 qkv/torch, qkv/ORT.
 
-FLOPs as in qkv: forward 4·B·Hq·L·S·D (half for causal), backward 2.5× forward.
+The cases are qkv's: `qkv bench attention --list --json [--quick]` prints the case registry
+(bench/cases/attention_cases.h) with each case's shape, causality, mask and FLOPs, and this script
+runs its default set under its names. FLOPs as in qkv (the registry's): forward 4·B·Hq·L·S·D (half
+for causal), backward 2.5× forward.
 Forward is timed under torch.inference_mode(); backward alone is timed as out.backward(dout)
 after an untimed forward with requires_grad. One warm-up, then the median of --repeats.
 
@@ -32,36 +35,35 @@ import time
 
 TARGET = 1.2  # issue 12: ≥ 1.2× torch forward and backward on every non-decode case
 
-# (name, B, Hq, Hkv, L, S, D, causal): the default cases of `qkv bench attention` (issue 3),
-# under its names. --quick divides L and S by 16, as `qkv bench attention --quick` does.
-CASES = [
-    ("1k", 1, 8, 8, 1024, 1024, 64, False),
-    ("1k-causal", 1, 8, 8, 1024, 1024, 64, True),
-    ("4k", 1, 8, 8, 4096, 4096, 64, False),
-    ("4k-causal", 1, 8, 8, 4096, 4096, 64, True),
-    ("16k", 1, 8, 8, 16384, 16384, 64, False),
-    ("16k-causal", 1, 8, 8, 16384, 16384, 64, True),
-    ("4k-d128", 1, 4, 4, 4096, 4096, 128, False),
-    ("4k-gqa", 1, 8, 2, 4096, 4096, 64, False),
-    ("decode", 1, 32, 8, 1, 8192, 128, False),
-]
 LARGE = ("16k", "16k-causal")  # --skip-large: about 55 of torch's ~70 s on 2 cores
 
 
-def quick(case):
-    name, B, Hq, Hkv, L, S, D, causal = case
-    return (name, B, Hq, Hkv, L if L == 1 else L // 16, S // 16, D, causal)
-
-
+def list_cases(path, quick):
+    """The default cases of `qkv bench attention` (--quick: at its quick sizes), from its --list:
+    (name, B, Hq, Hkv, L, S, D, causal) tuples in its order, and their forward FLOPs by name."""
+    cmd = [path, "bench", "attention", "--list", "--json"] + (["--quick"] if quick else [])
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit(f"compare_torch: {' '.join(cmd)} exited with {p.returncode}")
+    cases, flops = [], {}
+    for line in p.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        d = json.loads(line)
+        if not d["default"]:
+            continue
+        if d["mask"] != "none":  # torch's side passes is_causal only
+            sys.exit(f"compare_torch: case {d['case']} has a {d['mask']} mask; not supported here")
+        cases.append((d["case"], int(d["B"]), int(d["Hq"]), int(d["Hkv"]), int(d["L"]),
+                      int(d["S"]), int(d["D"]), bool(d["causal"])))
+        flops[d["case"]] = float(d["fwd_flops"])
+    if not cases:
+        sys.exit(f"compare_torch: no cases in the output of {' '.join(cmd)}")
+    return cases, flops
 
 
 def is_decode(L):
     return L == 1
-
-
-def fwd_flops(B, Hq, L, S, D, causal):
-    f = 4.0 * B * Hq * L * S * D
-    return f / 2 if causal else f
 
 
 def log(msg):
@@ -162,7 +164,8 @@ def sanity_check(torch, call):
     return worst
 
 
-def time_case(torch, call, case, repeats):
+def time_case(torch, call, case, repeats, ff):
+    """torch's forward and backward of one case; ff: its forward FLOPs (qkv's count)."""
     name, B, Hq, Hkv, L, S, D, causal = case
     g = torch.Generator().manual_seed(7)
     q = torch.randn(B, Hq, L, D, generator=g)
@@ -194,7 +197,6 @@ def time_case(torch, call, case, repeats):
             bwd.append(t)
         del out
 
-    ff = fwd_flops(B, Hq, L, S, D, causal)
     tf, tb = statistics.median(fwd), statistics.median(bwd)
     return {
         "case": name,
@@ -290,12 +292,12 @@ def print_table(rows, have_qkv, have_ort):
                         for i, x in enumerate(t)))
 
 
-def print_qkv_table(qkv_rows):
-    """The qkv side of the same run, as `qkv bench attention` measured it (its --json rows)."""
+def print_qkv_table(qkv_rows, order):
+    """The qkv side of the same run, as `qkv bench attention` measured it (its --json rows), in
+    the order of the case names `order`."""
     cols = ["case", "fwd", "bwd", "sgemm", "fwd/sgemm", "bwd/sgemm", "ref", "unfused fwd",
             "unfused bwd", "×unfused fwd", "×unfused bwd", "MiB"]
     table = []
-    order = [c[0] for c in CASES]
     for d in sorted(qkv_rows.values(),
                     key=lambda d: order.index(d["case"]) if d.get("case") in order else 99):
         table.append([str(d.get("case")), fmt(num(d.get("fwd_gflops")), ".1f"),
@@ -333,8 +335,10 @@ def main():
                     help="L and S divided by 16 on both sides: a smoke run")
     ap.add_argument("--skip-large", action="store_true", help="skip " + ", ".join(LARGE))
     ap.add_argument("--case", default=None,
-                    help="comma-separated case names: " + ",".join(c[0] for c in CASES))
-    ap.add_argument("--torch-only", action="store_true", help="do not run qkv")
+                    help="comma-separated case names (default: every one of `qkv bench attention "
+                    "--list` in the default set)")
+    ap.add_argument("--torch-only", action="store_true",
+                    help="do not run qkv's benchmark (its --list still gives the cases)")
     ap.add_argument("--no-ort", action="store_true",
                     help="do not run ONNX Runtime (its forward: SDPA exported with torch.onnx)")
     ap.add_argument("--qkv-arg", action="append", default=[],
@@ -347,21 +351,23 @@ def main():
     if args.repeats is not None and args.repeats < 1:
         ap.error("--repeats must be ≥ 1")
     repeats = args.repeats or 3
-    names = [c[0] for c in CASES]
+    # The cases come from the binary even with --torch-only (it runs no benchmark then).
+    if not (os.path.isfile(args.qkv) and os.access(args.qkv, os.X_OK)):
+        sys.exit(f"compare_torch: no qkv binary at {args.qkv} (build it, or pass --qkv): its "
+                 "`bench attention --list` gives the cases")
+    all_cases, flops = list_cases(args.qkv, args.quick)
+    known = [c[0] for c in all_cases]
+    names = known
     if args.case:
         names = [n.strip() for n in args.case.split(",") if n.strip()]
-        unknown = [n for n in names if n not in {c[0] for c in CASES}]
+        unknown = [n for n in names if n not in known]
         if unknown:
-            ap.error(f"unknown case {', '.join(unknown)}; expected some of "
-                     + ",".join(c[0] for c in CASES))
+            ap.error(f"unknown case {', '.join(unknown)}; expected some of " + ",".join(known))
     if args.skip_large:
         names = [n for n in names if n not in LARGE]
-    cases = [quick(c) if args.quick else c for c in CASES if c[0] in names]
+    cases = [c for c in all_cases if c[0] in names]
     if not cases:
         ap.error("no case left to run")
-    if not args.torch_only and not (os.path.isfile(args.qkv) and os.access(args.qkv, os.X_OK)):
-        sys.exit(f"compare_torch: no qkv binary at {args.qkv} (build it, pass --qkv, or use "
-                 "--torch-only)")
 
     try:
         import torch
@@ -409,7 +415,7 @@ def main():
     rows, busy = [], False
     for c in cases:
         t0, c0 = time.perf_counter(), time.process_time()
-        r = time_case(torch, call, c, repeats)
+        r = time_case(torch, call, c, repeats, flops[c[0]])
         took, cpu = time.perf_counter() - t0, time.process_time() - c0
         # Our threads should keep all `threads` cores busy; much less means someone else ran.
         util = cpu / (took * threads) if took > 0 else 1.0
@@ -420,8 +426,7 @@ def main():
         r.update(torch_version=torch.__version__, threads=threads, repeats=repeats,
                  gqa=gqa_mode if c[2] != c[3] else None, cpu_util=util)
         if ort_folder is not None:
-            o = ort_attention.time_case(torch, c, repeats, threads, ort_folder,
-                                        fwd_flops(c[1], c[2], c[4], c[5], c[6], c[7]))
+            o = ort_attention.time_case(torch, c, repeats, threads, ort_folder, flops[c[0]])
             log(f"     ORT fwd {o['ort_fwd_gflops']:.1f} GFLOP/s (vs torch: max relative "
                 f"difference {o['ort_vs_torch']:.1e})")
             if o["ort_vs_torch"] > 1e-4:
@@ -465,7 +470,7 @@ def main():
                                               if gqa_mode == "repeat_interleave" else ""))
     if qkv_rows is not None:
         print()
-        print_qkv_table(qkv_rows)
+        print_qkv_table(qkv_rows, known)
         print()
         non_decode = [r for r in rows if not is_decode(r["L"])]
         met = sum(r["target"] == "yes" for r in non_decode)

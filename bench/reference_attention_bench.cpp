@@ -1,10 +1,13 @@
-// The float64 reference path, timed: the baseline every fast kernel is measured against.
-// Reports GFLOP/s (the GFLOP counter, as a rate) with the usual count of 4·B·H·L·S·D for the two
-// matrix products.
+// The float64 reference path, timed: the baseline every fast kernel is measured against, on the
+// cases of `qkv bench attention` (the registry of bench/cases/attention_cases.h) at their --quick
+// sizes, every head. Reports GFLOP/s (the GFLOP counter, as a rate) with the registry's count:
+// 4·B·Hq·L·S·D for the two matrix products, half when causal.
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <string>
 
+#include "cases/attention_cases.h"
 #include "qkv/attention.h"
 
 namespace {
@@ -17,16 +20,28 @@ qkv::Tensor normal(qkv::Shape shape, std::mt19937& rng) {
   return t;
 }
 
-void BM_ReferenceForward(benchmark::State& state) {
-  const int64_t L = state.range(0), D = state.range(1), H = 4;
+void reference_forward(benchmark::State& state, const qkv::cases::AttentionCase& c) {
   std::mt19937 rng(7);
-  const qkv::Tensor q = normal({1, H, L, D}, rng), k = normal({1, H, L, D}, rng),
-                    v = normal({1, H, L, D}, rng);
-  for (auto _ : state) benchmark::DoNotOptimize(qkv::attention(q, k, v).out);
-  const double flops = 4.0 * H * L * L * D;
-  state.counters["GFLOP"] =
-      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  const qkv::Tensor q = normal({c.B, c.Hq, c.L, c.Dk}, rng),
+                    k = normal({c.B, c.Hkv, c.S, c.Dk}, rng),
+                    v = normal({c.B, c.Hkv, c.S, c.Dv}, rng);
+  qkv::AttentionOptions o;
+  o.causal = c.causal;
+  o.path = qkv::Path::reference;
+  for (auto _ : state) benchmark::DoNotOptimize(qkv::attention(q, k, v, o).out);
+  state.counters["GFLOP"] = benchmark::Counter(
+      qkv::cases::forward_flops(c) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(qkv::cases::shape_string(c));
 }
-BENCHMARK(BM_ReferenceForward)->Args({128, 64})->Args({512, 64})->Unit(benchmark::kMillisecond);
+
+// BM_ReferenceForward/<case>, the default cases at --quick sizes (L·S ≤ 1024² a head).
+[[maybe_unused]] const bool registered = [] {
+  for (const qkv::cases::AttentionCase& c : qkv::cases::bench_cases())
+    if (c.in_default)
+      benchmark::RegisterBenchmark(("BM_ReferenceForward/" + c.name).c_str(), reference_forward,
+                                   qkv::cases::quick(c))
+          ->Unit(benchmark::kMillisecond);
+  return true;
+}();
 
 }  // namespace

@@ -6,17 +6,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/attention_check.h"
 #include "bench/bench.h"
 #include "bench/common.h"
+#include "cases/attention_cases.h"
 #include "core/aligned.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/unfused_attention.h"
@@ -28,55 +31,32 @@ namespace {
 
 using bench::Settings;
 
-struct Case {
-  std::string name;
-  int64_t B = 1, Hq = 1, Hkv = 1, L = 0, S = 0, D = 0;
-  bool causal = false;   // top-left, and always with L = S (the slices rely on it)
-  bool backward = true;  // `long` measures the forward only
-  bool in_default = true;
-};
+// The cases: bench/cases/attention_cases.h, shared with the kernel tests and bench/.
+using Case = cases::AttentionCase;
 
-// Issue 3's cases. --quick divides L and S by 16: the same code paths in a second or two.
+// The benchmark runs one head dim (D = Dk = Dv), no mask, and causal only top-left with L = S
+// (the checked slices rely on it): what its cases in the registry are.
+void check_runnable(const Case& c) {
+  if (c.Dk != c.Dv || c.mask != cases::Mask::none ||
+      (c.causal != Causal::none && (c.causal != Causal::top_left || c.L != c.S)))
+    throw Error("bench attention: case " + c.name + " (" + cases::shape_string(c) + ", causal " +
+                    std::string(to_string(c.causal)) + ", mask " +
+                    std::string(cases::to_string(c.mask)) +
+                    ") is not one this benchmark runs: Dk = Dv, no mask, causal top-left on L = S",
+                Error::Kind::runtime);
+}
+
+// Whether the case is causal (top-left, by check_runnable).
+bool causal(const Case& c) { return c.causal != Causal::none; }
+
+// All of the registry's cases (--quick: their quick sizes), in its order.
 std::vector<Case> all_cases(bool quick) {
-  const int64_t f = quick ? 16 : 1;
-  std::vector<Case> c{
-      {.name = "1k", .Hq = 8, .Hkv = 8, .L = 1024 / f, .S = 1024 / f, .D = 64},
-      {.name = "1k-causal",
-       .Hq = 8,
-       .Hkv = 8,
-       .L = 1024 / f,
-       .S = 1024 / f,
-       .D = 64,
-       .causal = true},
-      {.name = "4k", .Hq = 8, .Hkv = 8, .L = 4096 / f, .S = 4096 / f, .D = 64},
-      {.name = "4k-causal",
-       .Hq = 8,
-       .Hkv = 8,
-       .L = 4096 / f,
-       .S = 4096 / f,
-       .D = 64,
-       .causal = true},
-      {.name = "16k", .Hq = 8, .Hkv = 8, .L = 16384 / f, .S = 16384 / f, .D = 64},
-      {.name = "16k-causal",
-       .Hq = 8,
-       .Hkv = 8,
-       .L = 16384 / f,
-       .S = 16384 / f,
-       .D = 64,
-       .causal = true},
-      {.name = "4k-d128", .Hq = 4, .Hkv = 4, .L = 4096 / f, .S = 4096 / f, .D = 128},
-      {.name = "4k-gqa", .Hq = 8, .Hkv = 2, .L = 4096 / f, .S = 4096 / f, .D = 64},
-      {.name = "decode", .Hq = 32, .Hkv = 8, .L = 1, .S = 8192 / f, .D = 128},
-      {.name = "long",
-       .Hq = 1,
-       .Hkv = 1,
-       .L = 65536 / f,
-       .S = 65536 / f,
-       .D = 64,
-       .backward = false,
-       .in_default = false},
-  };
-  return c;
+  std::vector<Case> all;
+  for (const Case& c : cases::bench_cases()) {
+    all.push_back(quick ? cases::quick(c) : c);
+    check_runnable(all.back());
+  }
+  return all;
 }
 
 std::vector<Case> selected_cases(const std::vector<std::string>& names, bool quick) {
@@ -99,21 +79,6 @@ std::vector<Case> selected_cases(const std::vector<std::string>& names, bool qui
     if (seen.insert(name).second) chosen.push_back(*it);
   }
   return chosen;
-}
-
-std::string shape_str(const Case& c) {
-  std::ostringstream s;
-  if (c.B != 1) s << "B" << c.B << " ";
-  s << "H" << c.Hq;
-  if (c.Hkv != c.Hq) s << "/" << c.Hkv;
-  s << " L" << c.L << " S" << c.S << " D" << c.D;
-  return s.str();
-}
-
-// Forward FLOPs: two matrix products of 2·L·S·D each per head, half of them under causality.
-double forward_flops(const Case& c) {
-  const double f = 4.0 * c.B * c.Hq * c.L * c.S * c.D;
-  return c.causal ? f / 2 : f;
 }
 
 // The reference path materializes float64 scores (and for causal a float64 bias) per head: timed
@@ -172,13 +137,12 @@ cpu::FlashProblem problem_of(const Tensor& q, const Tensor& k, const Tensor& v, 
 Data make_data(const Case& c, int threads, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Data d;
-  d.q = bench::normal_tensor({c.B, c.Hq, c.L, c.D}, rng);
-  d.k = bench::normal_tensor({c.B, c.Hkv, c.S, c.D}, rng);
-  d.v = bench::normal_tensor({c.B, c.Hkv, c.S, c.D}, rng);
-  if (c.backward) d.dout = bench::normal_tensor({c.B, c.Hq, c.L, c.D}, rng);
-  const Causal causal = c.causal ? Causal::top_left : Causal::none;
-  d.problem = problem_of(d.q, d.k, d.v, causal);
-  d.options.causal = causal;
+  d.q = bench::normal_tensor({c.B, c.Hq, c.L, c.Dk}, rng);
+  d.k = bench::normal_tensor({c.B, c.Hkv, c.S, c.Dk}, rng);
+  d.v = bench::normal_tensor({c.B, c.Hkv, c.S, c.Dk}, rng);
+  if (c.backward) d.dout = bench::normal_tensor({c.B, c.Hq, c.L, c.Dk}, rng);
+  d.problem = problem_of(d.q, d.k, d.v, c.causal);
+  d.options.causal = c.causal;
   d.options.path = Path::fused;
   d.options.num_threads = threads;
   return d;
@@ -191,14 +155,14 @@ uint64_t seed_of(const std::string& name) {
   return h;
 }
 
-int64_t numel(const Case& c, int64_t heads, int64_t rows) { return c.B * heads * rows * c.D; }
+int64_t numel(const Case& c, int64_t heads, int64_t rows) { return c.B * heads * rows * c.Dk; }
 
 // The checked slices: the last 32 query rows of the first and the last query head (the last
 // reads the last kv head, which checks the grouped-query mapping).
 std::vector<bench::Slice> make_slices(const Case& c, const Data& d) {
   std::vector<bench::Slice> slices;
   for (int64_t h : {int64_t{0}, c.Hq - 1}) {
-    slices.push_back(bench::make_slice(d.q, d.k, d.v, d.dout, c.causal, h, 32, c.backward));
+    slices.push_back(bench::make_slice(d.q, d.k, d.v, d.dout, causal(c), h, 32, c.backward));
     if (c.Hq == 1) break;
   }
   return slices;
@@ -238,7 +202,7 @@ class Bench {
     stage("data and float64 reference slices");
     const Data d = make_data(c, s_.threads, seed);
     const std::vector<bench::Slice> slices = make_slices(c, d);
-    const double flops = forward_flops(c);
+    const double flops = cases::forward_flops(c);
     fused_error_.clear();
     try {
       fused(c, d, slices, row, flops, stage);
@@ -309,7 +273,7 @@ class Bench {
           }
           row.bwd_error = e;
         });
-    row.bwd = gflops(2.5 * flops, bwd.seconds), row.bwd_ms = ms(bwd.seconds);
+    row.bwd = gflops(cases::backward_flops(c), bwd.seconds), row.bwd_ms = ms(bwd.seconds);
   }
 
   template <class Stage>
@@ -349,15 +313,16 @@ class Bench {
             bench::check_dq_rows(c.name, "unfused", sl, dq.data());
             // The slice as its own problem, through the same kernel.
             const cpu::FlashProblem sp = problem_of(sl.q, sl.k, sl.v, sl.options.causal);
-            std::vector<float> so(sl.rows * c.D), sl_lse(sl.rows);
-            std::vector<float> sdq(sl.rows * c.D), sdk(c.S * c.D), sdv(c.S * c.D);
+            std::vector<float> so(sl.rows * c.Dk), sl_lse(sl.rows);
+            std::vector<float> sdq(sl.rows * c.Dk), sdk(c.S * c.Dk), sdv(c.S * c.Dk);
             cpu::unfused_forward(sp, so.data(), sl_lse.data(), s_.threads);
             cpu::unfused_backward(sp, sl.dout.data<float>(), sl_lse.data(), sdq.data(), sdk.data(),
                                   sdv.data(), s_.threads);
             bench::check_backward(c.name, "unfused", sl, sdq.data(), sdk.data(), sdv.data());
           }
         });
-    row.unfused_bwd = gflops(2.5 * flops, bwd.seconds), row.unfused_bwd_ms = ms(bwd.seconds);
+    row.unfused_bwd = gflops(cases::backward_flops(c), bwd.seconds),
+    row.unfused_bwd_ms = ms(bwd.seconds);
   }
 
   template <class Stage>
@@ -370,9 +335,9 @@ class Bench {
       std::copy_n(t.data<float>(), L * D, h.data<float>());
       return h;
     };
-    const Tensor q1 = head(d.q, c.L, c.D), k1 = head(d.k, c.S, c.D), v1 = head(d.v, c.S, c.D);
+    const Tensor q1 = head(d.q, c.L, c.Dk), k1 = head(d.k, c.S, c.Dk), v1 = head(d.v, c.S, c.Dk);
     AttentionOptions o;
-    o.causal = c.causal ? Causal::top_left : Causal::none;
+    o.causal = c.causal;
     o.path = Path::reference;
     const double t = bench::median_seconds([&] { (void)attention(q1, k1, v1, o); }, s_.repeats);
     row.ref = gflops(flops / (c.B * c.Hq), t), row.ref_ms = ms(t);
@@ -393,8 +358,8 @@ nlohmann::json to_json(const Row& r, const Settings& s) {
           {"Hkv", c.Hkv},
           {"L", c.L},
           {"S", c.S},
-          {"D", c.D},
-          {"causal", c.causal},
+          {"D", c.Dk},
+          {"causal", causal(c)},
           {"threads", s.threads},
           {"simd", cpu::simd_target()},
           {"openblas_core", openblas_get_corename()},
@@ -476,7 +441,8 @@ void print_header(const Settings& s) {
 
 void print_row(const Row& r) {
   using namespace bench;
-  std::cout << line({r.c.name, shape_str(r.c), rate_str(r.fwd), rate_str(r.bwd), rate_str(r.sgemm),
+  std::cout << line({r.c.name, cases::shape_string(r.c), rate_str(r.fwd), rate_str(r.bwd),
+                     rate_str(r.sgemm),
                      pair(percent_str(ratio(r.fwd, r.sgemm)), percent_str(ratio(r.bwd, r.sgemm))),
                      rate_str(r.ref), pair(rate_str(r.unfused), rate_str(r.unfused_bwd)),
                      pair(times_str(ratio(r.fwd, r.unfused)),
@@ -496,9 +462,69 @@ constexpr const char* kNotes =
     "scratch beyond inputs and outputs. Every path was checked against the float64 reference\n"
     "first.\n";
 
+// --list: the cases as the registry has them, each with its FLOPs; nothing runs. Without --case
+// every case, the default set and the others.
+int list_cases(const std::vector<std::string>& names, bool quick, bool json) {
+  std::vector<Case> chosen = names.empty() ? all_cases(quick) : selected_cases(names, quick);
+  if (json) {
+    for (const Case& c : chosen)
+      std::cout << nlohmann::json{{"case", c.name},
+                                  {"shape", cases::shape_string(c)},
+                                  {"B", c.B},
+                                  {"Hq", c.Hq},
+                                  {"Hkv", c.Hkv},
+                                  {"L", c.L},
+                                  {"S", c.S},
+                                  {"D", c.Dk},
+                                  {"causal", causal(c)},
+                                  {"mask", cases::to_string(c.mask)},
+                                  {"fwd_flops", cases::forward_flops(c)},
+                                  {"bwd_flops", c.backward
+                                                    ? nlohmann::json(cases::backward_flops(c))
+                                                    : nlohmann::json()},
+                                  {"default", c.in_default},
+                                  {"quick", quick}}
+                       .dump()
+                << "\n";
+    return 0;
+  }
+  std::cout << "qkv bench attention: " << chosen.size() << " case"
+            << (chosen.size() == 1 ? "" : "s")
+            << (quick ? " at --quick sizes (L and S divided by 16)" : "") << "\n\n";
+  const std::vector<std::pair<std::string, std::size_t>> columns = {
+      {"case", 11}, {"shape", 20},     {"causal", 8},
+      {"mask", 6},  {"fwd GFLOP", 10}, {"bwd GFLOP", 10}};
+  auto print = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      out += (i ? " " : "") + pad(cells[i], columns[i].second, i < 4);
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    std::cout << out << "\n";
+  };
+  std::vector<std::string> titles;
+  for (const auto& column : columns) titles.push_back(column.first);
+  print(titles);
+  auto gflop = [](double flops) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(3) << flops / 1e9;
+    return s.str();
+  };
+  bool others = false;
+  for (const Case& c : chosen) {
+    print({c.name + (c.in_default ? "" : "*"), cases::shape_string(c),
+           std::string(to_string(c.causal)), std::string(cases::to_string(c.mask)),
+           gflop(cases::forward_flops(c)), c.backward ? gflop(cases::backward_flops(c)) : "—"});
+    others = others || !c.in_default;
+  }
+  std::cout << "\nFLOPs 4·B·Hq·L·S·D forward, half when causal, 2.5× that backward.\n"
+            << (others ? "*: not in the default set; --case NAME runs it.\n" : "");
+  return 0;
+}
+
 }  // namespace
 
 int run_bench_attention(const BenchAttentionArgs& args) {
+  if (args.list) return list_cases(args.cases, args.common.quick, args.common.json);
   const Settings s = bench::resolve(args.common);
   const std::vector<Case> cases = selected_cases(args.cases, s.quick);
 

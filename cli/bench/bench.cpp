@@ -41,7 +41,8 @@ constexpr const char* kAttentionFooter =
     "Examples:\n"
     "  qkv bench attention\n"
     "  qkv bench attention --quick --json\n"
-    "  qkv bench attention --case 4k --threads 1 --repeats 5\n";
+    "  qkv bench attention --case 4k --threads 1 --repeats 5\n"
+    "  qkv bench attention --list --json    the cases, their shapes and FLOPs\n";
 
 constexpr const char* kModelFooter =
     "First a check: a few texts' embeddings (both latency sentences, the 128-token one\n"
@@ -95,6 +96,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   attention->add_option("--case", a.attention.cases, "cases to run, e.g. 4k,decode (see below)")
       ->type_name("NAME,...")
       ->delimiter(',');
+  attention->add_flag("--list", a.attention.list,
+                      "list the cases (shape, causal, mask, FLOPs) and run nothing; with --json, "
+                      "one object a case");
   a.attention_command = attention;
 
   CLI::App* model = bench->add_subcommand(

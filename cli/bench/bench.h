@@ -23,6 +23,7 @@ struct BenchCommon {
 struct BenchAttentionArgs {
   BenchCommon common;
   std::vector<std::string> cases;  // names; empty: the default set
+  bool list = false;               // --list: print the cases (shapes, FLOPs) and run nothing
 };
 
 struct BenchModelArgs {

@@ -1,11 +1,13 @@
 // tests/cli/bench_cli_test.cpp — `qkv bench attention` as a smoke test: --quick runs every default
 // case on small shapes, validates each path against the float64 reference and reports positive
-// rates under the keys issue 3 names; usage errors are one line with exit code 2. Speed itself is
-// never asserted: this machine may be shared.
+// rates under the keys issue 3 names; --list prints the case registry's cases (shapes, FLOPs) that
+// bench/compare_torch.py reads; usage errors are one line with exit code 2. Speed itself is never
+// asserted: this machine may be shared.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -19,6 +21,7 @@ namespace {
 using qkv::testing::CliResult;
 using qkv::testing::run_qkv;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 std::vector<nlohmann::json> json_lines(const std::string& text) {
@@ -80,6 +83,99 @@ TEST(BenchCli, TablePrintsTheSgemmRateAndTheCase) {
   EXPECT_THAT(r.out, HasSubstr(" H32/8 L1 S512 D128 ")) << r.describe();
 }
 
+// Each case once, by name, in the registry's order.
+std::map<std::string, nlohmann::json> by_name(const std::vector<nlohmann::json>& rows,
+                                              std::vector<std::string>& order) {
+  std::map<std::string, nlohmann::json> cases;
+  for (const nlohmann::json& row : rows) {
+    const std::string name = row.at("case").get<std::string>();
+    EXPECT_TRUE(cases.emplace(name, row).second) << "twice: " << name;
+    order.push_back(name);
+  }
+  return cases;
+}
+
+// --list --json: every case of the registry, the default set and `long`, with its shape and its
+// FLOPs, computed here from the shape (4·B·Hq·L·S·D, half when causal; backward 2.5×); nothing
+// runs.
+TEST(BenchCli, ListJsonHasEveryCaseWithItsShapeAndFlops) {
+  const CliResult r = run_qkv({"bench", "attention", "--list", "--json"}, {.timeout_s = 30});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.err, "") << r.describe();
+  std::vector<std::string> order;
+  const std::map<std::string, nlohmann::json> cases = by_name(json_lines(r.out), order);
+  EXPECT_EQ(order, (std::vector<std::string>{"1k", "1k-causal", "4k", "4k-causal", "16k",
+                                             "16k-causal", "4k-d128", "4k-gqa", "decode", "long"}));
+  ASSERT_EQ(cases.size(), 10u) << r.describe();
+
+  const nlohmann::json& gqa = cases.at("4k-gqa");
+  EXPECT_EQ(gqa.at("shape"), "H8/2 L4096 S4096 D64");
+  EXPECT_EQ(gqa.at("B"), 1);
+  EXPECT_EQ(gqa.at("Hq"), 8);
+  EXPECT_EQ(gqa.at("Hkv"), 2);
+  EXPECT_EQ(gqa.at("L"), 4096);
+  EXPECT_EQ(gqa.at("S"), 4096);
+  EXPECT_EQ(gqa.at("D"), 64);
+  EXPECT_EQ(gqa.at("causal"), false);
+  EXPECT_EQ(gqa.at("mask"), "none");
+  EXPECT_EQ(gqa.at("default"), true);
+  EXPECT_EQ(gqa.at("quick"), false);
+  const double gqa_flops = 4.0 * 1 * 8 * 4096 * 4096 * 64;  // 34.4 GFLOP
+  EXPECT_EQ(gqa.at("fwd_flops").get<double>(), gqa_flops);
+  EXPECT_EQ(gqa.at("bwd_flops").get<double>(), 2.5 * gqa_flops);
+
+  const nlohmann::json& causal = cases.at("1k-causal");
+  EXPECT_EQ(causal.at("causal"), true);
+  EXPECT_EQ(causal.at("L"), 1024);
+  EXPECT_EQ(causal.at("fwd_flops").get<double>(), 4.0 * 8 * 1024 * 1024 * 64 / 2);
+
+  const nlohmann::json& decode = cases.at("decode");
+  EXPECT_EQ(decode.at("shape"), "H32/8 L1 S8192 D128");
+  EXPECT_EQ(decode.at("fwd_flops").get<double>(), 4.0 * 32 * 1 * 8192 * 128);
+
+  // long: forward only, and only by name.
+  const nlohmann::json& long_case = cases.at("long");
+  EXPECT_EQ(long_case.at("L"), 65536);
+  EXPECT_EQ(long_case.at("default"), false);
+  EXPECT_TRUE(long_case.at("bwd_flops").is_null());
+  EXPECT_EQ(long_case.at("fwd_flops").get<double>(), 4.0 * 65536 * 65536 * 64);
+  for (const auto& [name, row] : cases)
+    if (name != "long") EXPECT_EQ(row.at("default"), true) << name;
+}
+
+// --quick divides L and S by 16, and a decode step keeps its one query; --case picks.
+TEST(BenchCli, ListQuickHasTheQuickShapes) {
+  const CliResult r =
+      run_qkv({"bench", "attention", "--list", "--json", "--quick", "--case", "decode,4k-d128"},
+              {.timeout_s = 30});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  std::vector<std::string> order;
+  const std::map<std::string, nlohmann::json> cases = by_name(json_lines(r.out), order);
+  EXPECT_EQ(order, (std::vector<std::string>{"decode", "4k-d128"}));
+  ASSERT_EQ(cases.size(), 2u) << r.describe();
+  const nlohmann::json& decode = cases.at("decode");
+  EXPECT_EQ(decode.at("L"), 1);
+  EXPECT_EQ(decode.at("S"), 512);
+  EXPECT_EQ(decode.at("quick"), true);
+  EXPECT_EQ(decode.at("fwd_flops").get<double>(), 4.0 * 32 * 1 * 512 * 128);
+  const nlohmann::json& d128 = cases.at("4k-d128");
+  EXPECT_EQ(d128.at("shape"), "H4 L256 S256 D128");
+  EXPECT_EQ(d128.at("fwd_flops").get<double>(), 4.0 * 4 * 256 * 256 * 128);
+  EXPECT_EQ(d128.at("bwd_flops").get<double>(), 2.5 * 4.0 * 4 * 256 * 256 * 128);
+}
+
+// The table: one line a case with its shape and GFLOP; `long` marked as outside the default set.
+TEST(BenchCli, ListTableShowsEveryCase) {
+  const CliResult r = run_qkv({"bench", "attention", "--list"}, {.timeout_s = 30});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("10 cases")) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("\n4k-gqa      H8/2 L4096 S4096 D64 none ")) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("\n1k-causal   H8 L1024 S1024 D64   top-left ")) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr(" 34.360 ")) << r.describe();  // 4k-gqa's forward GFLOP
+  EXPECT_THAT(r.out, HasSubstr("\nlong*       H1 L65536 S65536 D64")) << r.describe();
+  EXPECT_THAT(r.out, Not(HasSubstr("sgemm"))) << r.describe();  // nothing ran
+}
+
 TEST(BenchCli, HelpHasAnExample) {
   const CliResult r = run_qkv({"bench", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
@@ -92,6 +188,8 @@ TEST(BenchCli, HelpHasAnExample) {
 
 TEST(BenchCli, UsageErrorsAreOneLineWithExitCode2) {
   expect_usage_error(run_qkv({"bench", "attention", "--case", "nope"}),
+                     "--case 'nope' is unknown; expected one of: 1k, 1k-causal");
+  expect_usage_error(run_qkv({"bench", "attention", "--list", "--case", "nope"}),
                      "--case 'nope' is unknown; expected one of: 1k, 1k-causal");
   expect_usage_error(run_qkv({"bench", "attention", "--repeats", "0"}), "--repeats");
   expect_usage_error(run_qkv({"bench", "attention", "--threads", "x"}), "--threads");

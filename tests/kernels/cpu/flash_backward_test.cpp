@@ -160,14 +160,13 @@ TEST_P(FlashBackward, MatchesTheReference) {
 // Every mask kind and broadcast shape of the forward sweep, through the backward.
 TEST_P(FlashBackward, Masks) {
   Tally tally("FlashBackward.Masks");
+  const std::vector<cases::AttentionCase> shapes = cases::backward_mask_shapes();
   uint64_t idx = 0;
   for (const MaskSpec& m : mask_specs())
-    for (int shape = 0; shape < 2; ++shape) {
-      Spec s;
+    for (const cases::AttentionCase& c : shapes) {
+      Spec s = sized(c);
       s.name = m.name;
       s.setup = m.setup;
-      if (shape == 0) s.B = 2, s.Hq = 4, s.Hkv = 2, s.L = 129, s.S = 257, s.Dk = 64, s.Dv = 32;
-      if (shape == 1) s.B = 2, s.Hq = 2, s.Hkv = 1, s.L = 267, s.S = 63, s.Dk = 21, s.Dv = 59;
       s.seed = 17500 + idx++;
       check_backward(s);
     }
@@ -176,13 +175,12 @@ TEST_P(FlashBackward, Masks) {
 // Key tiles nobody sees (dk = dv = 0 exactly) and first tiles masked for some rows only.
 TEST_P(FlashBackward, FullyMaskedFirstTile) {
   Tally tally("FlashBackward.FullyMaskedFirstTile");
+  const std::vector<cases::AttentionCase> shapes = cases::first_tile_shapes();  // the first two
   uint64_t idx = 0;
   for (const MaskSpec& m : first_tile_masks()) {
-    Spec s;
+    Spec s = sized(shapes[idx % 2]);
     s.name = m.name;
     s.setup = m.setup;
-    if (idx % 2 == 0) s.B = 1, s.Hq = 2, s.Hkv = 1, s.L = 97, s.S = 300, s.Dk = 64, s.Dv = 64;
-    if (idx % 2 == 1) s.B = 2, s.Hq = 2, s.Hkv = 2, s.L = 130, s.S = 513, s.Dk = 32, s.Dv = 21;
     s.seed = 17700 + idx++;
     check_backward(s);
   }
@@ -190,14 +188,27 @@ TEST_P(FlashBackward, FullyMaskedFirstTile) {
 
 TEST_P(FlashBackward, NonFiniteInputsPoisonExactlyTheGradientsThatReadThem) {
   Tally tally("FlashBackward.NonFiniteInputs");
+  const std::vector<cases::AttentionCase> shapes = cases::non_finite_shapes();
   uint64_t idx = 0;
   for (const Plant& p : plants()) {
-    Spec s;
+    Spec s = sized(shapes[idx % shapes.size()]);
     s.name = p.name;
     s.setup = p.setup;
-    const PlantDims& d = kPlantShapes[idx % 2];
-    s.B = d.B, s.Hq = d.Hq, s.Hkv = d.Hkv, s.L = d.L, s.S = d.S, s.Dk = d.Dk, s.Dv = d.Dv;
     s.seed = 18000 + idx++;
+    check_backward(s);
+  }
+}
+
+// `qkv bench attention`'s cases that it times backward, at 1/64 of their lengths.
+TEST_P(FlashBackward, BenchmarkCases) {
+  Tally tally("FlashBackward.BenchmarkCases");
+  uint64_t idx = 0;
+  for (const cases::AttentionCase& c : cases::bench_cases()) {
+    if (!c.backward) continue;
+    Spec s = sized(cases::scaled(c, kBenchScale));
+    s.name = c.name;
+    s.setup = causal(c.causal);
+    s.seed = 20100 + idx++;
     check_backward(s);
   }
 }

@@ -6,7 +6,9 @@
 // D ∈ {1, 8, 21, 32, 59, 64, 111, 128, 203, 256}; Dv ≠ Dk; GQA ratios 1, 2, 4, 8 and Hkv = 1; every
 // mask kind and broadcast shape; fully masked first tiles and rows; large logits; L = 0, S = 0;
 // the decode shape; negative and zero scales; NaN and ∞ inputs; strided views; thread counts.
-// Combinations, not the Cartesian product: the float64 reference runs at ~3 GFLOP/s.
+// Combinations, not the Cartesian product: the float64 reference runs at ~3 GFLOP/s. The shapes
+// are the case registry's (bench/cases/attention_cases.h), and so are `qkv bench attention`'s
+// cases, checked here at 1/64 of their lengths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,111 +26,74 @@
 namespace qkv_test::flash {
 namespace {
 
-constexpr int64_t kSizes[] = {0, 1, 2, 17, 63, 64, 65, 97, 127, 128, 129, 255, 256, 257, 267, 1025};
-constexpr int64_t kDims[] = {1, 8, 21, 32, 59, 64, 111, 128, 203, 256};
-
 // ---- forward ----
 
 QKV_PER_SIMD_TARGET(FlashForward);
 
 // L × S over the awkward sizes and the tile boundaries 64, 128, 256 ± 1, both causal alignments,
-// with the head dims, Dv ≠ Dk and GQA ratios rotating through the combinations.
+// with the head dims, Dv ≠ Dk and GQA ratios rotating through the combinations
+// (cases::length_sweep: heads, then head dims, shrink on big L·S).
 TEST_P(FlashForward, SequenceLengthsAroundTiles) {
   Tally tally("FlashForward.SequenceLengthsAroundTiles");
-  constexpr int64_t kRatios[] = {1, 2, 4, 8};
-  constexpr Causal kCausal[] = {Causal::none, Causal::top_left, Causal::bottom_right};
-  // Keeps the float64 reference ≲ 0.05 s a case: heads, then head dims, shrink on big L·S.
-  constexpr int64_t kBudget = 60'000'000;  // B·Hq·L·S·(Dk + Dv)
   uint64_t idx = 0;
-  for (int64_t L : kSizes)
-    for (int64_t S : kSizes) {
-      Spec s;
-      s.L = L, s.S = S, s.seed = 100 + idx;
-      s.B = 1 + static_cast<int64_t>(idx / 8 % 2);
-      s.Hkv = 1 + static_cast<int64_t>(idx / 4 % 2);
-      s.Hq = kRatios[idx % 4] * s.Hkv;
-      s.Dk = kDims[idx % 10];
-      s.Dv = idx % 3 == 0 ? s.Dk : kDims[(idx * 7 + 3) % 10];
-      const Causal cz = kCausal[idx / 16 % 3];
-      s.setup = causal(cz);
-      s.name = std::string("causal ") + causal_name(cz);
-      auto cost = [&] { return s.B * s.Hq * L * S * (s.Dk + s.Dv); };
-      if (cost() > kBudget) s.B = 1;
-      while (cost() > kBudget && s.Hq > 1) s.Hq /= 2, s.Hkv = std::min(s.Hkv, s.Hq);
-      while (cost() > kBudget && (s.Dk > 32 || s.Dv > 32))
-        s.Dk = std::max<int64_t>(s.Dk / 2, 1), s.Dv = std::max<int64_t>(s.Dv / 2, 1);
-      check_forward(s);
-      ++idx;
-    }
+  for (const cases::AttentionCase& c : cases::length_sweep()) {
+    Spec s = sized(c);
+    s.seed = 100 + idx++;
+    s.setup = causal(c.causal);
+    s.name = std::string("causal ") + causal_name(c.causal);
+    check_forward(s);
+  }
 }
 
 // Every head dim, with Dv = Dk and Dv ≠ Dk, on shapes that cross tiles, GQA rotating.
 TEST_P(FlashForward, HeadDims) {
   Tally tally("FlashForward.HeadDims");
   uint64_t idx = 0;
-  for (int64_t D : kDims)
-    for (int64_t Dv :
-         {D, kDims[(idx * 3 + 5) % 10] == D ? int64_t{7} : kDims[(idx * 3 + 5) % 10]}) {
-      for (int shape = 0; shape < 2; ++shape) {
-        Spec s;
-        s.seed = 1000 + idx;
-        s.Dk = D, s.Dv = Dv;
-        if (shape == 0)
-          s.B = 1, s.Hq = 2, s.Hkv = 1, s.L = 65, s.S = 129;
-        else
-          s.B = 2, s.Hq = 2, s.Hkv = 2, s.L = 17, s.S = 257;
-        switch (idx % 3) {
-          case 0:
-            s.name = "none";
-            break;
-          case 1:
-            s.name = "causal bottom_right";
-            s.setup = causal(Causal::bottom_right);
-            break;
-          default:
-            s.name = "key_lengths {S-3, 64}";
-            s.setup = key_lengths([](const Case& c, int64_t b) { return b == 0 ? c.S - 3 : 64; });
-        }
-        check_forward(s);
-        ++idx;
-      }
+  for (const cases::AttentionCase& shape : cases::head_dim_sweep()) {
+    Spec s = sized(shape);
+    s.seed = 1000 + idx;
+    switch (idx % 3) {
+      case 0:
+        s.name = "none";
+        break;
+      case 1:
+        s.name = "causal bottom_right";
+        s.setup = causal(Causal::bottom_right);
+        break;
+      default:
+        s.name = "key_lengths {S-3, 64}";
+        s.setup = key_lengths([](const Case& c, int64_t b) { return b == 0 ? c.S - 3 : 64; });
     }
+    check_forward(s);
+    ++idx;
+  }
 }
 
 // GQA ratios 1, 2, 4, 8 with one, two and three kv heads (Hkv = 1: multi-query).
 TEST_P(FlashForward, GroupedQueryHeads) {
   Tally tally("FlashForward.GroupedQueryHeads");
   uint64_t idx = 0;
-  for (int64_t ratio : {1, 2, 4, 8})
-    for (int64_t hkv : {1, 2, 3}) {
-      Spec s;
-      s.name = idx % 2 ? "causal top_left" : "bool [B,Hq,L,S] p=0.8";
-      s.setup = idx % 2 ? causal(Causal::top_left) : CaseSetup([](Case& c) {
-        set_bool_mask(c, {c.B, c.Hq, c.L, c.S}, 0.8, 5);
-      });
-      s.B = 2, s.Hq = ratio * hkv, s.Hkv = hkv, s.L = 97, s.S = 129, s.Dk = 64, s.Dv = 32;
-      s.seed = 2000 + idx++;
-      check_forward(s);
-    }
+  for (const cases::AttentionCase& shape : cases::gqa_sweep()) {
+    Spec s = sized(shape);
+    s.name = idx % 2 ? "causal top_left" : "bool [B,Hq,L,S] p=0.8";
+    s.setup = idx % 2 ? causal(Causal::top_left) : CaseSetup([](Case& c) {
+      set_bool_mask(c, {c.B, c.Hq, c.L, c.S}, 0.8, 5);
+    });
+    s.seed = 2000 + idx++;
+    check_forward(s);
+  }
 }
 
 // Every mask kind and broadcast shape, on shapes around the tiles, with GQA and Dv ≠ Dk.
 TEST_P(FlashForward, Masks) {
   Tally tally("FlashForward.Masks");
-  struct Dims {
-    int64_t B, Hq, Hkv, L, S, Dk, Dv;
-  };
-  const Dims shapes[] = {
-      {2, 4, 2, 129, 257, 64, 64},   {1, 2, 1, 267, 97, 21, 32}, {2, 8, 2, 64, 1025, 32, 59},
-      {1, 1, 1, 1025, 65, 128, 128}, {2, 3, 3, 1, 300, 8, 8},
-  };
+  const std::vector<cases::AttentionCase> shapes = cases::mask_shapes();
   uint64_t idx = 0;
   for (const MaskSpec& m : mask_specs())
-    for (const Dims& d : shapes) {
-      Spec s;
+    for (const cases::AttentionCase& c : shapes) {
+      Spec s = sized(c);
       s.name = m.name;
       s.setup = m.setup;
-      s.B = d.B, s.Hq = d.Hq, s.Hkv = d.Hkv, s.L = d.L, s.S = d.S, s.Dk = d.Dk, s.Dv = d.Dv;
       s.seed = 3000 + idx++;
       check_forward(s);
     }
@@ -136,17 +101,14 @@ TEST_P(FlashForward, Masks) {
 
 TEST_P(FlashForward, FullyMaskedFirstTile) {
   Tally tally("FlashForward.FullyMaskedFirstTile");
+  const std::vector<cases::AttentionCase> shapes = cases::first_tile_shapes();
   uint64_t idx = 0;
   for (const MaskSpec& m : first_tile_masks())
-    for (int shape = 0; shape < 3; ++shape) {
-      Spec s;
+    for (std::size_t shape = 0; shape < shapes.size(); ++shape) {
+      Spec s = sized(shapes[shape]);
       s.name = m.name;
       s.setup = m.setup;
-      if (shape == 0) s.B = 1, s.Hq = 2, s.Hkv = 1, s.L = 97, s.S = 300, s.Dk = 64, s.Dv = 64;
-      if (shape == 1) s.B = 2, s.Hq = 2, s.Hkv = 2, s.L = 130, s.S = 513, s.Dk = 32, s.Dv = 21;
-      if (shape == 2)  // large logits too
-        s.B = 1, s.Hq = 4, s.Hkv = 1, s.L = 65, s.S = 267, s.Dk = 128, s.Dv = 128,
-        s.input_scale = 5;
+      if (shape == 2) s.input_scale = 5;  // large logits too
       s.seed = 4000 + idx++;
       check_forward(s);
     }
@@ -169,14 +131,13 @@ TEST_P(FlashForward, EveryRowFullyMasked) {
        both(causal(Causal::bottom_right),
             key_lengths([](const Case& c, int64_t b) { return b == 0 ? 0 : c.S; }))},
   };
+  const std::vector<cases::AttentionCase> shapes = cases::masked_row_shapes();
   uint64_t idx = 0;
   for (const MaskSpec& m : masks)
-    for (int shape = 0; shape < 2; ++shape) {
-      Spec s;
+    for (const cases::AttentionCase& c : shapes) {
+      Spec s = sized(c);
       s.name = m.name;
       s.setup = m.setup;
-      if (shape == 0) s.B = 1, s.Hq = 2, s.Hkv = 1, s.L = 97, s.S = 129, s.Dk = 64, s.Dv = 64;
-      if (shape == 1) s.B = 2, s.Hq = 4, s.Hkv = 2, s.L = 300, s.S = 65, s.Dk = 32, s.Dv = 21;
       s.seed = 5000 + idx++;
       check_forward(s);
     }
@@ -185,24 +146,19 @@ TEST_P(FlashForward, EveryRowFullyMasked) {
 // Inputs ×5: logits of tens to hundreds, where an unshifted exp overflows.
 TEST_P(FlashForward, LargeLogits) {
   Tally tally("FlashForward.LargeLogits");
-  struct Dims {
-    int64_t B, Hq, Hkv, L, S, Dk, Dv;
-  };
-  const Dims shapes[] = {
-      {1, 2, 1, 129, 257, 64, 64}, {2, 2, 2, 65, 97, 8, 8}, {1, 1, 1, 257, 129, 128, 32}};
+  const std::vector<cases::AttentionCase> shapes = cases::large_logit_shapes();
   const MaskSpec masks[] = {{"none", nullptr},
                             {"causal top_left", causal(Causal::top_left)},
                             {"bool [L,S] p=0.5", bool_mask_ls(0.5)}};
   uint64_t idx = 0;
   for (Score score : {Score::scaled_dot, Score::dot})
-    for (const Dims& d : shapes)
+    for (const cases::AttentionCase& c : shapes)
       for (const MaskSpec& m : masks) {
-        Spec s;
+        Spec s = sized(c);
         s.name = std::string(m.name) + " score " + score_name(score);
         s.setup = m.setup;
         s.score = score;
         s.input_scale = 5;
-        s.B = d.B, s.Hq = d.Hq, s.Hkv = d.Hkv, s.L = d.L, s.S = d.S, s.Dk = d.Dk, s.Dv = d.Dv;
         s.seed = 6000 + idx++;
         check_forward(s);
       }
@@ -211,16 +167,15 @@ TEST_P(FlashForward, LargeLogits) {
 // Negative, zero and unusual scales; the dot score's default scale of 1.
 TEST_P(FlashForward, Scales) {
   Tally tally("FlashForward.Scales");
+  const std::vector<cases::AttentionCase> shapes = cases::scale_shapes();
   uint64_t idx = 0;
   for (double scale : {-0.3, 0.0, -1.0, 2.5, 1e-3})
     for (int shape = 0; shape < 2; ++shape) {
-      Spec s;
+      Spec s = sized(shapes[shape]);
       s.scale = scale;
       s.score = shape ? Score::dot : Score::scaled_dot;
       s.name = shape ? "bool [L,S] p=0.6, score dot" : "causal bottom_right";
       s.setup = shape ? bool_mask_ls(0.6) : causal(Causal::bottom_right);
-      if (shape == 0) s.B = 1, s.Hq = 4, s.Hkv = 2, s.L = 97, s.S = 257, s.Dk = 64, s.Dv = 59;
-      if (shape == 1) s.B = 2, s.Hq = 2, s.Hkv = 1, s.L = 129, s.S = 65, s.Dk = 21, s.Dv = 32;
       s.seed = 7000 + idx++;
       check_forward(s);
     }
@@ -234,21 +189,12 @@ TEST_P(FlashForward, Scales) {
 // L = 0 (nothing to compute) and S = 0 (every row sees nothing: out 0, logsumexp −∞).
 TEST_P(FlashForward, EmptyShapes) {
   Tally tally("FlashForward.EmptyShapes");
-  struct Dims {
-    int64_t B, Hq, Hkv, L, S, Dk, Dv;
-  };
-  const Dims shapes[] = {{1, 2, 1, 0, 5, 8, 8},
-                         {1, 1, 1, 0, 0, 8, 8},
-                         {2, 4, 2, 5, 0, 8, 21},
-                         {1, 1, 1, 130, 0, 64, 64},
-                         {2, 2, 1, 0, 129, 32, 16}};
   uint64_t idx = 0;
-  for (const Dims& d : shapes)
+  for (const cases::AttentionCase& c : cases::empty_shapes())
     for (int mask = 0; mask < 3; ++mask) {
-      Spec s;
+      Spec s = sized(c);
       s.name = mask == 0 ? "none" : mask == 1 ? "causal bottom_right" : "bool [L,S] p=0.5";
       s.setup = mask == 0 ? nullptr : mask == 1 ? causal(Causal::bottom_right) : bool_mask_ls(0.5);
-      s.B = d.B, s.Hq = d.Hq, s.Hkv = d.Hkv, s.L = d.L, s.S = d.S, s.Dk = d.Dk, s.Dv = d.Dv;
       s.seed = 8000 + idx++;
       check_forward(s);
     }
@@ -274,20 +220,13 @@ TEST_P(FlashForward, DecodeLongKeys) {
          set_float_mask(c, {c.B, 1, 1, c.S}, 0.5, DType::f32, 4);
        }},
   };
-  struct Dims {
-    int64_t B, Hq, Hkv, L, S, Dk, Dv;
-  };
-  const Dims shapes[] = {{1, 32, 8, 1, 3001, 128, 128},
-                         {1, 8, 1, 1, 4099, 64, 64},
-                         {2, 4, 4, 1, 3000, 21, 32},
-                         {1, 8, 2, 4, 3072, 64, 64}};
+  const std::vector<cases::AttentionCase> shapes = cases::decode_shapes();
   uint64_t idx = 0;
   for (const MaskSpec& m : masks)
-    for (const Dims& d : shapes) {
-      Spec s;
+    for (const cases::AttentionCase& c : shapes) {
+      Spec s = sized(c);
       s.name = m.name;
       s.setup = m.setup;
-      s.B = d.B, s.Hq = d.Hq, s.Hkv = d.Hkv, s.L = d.L, s.S = d.S, s.Dk = d.Dk, s.Dv = d.Dv;
       s.seed = 9000 + idx++;
       check_forward(s);
     }
@@ -301,15 +240,28 @@ TEST_P(FlashForward, DecodeLongKeys) {
 TEST_P(FlashForward, NonFiniteInputsPoisonExactlyTheRowsThatReadThem) {
   Tally tally("FlashForward.NonFiniteInputs");
   uint64_t idx = 0;
+  const std::vector<cases::AttentionCase> shapes = cases::non_finite_shapes();
   for (const Plant& p : plants())
-    for (const PlantDims& d : kPlantShapes) {
-      Spec s;
+    for (const cases::AttentionCase& c : shapes) {
+      Spec s = sized(c);
       s.name = p.name;
       s.setup = p.setup;
-      s.B = d.B, s.Hq = d.Hq, s.Hkv = d.Hkv, s.L = d.L, s.S = d.S, s.Dk = d.Dk, s.Dv = d.Dv;
       s.seed = 10000 + idx++;
       check_forward(s);
     }
+}
+
+// `qkv bench attention`'s cases, the shapes it times, at 1/64 of their lengths.
+TEST_P(FlashForward, BenchmarkCases) {
+  Tally tally("FlashForward.BenchmarkCases");
+  uint64_t idx = 0;
+  for (const cases::AttentionCase& c : cases::bench_cases()) {
+    Spec s = sized(cases::scaled(c, kBenchScale));
+    s.name = c.name;
+    s.setup = causal(c.causal);
+    s.seed = 20000 + idx++;
+    check_forward(s);
+  }
 }
 
 // A NaN in a float mask is a NaN logit: its row is NaN, as in the reference.

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "cases/attention_cases.h"
 #include "kernels/cpu/fp32_naive.h"
 #include "kernels/cpu/vec_ops.h"
 #include "kernels/reference/naive_attention.h"
@@ -67,6 +68,22 @@ struct Spec {
   double input_scale = 1;
   CaseSetup setup;
 };
+
+// The sweeps' shapes come from the case registry (bench/cases/attention_cases.h), shared with
+// `qkv bench attention`; masks, causality where a sweep adds its own, scales and data are the
+// tests'.
+namespace cases = qkv::cases;
+
+// A registry case's sizes as a Spec; its name, seed and setup are the caller's.
+inline Spec sized(const cases::AttentionCase& c) {
+  Spec s;
+  s.B = c.B, s.Hq = c.Hq, s.Hkv = c.Hkv, s.L = c.L, s.S = c.S, s.Dk = c.Dk, s.Dv = c.Dv;
+  return s;
+}
+
+// The benchmark's cases are checked at 1/64 of their sequence lengths (a decode step keeps its
+// one query): 16k becomes 256, within what the float64 reference checks in a fraction of a second.
+inline constexpr int64_t kBenchScale = 64;
 
 inline Case build(const Spec& s) {
   Case c = make_case(s.score, s.B, s.Hq, s.Hkv, s.L, s.S, s.Dk, s.Dk, s.Dv, s.seed);
@@ -558,12 +575,6 @@ inline const std::vector<Plant>& plants() {
   };
   return p;
 }
-
-struct PlantDims {
-  int64_t B, Hq, Hkv, L, S, Dk, Dv;
-};
-inline constexpr PlantDims kPlantShapes[] = {{2, 4, 2, 200, 300, 32, 32},
-                                             {2, 4, 2, 200, 300, 21, 59}};
 
 // ---- bitwise identities ----
 

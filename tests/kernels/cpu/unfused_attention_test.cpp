@@ -4,7 +4,8 @@
 // dq, dk, dv, where N is the plain fp32 loop below. It must be right for its timings to mean
 // anything: every mask kind, both causal alignments, key lengths, grouped-query heads, a single
 // query row (its GEMV/GER path), rows with nothing to attend to, empty shapes, both ways of
-// threading.
+// threading. The sweeps' shapes, and the benchmark's cases it is timed on, come from the case
+// registry (bench/cases/attention_cases.h).
 #include "kernels/cpu/unfused_attention.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cases/attention_cases.h"
 #include "qkv/attention.h"
 #include "simd_targets.h"
 
@@ -44,6 +46,18 @@ struct Spec {
     return os.str();
   }
 };
+
+// A registry case (Dk = Dv) as a Spec.
+Spec spec_of(const qkv::cases::AttentionCase& c, uint64_t seed) {
+  return {.B = c.B,
+          .Hq = c.Hq,
+          .Hkv = c.Hkv,
+          .L = c.L,
+          .S = c.S,
+          .D = c.Dk,
+          .causal = c.causal,
+          .seed = seed};
+}
 
 // Inputs in float32 (the kernel's) and the same values in float64 (the reference's).
 struct Problem {
@@ -215,27 +229,26 @@ void check_every_threading(const Spec& s) {
 QKV_PER_SIMD_TARGET(UnfusedAttention);
 
 TEST_P(UnfusedAttention, Shapes) {
-  for (int64_t L : {1, 2, 17, 97})
-    for (int64_t S : {1, 17, 97})
-      check_every_threading({.B = 2,
-                             .Hq = 2,
-                             .Hkv = 2,
-                             .L = L,
-                             .S = S,
-                             .D = 21,
-                             .seed = static_cast<uint64_t>(L * 1000 + S)});
+  for (const qkv::cases::AttentionCase& c : qkv::cases::unfused_length_sweep())
+    check_every_threading(spec_of(c, static_cast<uint64_t>(c.L * 1000 + c.S)));
 }
 
 TEST_P(UnfusedAttention, CausalBothAlignments) {
-  for (Causal c : {Causal::top_left, Causal::bottom_right})
-    for (auto [L, S] : {std::pair<int64_t, int64_t>{17, 17}, {9, 30}, {30, 9}, {1, 40}})
-      check_every_threading({.Hq = 2, .Hkv = 2, .L = L, .S = S, .D = 8, .causal = c});
+  for (const qkv::cases::AttentionCase& c : qkv::cases::unfused_causal_sweep())
+    check_every_threading(spec_of(c, 1));
 }
 
 TEST_P(UnfusedAttention, GroupedQueryHeads) {
-  for (int64_t Hkv : {1, 2, 4})
-    check_every_threading({.B = 2, .Hq = 4, .Hkv = Hkv, .L = 19, .S = 23, .D = 16, .seed = 7});
-  check_every_threading({.Hq = 8, .Hkv = 2, .L = 1, .S = 300, .D = 32, .seed = 8});  // decode
+  for (const qkv::cases::AttentionCase& c : qkv::cases::unfused_gqa_sweep())
+    check_every_threading(spec_of(c, c.L == 1 ? 8 : 7));  // the decode step: seed 8
+}
+
+// `qkv bench attention`'s cases, which time this baseline, at 1/64 of their lengths (a decode
+// step keeps its one query), threaded as the benchmark runs it (the sweeps above take every way).
+TEST_P(UnfusedAttention, BenchmarkCases) {
+  uint64_t seed = 100;
+  for (const qkv::cases::AttentionCase& c : qkv::cases::bench_cases())
+    check(spec_of(qkv::cases::scaled(c, 64), seed++), BlasThreading::automatic, 2);
 }
 
 TEST_P(UnfusedAttention, KeyLengthsAndFloatMask) {
