@@ -1,7 +1,15 @@
-// Uses the installed qkv: one query against two keys with equal scores averages their values.
+// Uses the installed qkv through its public headers only, as an outside project would:
+//   qkv/attention.h  one query against two keys with equal scores averages their values;
+//   qkv/model.h      an untrained encoder-decoder, every attention layer captured;
+//   qkv/explain.h    that capture as the HTML report, and one attention call step by step.
+// Prints what check_find_package.cmake expects; exits 1 when something is off.
 #include <qkv/attention.h>
+#include <qkv/explain.h>
+#include <qkv/model.h>
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 int main() {
   qkv::Tensor q = qkv::Tensor::from({1, 2}, {1.0f, 0.0f});
@@ -9,5 +17,28 @@ int main() {
   qkv::Tensor v = qkv::Tensor::from({2, 2}, {1.0f, 2.0f, 0.0f, 3.0f});
   qkv::AttentionResult r = qkv::attention(q, k, v, {.score = qkv::Score::dot});
   std::printf("out = %g %g\n", r.out.at<float>(0, 0), r.out.at<float>(0, 1));
-  return 0;
+
+  // model.h: a 1-layer, 2-head model of the "reverse" task, captured on one source.
+  const qkv::Task task =
+      qkv::make_task("reverse", {.min_length = 2, .max_length = 6, .symbols = 4});
+  qkv::Seq2SeqConfig config = qkv::config_for(task, 1, 2, 8);
+  qkv::nn::Rng rng(7);
+  qkv::Seq2Seq model(config, rng);
+  const qkv::Seq2SeqCapture c = model.capture("abc");
+  const qkv::AttentionCapture& cross = c.cross.at(0);
+  double row = 0;  // the first query's cross-attention weights over the source sum to 1
+  for (int64_t j = 0; j < cross.weights.dim(-1); ++j) row += cross.weights.value(j);
+  std::printf("capture: %zu source tokens, heads %lld, weights row sum %.6f\n",
+              c.source_tokens.size(), static_cast<long long>(cross.weights.dim(1)), row);
+
+  // explain.h: the report of that capture, and a worked call explained step by step.
+  const std::string page = qkv::explain::html_report(qkv::explain::report_of(c, "tiny"));
+  const qkv::explain::AttentionCall call{
+      .q = q, .k = k, .v = v, .options = {.score = qkv::Score::dot}};
+  const std::string steps =
+      qkv::explain::explain_steps(call, qkv::explain::run_case(call), {.digits = 2});
+  const bool html = page.rfind("<!doctype html>", 0) == 0;
+  const bool softmax = steps.find("softmax") != std::string::npos;
+  std::printf("explain: html %s, steps %s\n", html ? "yes" : "no", softmax ? "yes" : "no");
+  return html && softmax && std::fabs(row - 1) < 1e-5 ? 0 : 1;
 }
