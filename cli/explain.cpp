@@ -77,7 +77,7 @@ void check_index(const char* flag, const std::optional<int64_t>& index, int64_t 
 }
 
 int run_explain(const ExplainArgs& args) {
-  if (args.input || is_seq2seq_file(args.model.dir)) {
+  if (args.input || model_kind(args.model.dir) == ModelKind::seq2seq) {
     if (args.text_b)
       throw Error("a second text \"" + clip(*args.text_b, 40) +
                   "\" is given, but a trained model reads one source; expected one");

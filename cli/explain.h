@@ -34,7 +34,5 @@ int run_explain_seq2seq(const ExplainArgs& args);
 // given and outside [0, count); `what` names the count ("layers", "decoder layers", "heads").
 void check_index(const char* flag, const std::optional<int64_t>& index, int64_t count,
                  const std::string& what);
-// True when `path` names a file ending in .safetensors (not a BERT model directory).
-bool is_seq2seq_file(const std::string& path);
 
 }  // namespace qkv::cli

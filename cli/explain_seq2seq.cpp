@@ -21,12 +21,6 @@
 
 namespace qkv::cli {
 
-bool is_seq2seq_file(const std::string& path) {
-  const std::string ext = ".safetensors";
-  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
-         !std::filesystem::is_directory(path);
-}
-
 namespace {
 
 // The model file the user named, loaded and checked: whatever is wrong with it (its tensors, its
@@ -57,7 +51,7 @@ std::unique_ptr<Seq2Seq> load_seq2seq(const std::string& path,
 
 int run_explain_seq2seq(const ExplainArgs& args) {
   const std::string& path = args.model.dir;
-  if (!is_seq2seq_file(path))
+  if (model_kind(path) != ModelKind::seq2seq)
     throw Error(path.empty()
                     ? "--input needs --model FILE.safetensors, a model saved by qkv train, e.g. "
                       "qkv train --task dates --out dates.safetensors"

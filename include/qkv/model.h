@@ -27,8 +27,8 @@ enum class ModelKind {
   sentence_encoder,  // a directory: config.json, model.safetensors, vocab.txt (BERT family)
   seq2seq,           // a file: a model `qkv train` saved
 };
-// What `path` holds, by its kind on disk (a directory or a file); a qkv::Error (Kind::runtime)
-// naming the path when it is neither.
+// What `path` names: a file called *.safetensors (not a directory) is a model `qkv train` saved;
+// anything else is taken for a model directory. Nothing is read: opening it says what is wrong.
 ModelKind model_kind(const std::string& path);
 
 // ---- text: tokens ----

@@ -80,3 +80,22 @@ TEST(ModelFileKinds, SentenceModelRefusesAModelFileThatIsNotARegularFileAsBadInp
 
 }  // namespace
 }  // namespace qkv
+
+namespace qkv {
+namespace {
+
+// model_kind reads nothing: a *.safetensors file is a trained model, anything else (a model
+// directory, even one named *.safetensors) a sentence encoder's directory.
+TEST(ModelFileKinds, ModelKindGoesByTheNameAndWhetherItIsAFolder) {
+  const test::ScratchDir dir("qkv-model-kind");
+  std::filesystem::create_directory(dir.path("folder.safetensors"));
+  EXPECT_EQ(model_kind(dir.path("dates.safetensors")), ModelKind::seq2seq);  // not there yet
+  EXPECT_EQ(model_kind(dir.write("saved.safetensors", "x")), ModelKind::seq2seq);
+  EXPECT_EQ(model_kind(dir.path("folder.safetensors")), ModelKind::sentence_encoder);
+  EXPECT_EQ(model_kind(dir.path("")), ModelKind::sentence_encoder);
+  EXPECT_EQ(model_kind("model.safetensors.bak"), ModelKind::sentence_encoder);
+  EXPECT_EQ(model_kind(".safetensors"), ModelKind::sentence_encoder);
+}
+
+}  // namespace
+}  // namespace qkv

@@ -101,8 +101,10 @@ std::string weighted_sum(const std::string& query, const AttentionResult& r, int
     // Wrap long sums under the first term, so they stay readable in 100 columns.
     const std::size_t newline = line.rfind('\n');
     const std::string current = newline == std::string::npos ? line : line.substr(newline + 1);
-    if (terms > 0 && display_width(current) + display_width(term) > kWidth)
-      line += "\n" + std::string(display_width(head) + 2, ' ');
+    if (terms > 0 && display_width(current) + display_width(term) > kWidth) {
+      line += '\n';
+      line.append(static_cast<std::size_t>(display_width(head) + 2), ' ');
+    }
     line += term;
     ++terms;
   }

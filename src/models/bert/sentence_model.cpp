@@ -91,14 +91,11 @@ Encoding SentenceModel::tokenize_pair(std::string_view a, std::string_view b) co
 }
 
 ModelKind model_kind(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::is_directory(status)) return ModelKind::sentence_encoder;
-  if (std::filesystem::is_regular_file(status)) return ModelKind::seq2seq;
-  throw Error(path + ": " + (ec ? ec.message() : std::string("not a model directory or file")) +
-                  "; expected a model directory (config.json, model.safetensors, vocab.txt) or a "
-                  ".safetensors file that `qkv train` saved",
-              Error::Kind::runtime);
+  const std::string ext = ".safetensors";
+  const bool named =
+      path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  return named && !std::filesystem::is_directory(path) ? ModelKind::seq2seq
+                                                       : ModelKind::sentence_encoder;
 }
 
 Tensor SentenceModel::embed(const std::vector<std::string>& texts,
