@@ -349,43 +349,43 @@ class Bench {
 
 nlohmann::json num(std::optional<double> x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
 
+// A case's name and shape, as both --list and every result row give them.
+nlohmann::json case_json(const Case& c) {
+  return {{"case", c.name}, {"B", c.B}, {"Hq", c.Hq}, {"Hkv", c.Hkv},
+          {"L", c.L},       {"S", c.S}, {"D", c.Dk},  {"causal", causal(c)}};
+}
+
 nlohmann::json to_json(const Row& r, const Settings& s) {
   const Case& c = r.c;
   const double sgemm = r.sgemm;
-  return {{"case", c.name},
-          {"B", c.B},
-          {"Hq", c.Hq},
-          {"Hkv", c.Hkv},
-          {"L", c.L},
-          {"S", c.S},
-          {"D", c.Dk},
-          {"causal", causal(c)},
-          {"threads", s.threads},
-          {"simd", cpu::simd_target()},
-          {"openblas_core", openblas_get_corename()},
-          {"repeats", s.repeats},
-          {"quick", s.quick},
-          {"fwd_gflops", num(r.fwd)},
-          {"bwd_gflops", num(r.bwd)},
-          {"sgemm_gflops", sgemm},
-          {"fwd_sgemm_ratio", num(bench::ratio(r.fwd, sgemm))},
-          {"bwd_sgemm_ratio", num(bench::ratio(r.bwd, sgemm))},
-          {"ref_gflops", num(r.ref)},
-          {"fwd_ref_speedup", num(bench::ratio(r.fwd, r.ref))},
-          {"unfused_gflops", num(r.unfused)},
-          {"unfused_bwd_gflops", num(r.unfused_bwd)},
-          {"fwd_unfused_speedup", num(bench::ratio(r.fwd, r.unfused))},
-          {"bwd_unfused_speedup", num(bench::ratio(r.bwd, r.unfused_bwd))},
-          {"peak_extra_mib", num(r.peak_mib)},
-          {"unfused_peak_extra_mib", num(r.unfused_peak_mib)},
-          {"fwd_ms", num(r.fwd_ms)},
-          {"bwd_ms", num(r.bwd_ms)},
-          {"ref_ms", num(r.ref_ms)},
-          {"unfused_ms", num(r.unfused_ms)},
-          {"unfused_bwd_ms", num(r.unfused_bwd_ms)},
-          {"cpu_share", num(r.cpu_share)},
-          {"fwd_max_error", num(r.fwd_error)},
-          {"bwd_max_error", num(r.bwd_error)}};
+  nlohmann::json j = case_json(c);
+  j.update({{"threads", s.threads},
+            {"simd", cpu::simd_target()},
+            {"openblas_core", openblas_get_corename()},
+            {"repeats", s.repeats},
+            {"quick", s.quick},
+            {"fwd_gflops", num(r.fwd)},
+            {"bwd_gflops", num(r.bwd)},
+            {"sgemm_gflops", sgemm},
+            {"fwd_sgemm_ratio", num(bench::ratio(r.fwd, sgemm))},
+            {"bwd_sgemm_ratio", num(bench::ratio(r.bwd, sgemm))},
+            {"ref_gflops", num(r.ref)},
+            {"fwd_ref_speedup", num(bench::ratio(r.fwd, r.ref))},
+            {"unfused_gflops", num(r.unfused)},
+            {"unfused_bwd_gflops", num(r.unfused_bwd)},
+            {"fwd_unfused_speedup", num(bench::ratio(r.fwd, r.unfused))},
+            {"bwd_unfused_speedup", num(bench::ratio(r.bwd, r.unfused_bwd))},
+            {"peak_extra_mib", num(r.peak_mib)},
+            {"unfused_peak_extra_mib", num(r.unfused_peak_mib)},
+            {"fwd_ms", num(r.fwd_ms)},
+            {"bwd_ms", num(r.bwd_ms)},
+            {"ref_ms", num(r.ref_ms)},
+            {"unfused_ms", num(r.unfused_ms)},
+            {"unfused_bwd_ms", num(r.unfused_bwd_ms)},
+            {"cpu_share", num(r.cpu_share)},
+            {"fwd_max_error", num(r.fwd_error)},
+            {"bwd_max_error", num(r.bwd_error)}});
+  return j;
 }
 
 // A fixed-width table row; UTF-8 aware padding (—, × are one column wide, several bytes long).
@@ -467,25 +467,17 @@ constexpr const char* kNotes =
 int list_cases(const std::vector<std::string>& names, bool quick, bool json) {
   std::vector<Case> chosen = names.empty() ? all_cases(quick) : selected_cases(names, quick);
   if (json) {
-    for (const Case& c : chosen)
-      std::cout << nlohmann::json{{"case", c.name},
-                                  {"shape", cases::shape_string(c)},
-                                  {"B", c.B},
-                                  {"Hq", c.Hq},
-                                  {"Hkv", c.Hkv},
-                                  {"L", c.L},
-                                  {"S", c.S},
-                                  {"D", c.Dk},
-                                  {"causal", causal(c)},
-                                  {"mask", cases::to_string(c.mask)},
-                                  {"fwd_flops", cases::forward_flops(c)},
-                                  {"bwd_flops", c.backward
-                                                    ? nlohmann::json(cases::backward_flops(c))
-                                                    : nlohmann::json()},
-                                  {"default", c.in_default},
-                                  {"quick", quick}}
-                       .dump()
-                << "\n";
+    for (const Case& c : chosen) {
+      nlohmann::json j = case_json(c);
+      j.update(
+          {{"shape", cases::shape_string(c)},
+           {"mask", cases::to_string(c.mask)},
+           {"fwd_flops", cases::forward_flops(c)},
+           {"bwd_flops", c.backward ? nlohmann::json(cases::backward_flops(c)) : nlohmann::json()},
+           {"default", c.in_default},
+           {"quick", quick}});
+      std::cout << j.dump() << "\n";
+    }
     return 0;
   }
   std::cout << "qkv bench attention: " << chosen.size() << " case"
