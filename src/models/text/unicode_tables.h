@@ -1,10 +1,11 @@
-// models/text/unicode_tables.h — the Unicode data of the BERT tokenizer, and the terminal's column
-// widths, per code point.
+// models/text/unicode_tables.h — the Unicode data of the BERT tokenizer, the terminal's column
+// widths and the classes of the byte-level BPE pre-tokenizer, per code point.
 //
 // Hugging Face's BasicTokenizer asks Python's unicodedata and str.lower(); the tables in
 // unicode_tables.cpp are generated from the same Python by scripts/make_unicode_tables.py (which
 // also proves that folding code point by code point, as tokenizer.cpp does, equals BasicTokenizer's
-// lower-then-NFD of NFC text), the widths in unicode_widths.cpp by the same script.
+// lower-then-NFD of NFC text), the widths in unicode_widths.cpp and the classes in
+// unicode_classes.cpp by the same script.
 // kUnicodeVersion says which Unicode they describe.
 #pragma once
 
@@ -37,6 +38,11 @@ Properties properties(char32_t cp);
 // but the soft hyphen; Hangul medial vowels and final consonants), 2 where East_Asian_Width is
 // W or F (CJK, kana, Hangul syllables, most emoji), 1 otherwise. For explain's terminal views.
 int columns(char32_t cp);
+
+// What the GPT-2 pre-tokenizer's regex asks of a code point (models/text/bpe.cpp): \p{L} (category
+// L*), \p{N} (N*), \s (the White_Space property, as Oniguruma reads it) or none of them.
+enum class RegexClass : uint8_t { other = 0, letter = 1, number = 2, space = 3 };
+RegexClass regex_class(char32_t cp);
 
 // BertTokenizer's _is_chinese_char: the CJK ideograph blocks (not Hangul, kana or CJK symbols).
 bool is_cjk(char32_t cp);
