@@ -1,0 +1,313 @@
+// Byte-level BPE with the smollm pre-tokenizer; see bpe.h. Written from the behaviour of Hugging
+// Face's tokenizers (AddedVocabulary, Digits, ByteLevel, BPE) and checked against it on the
+// goldens of tests/golden/smollm2.
+#include "models/text/bpe.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <queue>
+#include <utility>
+
+#include "models/text/unicode_tables.h"
+#include "models/text/utf8.h"
+#include "qkv/tensor.h"
+
+namespace qkv {
+namespace {
+
+using unicode::RegexClass;
+
+// GPT-2's byte alphabet: the printable bytes ! to ~, ¡ to ¬ and ® to ÿ stand for themselves; the
+// other 68 (controls, space, DEL, U+0080..U+00A0, the soft hyphen) take U+0100 onwards in order.
+struct ByteAlphabet {
+  std::array<char32_t, 256> symbol{};
+  static constexpr char32_t kEnd = 256 + 68;  // symbols are below this
+  std::array<int16_t, kEnd> byte{};           // -1: not a symbol
+
+  ByteAlphabet() {
+    byte.fill(-1);
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      symbol[b] = printable ? char32_t(b) : next++;
+      byte[symbol[b]] = int16_t(b);
+    }
+  }
+};
+
+const ByteAlphabet& alphabet() {
+  static const ByteAlphabet a;
+  return a;
+}
+
+RegexClass regex_class(char32_t cp) {
+  static const auto ascii = [] {
+    std::array<RegexClass, 128> table;
+    for (char32_t c = 0; c < 128; ++c) table[c] = unicode::regex_class(c);
+    return table;
+  }();
+  return cp < 128 ? ascii[cp] : unicode::regex_class(cp);
+}
+
+// A code point of the text and where its bytes begin.
+struct Unit {
+  char32_t cp;
+  std::size_t begin;
+  RegexClass cls;
+};
+
+// Where the GPT-2 regex's match starting at units[i] ends (an index past i), the alternatives tried
+// in the regex's order.
+std::size_t gpt2_match(const std::vector<Unit>& u, std::size_t i, std::size_t n) {
+  // 's 't 're 've 'm 'll 'd
+  if (u[i].cp == '\'' && i + 1 < n) {
+    const char32_t a = u[i + 1].cp;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if (i + 2 < n) {
+      const char32_t b = u[i + 2].cp;
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    }
+  }
+  // ␠?\p{L}+ | ␠?\p{N}+ | ␠?[^\s\p{L}\p{N}]+: one optional space, then a run of one class.
+  const std::size_t s = u[i].cp == ' ' ? i + 1 : i;
+  if (s < n && u[s].cls != RegexClass::space) {
+    const RegexClass cls = u[s].cls;
+    std::size_t j = s + 1;
+    while (j < n && u[j].cls == cls) ++j;
+    return j;
+  }
+  // \s+(?!\S) | \s+: a run of white space, less its last character when a non-space follows it
+  // (that one then starts the next match) — unless the run is a single character.
+  std::size_t j = i + 1;
+  while (j < n && u[j].cls == RegexClass::space) ++j;
+  if (j == n || j - 1 == i) return j;
+  return j - 1;
+}
+
+// Steps 2–3 of bpe.h on `text`: calls emit(begin, end) with each piece's bytes, in order.
+template <typename Emit>
+void split_pieces(std::string_view text, Emit&& emit) {
+  std::vector<Unit> units;
+  units.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t begin = i;
+    const char32_t cp = utf8::next(text, i);
+    units.push_back({cp, begin, regex_class(cp)});
+  }
+  const std::size_t n = units.size();
+  auto at = [&](std::size_t k) { return k < n ? units[k].begin : text.size(); };
+  // Digits(individual_digits): each \p{N} alone; the GPT-2 regex on each stretch between them.
+  for (std::size_t i = 0; i < n;) {
+    if (units[i].cls == RegexClass::number) {
+      emit(at(i), at(i + 1));
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < n && units[end].cls != RegexClass::number) ++end;
+    while (i < end) {
+      const std::size_t j = gpt2_match(units, i, end);
+      emit(at(i), at(j));
+      i = j;
+    }
+  }
+}
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return uint64_t(uint32_t(left)) << 32 | uint32_t(right);
+}
+
+std::string token_bytes(const std::string& token) {
+  const ByteAlphabet& a = alphabet();
+  std::string out;
+  out.reserve(token.size());
+  for (std::size_t i = 0; i < token.size();) {
+    const char32_t cp = utf8::next(token, i);
+    if (cp < ByteAlphabet::kEnd && a.byte[cp] >= 0) {
+      out += char(a.byte[cp]);
+    } else {
+      utf8::append(out, cp);  // not of the alphabet: as it is written
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::from_vocab(std::vector<std::string> tokens,
+                                      const std::vector<std::string>& merges,
+                                      std::vector<int32_t> token_types) {
+  if (tokens.empty()) throw Error("BPE vocabulary: no tokens");
+  if (tokens.size() > std::size_t(INT32_MAX)) throw Error("BPE vocabulary: too many tokens");
+  if (token_types.empty()) token_types.assign(tokens.size(), int32_t(TokenType::normal));
+  if (token_types.size() != tokens.size()) {
+    throw Error("BPE vocabulary: " + std::to_string(token_types.size()) + " token types for " +
+                std::to_string(tokens.size()) + " tokens; expected one type per token");
+  }
+  BpeTokenizer t;
+  t.tokens_ = std::move(tokens);
+  t.types_ = std::move(token_types);
+  t.ids_.reserve(t.tokens_.size());
+  for (std::size_t id = 0; id < t.tokens_.size(); ++id) {
+    utf8::validate(t.tokens_[id], "BPE vocabulary: token " + std::to_string(id));
+    t.ids_.emplace(t.tokens_[id], int32_t(id));
+  }
+  const ByteAlphabet& a = alphabet();
+  for (int b = 0; b < 256; ++b) {
+    std::string symbol;
+    utf8::append(symbol, a.symbol[b]);
+    t.byte_ids_[b] = t.id_of(symbol);  // -1: the byte is dropped
+  }
+  t.merges_.reserve(merges.size());
+  for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string& m = merges[rank];
+    const std::size_t space = m.find(' ');
+    auto fail = [&](const std::string& why) {
+      throw Error("BPE merges: merge " + std::to_string(rank) + " \"" + m + "\" " + why);
+    };
+    if (space == std::string::npos || space == 0 || space + 1 == m.size() ||
+        m.find(' ', space + 1) != std::string::npos) {
+      fail("is not two tokens separated by one space");
+    }
+    const std::string_view left(m.data(), space), right(m.data() + space + 1, m.size() - space - 1);
+    const int32_t l = t.id_of(left), r = t.id_of(right);
+    const int32_t merged = t.id_of(std::string(left) + std::string(right));
+    if (l < 0 || r < 0) fail("names a token not in the vocabulary");
+    if (merged < 0) fail("makes a token not in the vocabulary");
+    t.merges_.emplace(pair_key(l, r), Merge{int32_t(rank), merged});
+  }
+  for (std::size_t id = 0; id < t.tokens_.size(); ++id) {
+    const auto type = TokenType(t.types_[id]);
+    if ((type == TokenType::control || type == TokenType::user_defined) && !t.tokens_[id].empty() &&
+        t.ids_.at(t.tokens_[id]) == int32_t(id)) {
+      t.specials_.push_back(int32_t(id));
+    }
+  }
+  std::stable_sort(t.specials_.begin(), t.specials_.end(),
+                   [&](int32_t x, int32_t y) { return t.tokens_[x].size() > t.tokens_[y].size(); });
+  for (const int32_t id : t.specials_)
+    t.special_first_[static_cast<unsigned char>(t.tokens_[id][0])] = true;
+  return t;
+}
+
+int32_t BpeTokenizer::id_of(std::string_view token) const {
+  const auto it = ids_.find(token);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+const std::string& BpeTokenizer::token(int32_t id) const {
+  if (id < 0 || std::size_t(id) >= tokens_.size()) {
+    throw Error("token id " + std::to_string(id) + " is out of range; expected 0 to " +
+                std::to_string(tokens_.size() - 1));
+  }
+  return tokens_[id];
+}
+
+TokenType BpeTokenizer::type(int32_t id) const {
+  token(id);  // checks the range
+  return TokenType(types_[id]);
+}
+
+std::string BpeTokenizer::token_text(int32_t id) const { return token_bytes(token(id)); }
+
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (const int32_t id : ids) out += token_text(id);
+  return out;
+}
+
+std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) {
+  utf8::validate(text);
+  std::vector<std::string> pieces;
+  split_pieces(text, [&](std::size_t begin, std::size_t end) {
+    pieces.emplace_back(text.substr(begin, end - begin));
+  });
+  return pieces;
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+  utf8::validate(text);
+  std::vector<int32_t> out;
+  // Step 1: the special tokens, leftmost first, the longest of those that start at the same byte.
+  std::size_t plain = 0;  // where the text not yet encoded begins
+  for (std::size_t i = 0; i < text.size();) {
+    int32_t found = -1;
+    if (!special_first_[static_cast<unsigned char>(text[i])]) {
+      ++i;
+      continue;
+    }
+    for (const int32_t id : specials_) {
+      if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
+        found = id;
+        break;
+      }
+    }
+    if (found < 0) {
+      ++i;
+      continue;
+    }
+    encode_plain(text.substr(plain, i - plain), out);
+    out.push_back(found);
+    i += tokens_[found].size();
+    plain = i;
+  }
+  encode_plain(text.substr(plain), out);
+  return out;
+}
+
+void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+  split_pieces(
+      text, [&](std::size_t begin, std::size_t end) { bpe(text.substr(begin, end - begin), out); });
+}
+
+void BpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
+  // The piece's bytes as a linked list of symbols; a merged-away symbol has id -1.
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;  // -1 at the ends
+  };
+  // Bytes whose symbol is not in the vocabulary are left out, as HF's BPE without an unknown token
+  // leaves out the characters it cannot find; their neighbours become adjacent.
+  std::vector<Symbol> symbols;
+  symbols.reserve(piece.size());
+  for (const char c : piece) {
+    const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
+    if (id >= 0) symbols.push_back({id, int32_t(symbols.size()) - 1, int32_t(symbols.size()) + 1});
+  }
+  const int32_t n = int32_t(symbols.size());
+  if (n > 0) symbols.back().next = -1;
+  // Candidate merges of adjacent pairs, lowest rank first, then leftmost. An entry whose symbols
+  // have changed since it was pushed is stale and skipped.
+  struct Candidate {
+    int32_t rank, left, left_id, right_id;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto consider = [&](int32_t left) {
+    if (left < 0 || symbols[left].next < 0) return;
+    const Symbol& l = symbols[left];
+    const int32_t right_id = symbols[l.next].id;
+    const auto it = merges_.find(pair_key(l.id, right_id));
+    if (it != merges_.end()) queue.push({it->second.rank, left, l.id, right_id});
+  };
+  for (int32_t k = 0; k + 1 < n; ++k) consider(k);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = symbols[c.left];
+    if (l.id != c.left_id || l.next < 0 || symbols[l.next].id != c.right_id) continue;
+    const int32_t right = l.next;
+    l.id = merges_.at(pair_key(c.left_id, c.right_id)).id;
+    l.next = symbols[right].next;
+    if (l.next >= 0) symbols[l.next].prev = c.left;
+    symbols[right].id = -1;
+    consider(l.prev);
+    consider(c.left);
+  }
+  for (int32_t k = n > 0 ? 0 : -1; k >= 0; k = symbols[k].next) out.push_back(symbols[k].id);
+}
+
+}  // namespace qkv
