@@ -20,12 +20,17 @@ constexpr uint64_t kMaxArray = uint64_t{1} << 24;
 // Bytes of one block (quantized) or one value (float) of a type qkv reads; 0 for others.
 uint64_t block_bytes(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::f32: return 4;
+    case GgmlType::f32:
+      return 4;
     case GgmlType::f16:
-    case GgmlType::bf16: return 2;
-    case GgmlType::q4_0: return 2 + kBlock / 2;
-    case GgmlType::q4_1: return 4 + kBlock / 2;
-    case GgmlType::q8_0: return 2 + kBlock;
+    case GgmlType::bf16:
+      return 2;
+    case GgmlType::q4_0:
+      return 2 + kBlock / 2;
+    case GgmlType::q4_1:
+      return 4 + kBlock / 2;
+    case GgmlType::q8_0:
+      return 2 + kBlock;
   }
   return 0;
 }
@@ -67,19 +72,27 @@ class Reader {
 
   nlohmann::json value(uint32_t type, const std::string& key, int depth = 0) {
     switch (type) {
-      case 0: return number<uint8_t>("a u8");
-      case 1: return number<int8_t>("an i8");
-      case 2: return number<uint16_t>("a u16");
-      case 3: return number<int16_t>("an i16");
-      case 4: return number<uint32_t>("a u32");
-      case 5: return number<int32_t>("an i32");
-      case 6: return number<float>("an f32");
+      case 0:
+        return number<uint8_t>("a u8");
+      case 1:
+        return number<int8_t>("an i8");
+      case 2:
+        return number<uint16_t>("a u16");
+      case 3:
+        return number<int16_t>("an i16");
+      case 4:
+        return number<uint32_t>("a u32");
+      case 5:
+        return number<int32_t>("an i32");
+      case 6:
+        return number<float>("an f32");
       case 7: {
         const uint8_t b = number<uint8_t>("a bool");
         if (b > 1) fail("metadata \"" + key + "\" holds bool " + std::to_string(b));
         return b == 1;
       }
-      case 8: return string("a string");
+      case 8:
+        return string("a string");
       case 9: {
         if (depth > 0) fail("metadata \"" + key + "\" nests arrays");
         const uint32_t item = number<uint32_t>("an array's type");
@@ -91,9 +104,12 @@ class Reader {
         for (uint64_t i = 0; i < n; ++i) a.push_back(value(item, key, depth + 1));
         return a;
       }
-      case 10: return number<uint64_t>("a u64");
-      case 11: return number<int64_t>("an i64");
-      case 12: return number<double>("an f64");
+      case 10:
+        return number<uint64_t>("a u64");
+      case 11:
+        return number<int64_t>("an i64");
+      case 12:
+        return number<double>("an f64");
     }
     fail("metadata \"" + key + "\" has value type " + std::to_string(type) +
          ", which GGUF does not define");
@@ -112,7 +128,8 @@ void dequantize_blocks(GgmlType type, const uint8_t* p, float* out, int64_t bloc
   for (int64_t b = 0; b < blocks; ++b, out += kBlock) {
     if (type == GgmlType::q8_0) {
       const float d = f16(p);
-      for (int64_t j = 0; j < kBlock; ++j) out[j] = static_cast<float>(static_cast<int8_t>(p[2 + j])) * d;
+      for (int64_t j = 0; j < kBlock; ++j)
+        out[j] = static_cast<float>(static_cast<int8_t>(p[2 + j])) * d;
       p += 2 + kBlock;
       continue;
     }
@@ -134,12 +151,18 @@ void dequantize_blocks(GgmlType type, const uint8_t* p, float* out, int64_t bloc
 
 std::string ggml_type_name(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::f32: return "F32";
-    case GgmlType::f16: return "F16";
-    case GgmlType::bf16: return "BF16";
-    case GgmlType::q4_0: return "Q4_0";
-    case GgmlType::q4_1: return "Q4_1";
-    case GgmlType::q8_0: return "Q8_0";
+    case GgmlType::f32:
+      return "F32";
+    case GgmlType::f16:
+      return "F16";
+    case GgmlType::bf16:
+      return "BF16";
+    case GgmlType::q4_0:
+      return "Q4_0";
+    case GgmlType::q4_1:
+      return "Q4_1";
+    case GgmlType::q8_0:
+      return "Q8_0";
   }
   return "type " + std::to_string(type);
 }
@@ -155,7 +178,9 @@ uint64_t ggml_bytes(uint32_t type, uint64_t n) {
 void dequantize(uint32_t type, const std::byte* data, float* out, int64_t n) {
   const auto* p = reinterpret_cast<const uint8_t*>(data);
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::f32: std::memcpy(out, p, static_cast<std::size_t>(n) * 4); return;
+    case GgmlType::f32:
+      std::memcpy(out, p, static_cast<std::size_t>(n) * 4);
+      return;
     case GgmlType::f16:
     case GgmlType::bf16:
       for (int64_t i = 0; i < n; ++i) {
@@ -187,8 +212,7 @@ GgufFile GgufFile::parse(std::string bytes, std::string name) {
   const std::string_view all = *f.bytes_;
   Reader r(all, f.name_);
 
-  if (r.number<uint32_t>("the magic number") != kMagic)
-    r.fail("it does not start with \"GGUF\"");
+  if (r.number<uint32_t>("the magic number") != kMagic) r.fail("it does not start with \"GGUF\"");
   f.version_ = r.number<uint32_t>("the version");
   if (f.version_ != 2 && f.version_ != 3)
     r.fail("version " + std::to_string(f.version_) + " (qkv reads versions 2 and 3)");

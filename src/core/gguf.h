@@ -38,9 +38,9 @@ inline constexpr InputSpec kGgufInput{.expected = "a regular .gguf file",
 enum class GgmlType : uint32_t {
   f32 = 0,
   f16 = 1,
-  q4_0 = 2,   // blocks of 32: f16 scale d, 16 bytes of 4-bit q; x = (q − 8)·d
-  q4_1 = 3,   // blocks of 32: f16 scale d, f16 minimum m, 16 bytes of 4-bit q; x = q·d + m
-  q8_0 = 8,   // blocks of 32: f16 scale d, 32 int8 q; x = q·d
+  q4_0 = 2,  // blocks of 32: f16 scale d, 16 bytes of 4-bit q; x = (q − 8)·d
+  q4_1 = 3,  // blocks of 32: f16 scale d, f16 minimum m, 16 bytes of 4-bit q; x = q·d + m
+  q8_0 = 8,  // blocks of 32: f16 scale d, 32 int8 q; x = q·d
   bf16 = 30,
 };
 // "Q4_1", "F32", ...; "type 17" for one qkv does not read.
@@ -48,8 +48,8 @@ std::string ggml_type_name(uint32_t type);
 
 struct GgufTensorInfo {
   std::string name;
-  Shape shape;       // C order: ne reversed
-  uint32_t type = 0;  // a GgmlType
+  Shape shape;          // C order: ne reversed
+  uint32_t type = 0;    // a GgmlType
   uint64_t offset = 0;  // from the start of the tensor data
   uint64_t bytes = 0;
 };

@@ -22,6 +22,8 @@ inline float half_to_float(uint16_t h) {
 }
 
 // bfloat16 is the top half of a binary32.
-inline float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_float(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 }  // namespace qkv

@@ -142,9 +142,11 @@ TEST(Gguf, FloatTypesAndShapeInCOrder) {
 TEST(Gguf, Q8_0BlockIsScaleTimesInt8) {
   // d = 0.5 (F16 0x3800); q = −32 … 31.
   std::vector<uint8_t> block{0x00, 0x38};
-  for (int j = 0; j < 32; ++j) block.push_back(static_cast<uint8_t>(static_cast<int8_t>(j - 32 + j % 2 * 40)));
+  for (int j = 0; j < 32; ++j)
+    block.push_back(static_cast<uint8_t>(static_cast<int8_t>(j - 32 + j % 2 * 40)));
   const Tensor t = GgufFile::parse(one_tensor(8, {32}, bytes_of(block)), "q8").tensor("w");
-  for (int j = 0; j < 32; ++j) EXPECT_EQ(t.at<float>(j), 0.5f * static_cast<float>(j - 32 + j % 2 * 40)) << j;
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(t.at<float>(j), 0.5f * static_cast<float>(j - 32 + j % 2 * 40)) << j;
 }
 
 TEST(Gguf, Q4BlocksKeepValueJLowAndJPlus16High) {
@@ -181,23 +183,24 @@ TEST(Gguf, RejectsWhatIsNotAValidFile) {
               HasSubstr("rows of 16 values of Q8_0; expected a multiple of 32"));
   EXPECT_THAT(parse_error(one_tensor(0, {1, 1, 1, 1, 1}, raw<float>({1}))),
               HasSubstr("rank 5; expected 1 to 4"));
-  const std::string misaligned = gguf_file(
-      0, "", {{.name = "w", .ne = {1}, .type = 0, .data = "", .offset = 4}});
+  const std::string misaligned =
+      gguf_file(0, "", {{.name = "w", .ne = {1}, .type = 0, .data = "", .offset = 4}});
   EXPECT_THAT(parse_error(misaligned), HasSubstr("not a multiple of the alignment 32"));
-  const std::string twice = gguf_file(
-      0, "", {{.name = "w", .ne = {2}, .type = 0, .data = raw<float>({1, 2})},
-              {.name = "w", .ne = {2}, .type = 0, .data = raw<float>({1, 2})}});
+  const std::string twice =
+      gguf_file(0, "",
+                {{.name = "w", .ne = {2}, .type = 0, .data = raw<float>({1, 2})},
+                 {.name = "w", .ne = {2}, .type = 0, .data = raw<float>({1, 2})}});
   EXPECT_THAT(parse_error(twice), HasSubstr("tensor \"w\" appears twice"));
-  const std::string overlap = gguf_file(
-      0, "", {{.name = "a", .ne = {16}, .type = 0, .data = std::string(64, '\0')},
-              {.name = "b", .ne = {8}, .type = 0, .data = "", .offset = 0}});
+  const std::string overlap =
+      gguf_file(0, "",
+                {{.name = "a", .ne = {16}, .type = 0, .data = std::string(64, '\0')},
+                 {.name = "b", .ne = {8}, .type = 0, .data = "", .offset = 0}});
   EXPECT_THAT(parse_error(overlap), HasSubstr("overlap"));
   const std::string kv = kv_string("k", "v");
-  EXPECT_THAT(parse_error(gguf_file(2, kv + kv, {})),
-              HasSubstr("metadata \"k\" appears twice"));
+  EXPECT_THAT(parse_error(gguf_file(2, kv + kv, {})), HasSubstr("metadata \"k\" appears twice"));
   // An array that claims more items than the file holds, before anything is allocated.
-  const std::string lie = Bytes().str("k").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(
-                               uint64_t{1} << 40).s;
+  const std::string lie =
+      Bytes().str("k").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(uint64_t{1} << 40).s;
   EXPECT_THAT(parse_error(gguf_file(1, lie, {})),
               HasSubstr("claims an array of 1099511627776 items"));
   EXPECT_THAT(parse_error(gguf_file(uint64_t{1} << 60, "", {})), HasSubstr("claims"));
