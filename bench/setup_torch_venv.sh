@@ -23,7 +23,8 @@ set -euo pipefail
 VENV="${QKV_TORCH_VENV:-$HOME/.cache/qkv/torch-venv}"
 TORCH_VERSION="${QKV_TORCH_VERSION:-2.15.0}"
 PY=/usr/bin/python3
-EXTRAS=(sentence-transformers transformers onnxruntime onnx onnxscript)
+# gguf and accelerate: transformers reading GGUF files (the SmolLM2 goldens of tests/golden).
+EXTRAS=(sentence-transformers transformers onnxruntime onnx onnxscript gguf accelerate)
 
 check_torch() {
   "$VENV/bin/python" - "$TORCH_VERSION" >/dev/null 2>&1 <<'EOF'

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/half.h"
 #include "qkv/files.h"
 
 namespace qkv {
@@ -79,22 +80,6 @@ std::size_t invalid_utf8_at(std::string_view s) {
   }
   return std::string_view::npos;
 }
-
-// IEEE 754 binary16 → binary32, exact (every half is a float).
-float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-  if (exponent == 0) {  // zero or subnormal: mantissa × 2^-24
-    const float v = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -v : v;
-  }
-  const uint32_t bits = exponent == 0x1F ? sign | 0x7F800000u | (mantissa << 13)  // inf, NaN
-                                         : sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  return std::bit_cast<float>(bits);
-}
-
-// bfloat16 is the top half of a binary32.
-float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
 struct FileDType {
   std::string_view name;  // as in the header

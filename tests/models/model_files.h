@@ -12,17 +12,27 @@
 
 namespace qkv::test {
 
-// $QKV_HOME/models/all-MiniLM-L6-v2, QKV_HOME defaulting to ~/.cache/qkv (as scripts/fetch_model).
-inline std::string minilm_dir() {
+// $QKV_HOME/models, QKV_HOME defaulting to ~/.cache/qkv (as scripts/fetch_model).
+inline std::string models_dir() {
   const char* qkv_home = std::getenv("QKV_HOME");
-  std::string home;
-  if (qkv_home != nullptr && *qkv_home != '\0') {
-    home = qkv_home;
-  } else {
-    const char* user_home = std::getenv("HOME");
-    home = std::string(user_home != nullptr ? user_home : "") + "/.cache/qkv";
+  if (qkv_home != nullptr && *qkv_home != '\0') return std::string(qkv_home) + "/models";
+  const char* user_home = std::getenv("HOME");
+  return std::string(user_home != nullptr ? user_home : "") + "/.cache/qkv/models";
+}
+
+// SmolLM2-135M-Instruct's GGUF file; missing → an exception saying how to fetch it.
+inline std::string smollm2_gguf() {
+  const std::string path = models_dir() + "/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::is_regular_file(path)) {
+    throw std::runtime_error(path + " is missing: run scripts/fetch_model smollm2 (or " +
+                             "scripts/bootstrap, which fetches every model the tests use)");
   }
-  const std::string dir = home + "/models/all-MiniLM-L6-v2";
+  return path;
+}
+
+// $QKV_HOME/models/all-MiniLM-L6-v2.
+inline std::string minilm_dir() {
+  const std::string dir = models_dir() + "/all-MiniLM-L6-v2";
   if (!std::filesystem::is_directory(dir)) {
     throw std::runtime_error(dir + " is missing: run scripts/bootstrap (it fetches the model)");
   }
@@ -38,15 +48,18 @@ inline std::string minilm_file(const std::string& name) {
   return path;
 }
 
-inline std::string golden_dir() { return std::string(QKV_SOURCE_DIR) + "/tests/golden/minilm"; }
+inline std::string golden_dir(const std::string& model = "minilm") {
+  return std::string(QKV_SOURCE_DIR) + "/tests/golden/" + model;
+}
 
 // A JSON golden of tests/golden/minilm; missing or unreadable → an exception naming it.
-inline nlohmann::json read_golden_json(const std::string& name) {
-  const std::string path = golden_dir() + "/" + name;
+inline nlohmann::json read_golden_json(const std::string& name,
+                                       const std::string& model = "minilm") {
+  const std::string path = golden_dir(model) + "/" + name;
   std::ifstream in(path);
   if (!in) {
     throw std::runtime_error(path + " is missing: it is committed with the tests; regenerate it " +
-                             "with tests/golden/make_minilm_goldens.py");
+                             "with its script in tests/golden/");
   }
   return nlohmann::json::parse(in);
 }

@@ -1,0 +1,213 @@
+#include "models/llama/llama.h"
+
+#include <cmath>
+#include <string>
+
+#include "nn/finite.h"
+
+namespace qkv {
+namespace {
+
+int64_t meta_int(const GgufFile& f, const std::string& key) {
+  const nlohmann::json& v = f.meta(key);
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t{1} << 24))
+    throw Error(f.name() + ": metadata \"" + key + "\" is " + v.dump() +
+                    "; expected a positive integer",
+                Error::Kind::runtime);
+  return v.get<int64_t>();
+}
+
+double meta_number(const GgufFile& f, const std::string& key, double fallback) {
+  if (!f.has(key)) return fallback;
+  const nlohmann::json& v = f.meta(key);
+  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+    throw Error(f.name() + ": metadata \"" + key + "\" is " + v.dump() +
+                    "; expected a positive number",
+                Error::Kind::runtime);
+  return v.get<double>();
+}
+
+Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
+  const GgufTensorInfo& info = f.info(name);
+  if (info.shape != shape)
+    throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(info.shape) +
+                    "; expected " + shape_str(shape) + " for this config",
+                Error::Kind::runtime);
+  Tensor t = f.tensor(name);
+  require_finite_tensor(f.name(), name, t);
+  return t;
+}
+
+nn::LinearWeights linear(const GgufFile& f, const std::string& name, int64_t out, int64_t in) {
+  nn::LinearWeights w{.weight = read(f, name, {out, in})};
+  nn::pack(w);
+  return w;
+}
+
+// x ← x / √(mean(x²) + ε) · w, over rows of x [n, d] (contiguous float32).
+void rms_norm(Tensor& x, const Tensor& w, double eps) {
+  const int64_t d = x.dim(-1), n = x.numel() / d;
+  float* p = x.data<float>();
+  const float* g = w.data<float>();
+  for (int64_t i = 0; i < n; ++i, p += d) {
+    double squares = 0;
+    for (int64_t j = 0; j < d; ++j) squares += double{p[j]} * p[j];
+    const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(d) + eps));
+    for (int64_t j = 0; j < d; ++j) p[j] = p[j] * inv * g[j];
+  }
+}
+
+// [n, heads·d] → [1, heads, n, d], contiguous.
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  const int64_t n = x.dim(0), d = x.dim(1) / heads;
+  return x.reshape({1, n, heads, d}).transpose(1, 2).contiguous();
+}
+
+// cache ← [cache | new] along the positions.
+Tensor append(const Tensor& cache, const Tensor& add) {
+  if (!cache.defined() || cache.dim(2) == 0) return add;
+  const int64_t heads = add.dim(1), old = cache.dim(2), n = add.dim(2), d = add.dim(3);
+  Tensor out({1, heads, old + n, d}, DType::f32);
+  for (int64_t h = 0; h < heads; ++h) {
+    float* o = out.data<float>() + h * (old + n) * d;
+    std::copy_n(cache.data<float>() + h * old * d, old * d, o);
+    std::copy_n(add.data<float>() + h * n * d, n * d, o + old * d);
+  }
+  return out;
+}
+
+}  // namespace
+
+LlamaConfig read_llama_config(const GgufFile& f) {
+  const nlohmann::json& arch = f.meta("general.architecture");
+  if (arch != "llama")
+    throw Error(f.name() + ": architecture " + arch.dump() + "; expected \"llama\"",
+                Error::Kind::runtime);
+  LlamaConfig c;
+  c.layers = meta_int(f, "llama.block_count");
+  c.hidden = meta_int(f, "llama.embedding_length");
+  c.heads = meta_int(f, "llama.attention.head_count");
+  c.kv_heads = f.has("llama.attention.head_count_kv") ? meta_int(f, "llama.attention.head_count_kv")
+                                                       : c.heads;
+  c.ffn = meta_int(f, "llama.feed_forward_length");
+  c.context = meta_int(f, "llama.context_length");
+  c.eps = meta_number(f, "llama.attention.layer_norm_rms_epsilon", 1e-5);
+  c.rope_base = meta_number(f, "llama.rope.freq_base", 10000);
+  c.vocab = static_cast<int64_t>(f.meta("tokenizer.ggml.tokens").size());
+  if (c.hidden % c.heads != 0 || c.heads % c.kv_heads != 0 || (c.hidden / c.heads) % 2 != 0)
+    throw Error(f.name() + ": " + std::to_string(c.heads) + " heads, " +
+                    std::to_string(c.kv_heads) + " key/value heads over " +
+                    std::to_string(c.hidden) + " dimensions; expected whole, even heads",
+                Error::Kind::runtime);
+  c.head_dim = c.hidden / c.heads;
+  return c;
+}
+
+LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
+  LlamaWeights w;
+  w.embedding = read(f, "token_embd.weight", {c.vocab, c.hidden});
+  const int64_t kv = c.kv_heads * c.head_dim;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    w.layers.push_back({.attn_norm = read(f, p + "attn_norm.weight", {c.hidden}),
+                        .ffn_norm = read(f, p + "ffn_norm.weight", {c.hidden}),
+                        .q = linear(f, p + "attn_q.weight", c.hidden, c.hidden),
+                        .k = linear(f, p + "attn_k.weight", kv, c.hidden),
+                        .v = linear(f, p + "attn_v.weight", kv, c.hidden),
+                        .o = linear(f, p + "attn_output.weight", c.hidden, c.hidden),
+                        .gate = linear(f, p + "ffn_gate.weight", c.ffn, c.hidden),
+                        .up = linear(f, p + "ffn_up.weight", c.ffn, c.hidden),
+                        .down = linear(f, p + "ffn_down.weight", c.hidden, c.ffn)});
+  }
+  w.output_norm = read(f, "output_norm.weight", {c.hidden});
+  bool tied = true;
+  for (const GgufTensorInfo& t : f.tensors()) tied = tied && t.name != "output.weight";
+  w.output = tied ? nn::LinearWeights{.weight = w.embedding}
+                  : nn::LinearWeights{.weight = read(f, "output.weight", {c.vocab, c.hidden})};
+  nn::pack(w.output);
+  return w;
+}
+
+void rope(Tensor& x, int64_t start, double base) {
+  const int64_t heads = x.dim(1), n = x.dim(2), d = x.dim(3);
+  float* p = x.data<float>();
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t t = 0; t < n; ++t, p += d)
+      for (int64_t i = 0; i < d / 2; ++i) {
+        const double angle = static_cast<double>(start + t) *
+                             std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+        const double c = std::cos(angle), s = std::sin(angle);
+        const double a = p[2 * i], b = p[2 * i + 1];
+        p[2 * i] = static_cast<float>(a * c - b * s);
+        p[2 * i + 1] = static_cast<float>(a * s + b * c);
+      }
+}
+
+Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vector<int32_t>& ids,
+                     KvCache& cache, const LlamaOptions& options) {
+  const auto n = static_cast<int64_t>(ids.size());
+  for (const int32_t id : ids)
+    if (id < 0 || id >= c.vocab)
+      throw Error("llama: token id " + std::to_string(id) + "; expected 0 to " +
+                  std::to_string(c.vocab - 1));
+  if (cache.length + n > c.context)
+    throw Error("llama: " + std::to_string(cache.length + n) + " positions; the model reads at most " +
+                std::to_string(c.context));
+  if (cache.k.empty()) cache.k.resize(static_cast<std::size_t>(c.layers)), cache.v = cache.k;
+  if (options.capture != nullptr) options.capture->clear();
+
+  Tensor h({n, c.hidden}, DType::f32);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(w.embedding.data<float>() + ids[static_cast<std::size_t>(i)] * c.hidden, c.hidden,
+                h.data<float>() + i * c.hidden);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const LlamaLayer& layer = w.layers[static_cast<std::size_t>(l)];
+    const auto li = static_cast<std::size_t>(l);
+    Tensor x = h.clone();
+    rms_norm(x, layer.attn_norm, c.eps);
+    Tensor q = split_heads(nn::linear(x, layer.q), c.heads);
+    Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads);
+    const Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads);
+    rope(q, cache.length, c.rope_base);
+    rope(k, cache.length, c.rope_base);
+    cache.k[li] = append(cache.k[li], k);
+    cache.v[li] = append(cache.v[li], v);
+    const bool keep = options.capture != nullptr;
+    const AttentionResult r = attention(q, cache.k[li], cache.v[li],
+                                        {.scale = scale,
+                                         .causal = Causal::bottom_right,
+                                         .need_weights = keep,
+                                         .need_scores = keep,
+                                         .path = keep ? Path::reference : Path::automatic});
+    if (keep)
+      options.capture->push_back({.score = Score::scaled_dot,
+                                  .scale = scale,
+                                  .causal = Causal::bottom_right,
+                                  .q = q,
+                                  .k = cache.k[li],
+                                  .v = cache.v[li],
+                                  .scores = r.scores,
+                                  .logits = r.logits,
+                                  .weights = r.weights,
+                                  .head_out = r.out});
+    const Tensor attended = nn::linear(nn::merge_heads(r.out).reshape({n, c.hidden}), layer.o);
+    float* hp = h.data<float>();
+    for (int64_t i = 0; i < h.numel(); ++i) hp[i] += attended.data<float>()[i];
+
+    x = h.clone();
+    rms_norm(x, layer.ffn_norm, c.eps);
+    Tensor gate = nn::linear(x, layer.gate);
+    const Tensor up = nn::linear(x, layer.up);
+    float* g = gate.data<float>();
+    for (int64_t i = 0; i < gate.numel(); ++i)
+      g[i] = g[i] / (1.0f + std::exp(-g[i])) * up.data<float>()[i];  // SiLU(gate) ⊙ up
+    const Tensor down = nn::linear(gate, layer.down);
+    for (int64_t i = 0; i < h.numel(); ++i) hp[i] += down.data<float>()[i];
+  }
+  cache.length += n;
+  rms_norm(h, w.output_norm, c.eps);
+  return nn::linear(h, w.output);
+}
+
+}  // namespace qkv

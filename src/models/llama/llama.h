@@ -1,0 +1,70 @@
+// models/llama/llama.h — a Llama-architecture decoder (SmolLM2) from a GGUF file, run on its
+// weights dequantized to float32:
+//
+//   h₀ = embedding[id]
+//   for each layer:  x = RMSNorm(h)·w₁;  q, k, v = x·W_Qᵀ, x·W_Kᵀ, x·W_Vᵀ;  q, k ← RoPE(q, k, pos)
+//                    h += W_O · attention(q, K, V)   (grouped-query heads, causal, with the cache)
+//                    x = RMSNorm(h)·w₂;  h += W_down · (SiLU(x·W_gateᵀ) ⊙ x·W_upᵀ)
+//   logits = RMSNorm(h)·w · Eᵀ   (E the output matrix, or the embedding when tied)
+//
+// RMSNorm(x) = x / √(mean(x²) + ε) (Zhang & Sennrich 2019). RoPE (Su et al. 2021) as llama.cpp
+// applies it to GGUF llama weights: dimensions (2i, 2i + 1) of each head rotate together by
+// pos·base^(−2i/d). (The GGUF converter permutes W_Q and W_K so this pairing equals Hugging
+// Face's rotate-half on the original weights: the scores are the same.) Attention runs through
+// qkv::attention: scaled dot, 1/√d, causal bottom-right, so new queries see the whole cache.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/gguf.h"
+#include "nn/dense.h"
+#include "qkv/attention.h"
+#include "qkv/tensor.h"
+
+namespace qkv {
+
+struct LlamaConfig {
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  int64_t context = 0;
+  double eps = 1e-5, rope_base = 10000;
+};
+// From a GGUF file's llama.* metadata; errors name the file and the key.
+LlamaConfig read_llama_config(const GgufFile& file);
+
+struct LlamaLayer {
+  Tensor attn_norm, ffn_norm;                   // [hidden]
+  nn::LinearWeights q, k, v, o, gate, up, down;  // no biases
+};
+struct LlamaWeights {
+  Tensor embedding;  // [vocab, hidden]
+  std::vector<LlamaLayer> layers;
+  Tensor output_norm;     // [hidden]
+  nn::LinearWeights output;  // [vocab, hidden]: the embedding itself when tied
+};
+// Every tensor the config needs, dequantized and checked for its shape and finite values.
+LlamaWeights read_llama_weights(const GgufFile& file, const LlamaConfig& config);
+
+// The keys and values of every layer so far, [1, kv_heads, length, head_dim] each.
+struct KvCache {
+  std::vector<Tensor> k, v;
+  int64_t length = 0;
+};
+
+struct LlamaOptions {
+  // Non-null: each layer's attention (q and k after RoPE, the cache's k and v, scores, logits,
+  // weights, head outputs) is kept here, one per layer, through the float64 reference.
+  std::vector<AttentionCapture>* capture = nullptr;
+};
+
+// Runs `ids` at positions cache.length … cache.length + n − 1, appends their keys and values to
+// the cache, and returns the logits of every new position, [n, vocab] (float32).
+Tensor llama_forward(const LlamaWeights& weights, const LlamaConfig& config,
+                     const std::vector<int32_t>& ids, KvCache& cache,
+                     const LlamaOptions& options = {});
+
+// RoPE in place on x [1, heads, n, head_dim] (contiguous) for positions start … start + n − 1.
+void rope(Tensor& x, int64_t start, double base);
+
+}  // namespace qkv
