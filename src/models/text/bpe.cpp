@@ -9,6 +9,7 @@
 #include <queue>
 #include <utility>
 
+#include "core/gguf.h"
 #include "models/text/unicode_tables.h"
 #include "models/text/utf8.h"
 #include "qkv/tensor.h"
@@ -189,6 +190,36 @@ BpeTokenizer BpeTokenizer::from_vocab(std::vector<std::string> tokens,
   for (const int32_t id : t.specials_)
     t.special_first_[static_cast<unsigned char>(t.tokens_[id][0])] = true;
   return t;
+}
+
+BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
+  const auto text = [&](const char* key) {
+    const nlohmann::json& v = file.meta(key);
+    if (!v.is_string()) throw Error(file.name() + ": " + key + " is not a string");
+    return v.get<std::string>();
+  };
+  const std::string model = text("tokenizer.ggml.model");
+  const std::string pre = file.has("tokenizer.ggml.pre") ? text("tokenizer.ggml.pre") : "";
+  if (model != "gpt2" || pre != "smollm") {
+    throw Error(file.name() + ": tokenizer.ggml.model \"" + model +
+                "\" with tokenizer.ggml.pre \"" + pre +
+                "\"; qkv's BPE tokenizer reads \"gpt2\" with \"smollm\" (SmolLM2)");
+  }
+  try {
+    std::vector<int32_t> types;
+    if (file.has("tokenizer.ggml.token_type")) {
+      types = file.meta("tokenizer.ggml.token_type").get<std::vector<int32_t>>();
+    }
+    return from_vocab(file.meta("tokenizer.ggml.tokens").get<std::vector<std::string>>(),
+                      file.has("tokenizer.ggml.merges")
+                          ? file.meta("tokenizer.ggml.merges").get<std::vector<std::string>>()
+                          : std::vector<std::string>{},
+                      std::move(types));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(file.name() + ": the tokenizer's metadata: " + e.what());
+  } catch (const Error& e) {
+    throw Error(file.name() + ": " + e.what());
+  }
 }
 
 int32_t BpeTokenizer::id_of(std::string_view token) const {

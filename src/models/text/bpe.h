@@ -28,6 +28,8 @@
 
 namespace qkv {
 
+class GgufFile;
+
 // tokenizer.ggml.token_type, as llama.cpp numbers them.
 enum class TokenType : int32_t {
   undefined = 0,
@@ -49,6 +51,11 @@ class BpeTokenizer {
   static BpeTokenizer from_vocab(std::vector<std::string> tokens,
                                  const std::vector<std::string>& merges,
                                  std::vector<int32_t> token_types);
+
+  // From a GGUF's metadata: tokenizer.ggml.tokens, .merges and .token_type (optional). Only the
+  // pre-tokenizer written here is accepted: tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre
+  // "smollm"; another is a qkv::Error naming it, not ids that would silently differ.
+  static BpeTokenizer from_gguf(const GgufFile& file);
 
   // The ids of a text (steps 1–4 above). Text that is not valid UTF-8 is a qkv::Error naming the
   // first bad byte.
