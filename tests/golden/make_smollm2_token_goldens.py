@@ -7,7 +7,7 @@ ZWJ sequences, code, whitespace runs, numbers, contractions, the chat markers, t
 
 It needs transformers, tokenizers and gguf (bench/setup_torch_venv.sh's venv) and the model file
 $QKV_HOME/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf (QKV_HOME defaults to
-~/.cache/qkv; scripts/fetch_model gets it). `make test` only reads the committed JSON.
+~/.cache/qkv; `scripts/fetch_model smollm2` gets it). `make test` only reads the committed JSON.
 
 The tokenizer: `AutoTokenizer.from_pretrained(dir, gguf_file=name)` builds it from the GGUF's
 metadata (vocabulary, merges, the 17 control tokens as special added tokens). Its pre-tokenizer,
@@ -120,7 +120,7 @@ def qkv_home():
 def main():
     model_dir = os.path.join(qkv_home(), "models", MODEL)
     if not os.path.isfile(os.path.join(model_dir, GGUF)):
-        sys.exit(f"{model_dir}/{GGUF} is missing: run scripts/fetch_model")
+        sys.exit(f"{model_dir}/{GGUF} is missing: run scripts/fetch_model smollm2")
     gguf_loaded = AutoTokenizer.from_pretrained(model_dir, gguf_file=GGUF)
     tok = AutoTokenizer.from_pretrained(model_dir, gguf_file=GGUF)
     tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
