@@ -9,6 +9,7 @@
 #include "embed.h"
 #include "experiment.h"
 #include "explain.h"
+#include "generate.h"
 #include "qkv/tensor.h"
 #include "text.h"
 #include "train.h"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
       "  qkv attend --example phonebook     attention worked through, step by step\n"
       "  qkv search QUERY --corpus FILE     queries and keys as retrieval: rank lines by "
       "similarity\n"
+      "  qkv generate \"The capital of\"     a decoder LLM (SmolLM2-135M) continues a text\n"
       "  qkv train --task dates             train a small transformer on a toy task\n"
       "  qkv experiment scale               why divide by √d_k? measured\n"
       "  qkv attend --help                  every option, with examples\n"
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
   CLI::App* search = qkv::cli::add_search_command(app, search_args);
   qkv::cli::TrainArgs train_args;
   CLI::App* train = qkv::cli::add_train_command(app, train_args);
+  qkv::cli::GenerateArgs generate_args;
+  CLI::App* generate = qkv::cli::add_generate_command(app, generate_args);
   qkv::cli::ExperimentArgs experiment_args;
   CLI::App* experiment = qkv::cli::add_experiment_command(app, experiment_args);
 
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
     if (similarity->parsed()) return qkv::cli::run_similarity(similarity_args);
     if (search->parsed()) return qkv::cli::run_search(search_args);
     if (train->parsed()) return qkv::cli::run_train(train_args);
+    if (generate->parsed()) return qkv::cli::run_generate(generate_args);
     if (experiment->parsed()) return qkv::cli::run_experiment_command(experiment_args);
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);

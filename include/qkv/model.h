@@ -26,9 +26,11 @@ namespace qkv {
 enum class ModelKind {
   sentence_encoder,  // a directory: config.json, model.safetensors, vocab.txt (BERT family)
   seq2seq,           // a file: a model `qkv train` saved
+  causal_lm,         // a .gguf file: a decoder-only language model (SmolLM2)
 };
 // What `path` names: a file called *.safetensors (not a directory) is a model `qkv train` saved;
-// anything else is taken for a model directory. Nothing is read: opening it says what is wrong.
+// *.gguf, or the name "smollm2", a decoder LLM; anything else is taken for a model directory.
+// Nothing is read: opening it says what is wrong.
 ModelKind model_kind(const std::string& path);
 
 // ---- text: tokens ----
@@ -126,6 +128,54 @@ class SentenceModel {
 
 // cos(a, b) of two embedding rows: 0 when a row is all zeros, NaN when either holds NaN or ∞.
 double cosine(const Tensor& a, int64_t row_a, const Tensor& b, int64_t row_b);
+
+// ---- a decoder-only language model: SmolLM2-135M (GGUF) ----
+
+// Where scripts/fetch_model smollm2 puts SmolLM2-135M-Instruct's GGUF file, under $QKV_HOME.
+std::string default_causal_lm_path();
+
+struct GenerateOptions {
+  int64_t max_tokens = 64;  // new tokens at most
+  double temperature = 0;   // 0: greedy (the most likely token); else sample softmax(logits / T)
+  uint64_t seed = 1;        // of the sampling
+};
+
+struct LlamaConfig;   // models/llama/llama.h
+struct LlamaWeights;  // models/llama/llama.h
+class BpeTokenizer;   // models/text/bpe.h
+
+// A Llama-architecture decoder from one GGUF file, run exactly on its dequantized weights, with
+// its byte-level BPE tokenizer from the same file (models/llama/llama.h says what it computes).
+class CausalLM {
+ public:
+  // "smollm2" means default_causal_lm_path(). Errors (Kind::runtime) name the file and what is
+  // wrong; a missing default model says how to fetch it.
+  static CausalLM load(const std::string& path);
+
+  std::vector<int32_t> tokenize(std::string_view text) const;
+  std::string token_text(int32_t id) const;  // the bytes a token stands for
+  // The prompt as the model's chat template frames one user message:
+  // "<|im_start|>user\n" text "<|im_end|>\n<|im_start|>assistant\n".
+  std::string chat_prompt(std::string_view user) const;
+  // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
+  // on_token(id) as each comes; stops at the end-of-text token or max_tokens. Returns the new ids.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                                const std::function<void(int32_t)>& on_token = {}) const;
+  // One pass over `ids` with every layer's attention captured ([1, H, n, ·]; k and v [1, Hkv, n,
+  // ·], q and k after RoPE). Returns the logits, [n, vocab].
+  Tensor capture(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
+
+  const std::string& path() const { return path_; }
+  const LlamaConfig& config() const { return *config_; }
+  int32_t eos_id() const { return eos_; }
+
+ private:
+  std::string path_;
+  std::shared_ptr<const LlamaConfig> config_;
+  std::shared_ptr<const LlamaWeights> weights_;
+  std::shared_ptr<const BpeTokenizer> tokenizer_;
+  int32_t eos_ = -1;
+};
 
 // ---- the encoder-decoder models qkv trains ----
 // synthetic sequence-to-sequence tasks for `qkv train`, character-level,

@@ -3,13 +3,14 @@
 // logits of every position at each position's top-10 ids and 10 more, and every head's attention
 // weights in three layers. Also: a KV cache run token by token gives the full run's logits, and
 // RoPE is a rotation (norms kept, relative positions only).
+#include "models/llama/llama.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/gguf.h"
-#include "models/llama/llama.h"
 #include "models/model_files.h"
 
 namespace qkv {
@@ -54,13 +55,15 @@ TEST(SmolLM2, LogitsAndAttentionMatchTransformers) {
     const auto n = static_cast<int64_t>(ids.size());
     KvCache cache;
     std::vector<AttentionCapture> capture;
-    const Tensor logits = llama_forward(smol().weights, smol().config, ids, cache, {.capture = &capture});
+    const Tensor logits =
+        llama_forward(smol().weights, smol().config, ids, cache, {.capture = &capture});
     ASSERT_EQ(logits.shape(), (Shape{n, 49152}));
     double worst = 0;
     for (int64_t p = 0; p < n; ++p) {
       const nlohmann::json& g = text["positions"][static_cast<std::size_t>(p)];
       double scale = 0;
-      for (const nlohmann::json& x : g["logits"]) scale = std::max(scale, std::abs(x.get<double>()));
+      for (const nlohmann::json& x : g["logits"])
+        scale = std::max(scale, std::abs(x.get<double>()));
       for (std::size_t i = 0; i < g["ids"].size(); ++i) {
         const double ours = logits.at<float>(p, g["ids"][i].get<int64_t>());
         worst = std::max(worst, std::abs(ours - g["logits"][i].get<double>()) / scale);
@@ -89,7 +92,8 @@ TEST(SmolLM2, CacheTokenByTokenGivesTheSameLogits) {
   for (std::size_t t = 0; t < ids.size(); ++t) {
     const Tensor one = llama_forward(smol().weights, smol().config, {ids[t]}, step);
     for (int64_t v = 0; v < 49152; ++v) {
-      d = std::max(d, double{std::abs(one.at<float>(0, v) - all.at<float>(static_cast<int64_t>(t), v))});
+      d = std::max(
+          d, double{std::abs(one.at<float>(0, v) - all.at<float>(static_cast<int64_t>(t), v))});
       scale = std::max(scale, double{std::abs(all.at<float>(static_cast<int64_t>(t), v))});
     }
   }

@@ -94,6 +94,9 @@ ModelKind model_kind(const std::string& path) {
   const std::string ext = ".safetensors";
   const bool named =
       path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  if (path == "smollm2" || (path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 &&
+                            !std::filesystem::is_directory(path)))
+    return ModelKind::causal_lm;
   return named && !std::filesystem::is_directory(path) ? ModelKind::seq2seq
                                                        : ModelKind::sentence_encoder;
 }

@@ -11,9 +11,9 @@ namespace {
 int64_t meta_int(const GgufFile& f, const std::string& key) {
   const nlohmann::json& v = f.meta(key);
   if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t{1} << 24))
-    throw Error(f.name() + ": metadata \"" + key + "\" is " + v.dump() +
-                    "; expected a positive integer",
-                Error::Kind::runtime);
+    throw Error(
+        f.name() + ": metadata \"" + key + "\" is " + v.dump() + "; expected a positive integer",
+        Error::Kind::runtime);
   return v.get<int64_t>();
 }
 
@@ -21,17 +21,17 @@ double meta_number(const GgufFile& f, const std::string& key, double fallback) {
   if (!f.has(key)) return fallback;
   const nlohmann::json& v = f.meta(key);
   if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-    throw Error(f.name() + ": metadata \"" + key + "\" is " + v.dump() +
-                    "; expected a positive number",
-                Error::Kind::runtime);
+    throw Error(
+        f.name() + ": metadata \"" + key + "\" is " + v.dump() + "; expected a positive number",
+        Error::Kind::runtime);
   return v.get<double>();
 }
 
 Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
   const GgufTensorInfo& info = f.info(name);
   if (info.shape != shape)
-    throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(info.shape) +
-                    "; expected " + shape_str(shape) + " for this config",
+    throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(info.shape) + "; expected " +
+                    shape_str(shape) + " for this config",
                 Error::Kind::runtime);
   Tensor t = f.tensor(name);
   require_finite_tensor(f.name(), name, t);
@@ -88,7 +88,7 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   c.hidden = meta_int(f, "llama.embedding_length");
   c.heads = meta_int(f, "llama.attention.head_count");
   c.kv_heads = f.has("llama.attention.head_count_kv") ? meta_int(f, "llama.attention.head_count_kv")
-                                                       : c.heads;
+                                                      : c.heads;
   c.ffn = meta_int(f, "llama.feed_forward_length");
   c.context = meta_int(f, "llama.context_length");
   c.eps = meta_number(f, "llama.attention.layer_norm_rms_epsilon", 1e-5);
@@ -151,8 +151,8 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
       throw Error("llama: token id " + std::to_string(id) + "; expected 0 to " +
                   std::to_string(c.vocab - 1));
   if (cache.length + n > c.context)
-    throw Error("llama: " + std::to_string(cache.length + n) + " positions; the model reads at most " +
-                std::to_string(c.context));
+    throw Error("llama: " + std::to_string(cache.length + n) +
+                " positions; the model reads at most " + std::to_string(c.context));
   if (cache.k.empty()) cache.k.resize(static_cast<std::size_t>(c.layers)), cache.v = cache.k;
   if (options.capture != nullptr) options.capture->clear();
 

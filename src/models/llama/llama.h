@@ -34,13 +34,13 @@ struct LlamaConfig {
 LlamaConfig read_llama_config(const GgufFile& file);
 
 struct LlamaLayer {
-  Tensor attn_norm, ffn_norm;                   // [hidden]
+  Tensor attn_norm, ffn_norm;                    // [hidden]
   nn::LinearWeights q, k, v, o, gate, up, down;  // no biases
 };
 struct LlamaWeights {
   Tensor embedding;  // [vocab, hidden]
   std::vector<LlamaLayer> layers;
-  Tensor output_norm;     // [hidden]
+  Tensor output_norm;        // [hidden]
   nn::LinearWeights output;  // [vocab, hidden]: the embedding itself when tied
 };
 // Every tensor the config needs, dequantized and checked for its shape and finite values.

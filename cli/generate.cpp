@@ -1,0 +1,88 @@
+#include "generate.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "progress.h"
+#include "qkv/model.h"
+#include "text.h"
+
+namespace qkv::cli {
+namespace {
+
+// Bytes of `s` that end on a whole UTF-8 character: a token may stop inside one (an emoji's
+// four bytes can be two tokens), and half a character would print as garbage.
+std::size_t whole_characters(const std::string& s) {
+  std::size_t end = s.size(), back = 0;
+  while (back < 3 && back < end && (static_cast<unsigned char>(s[end - 1 - back]) & 0xC0) == 0x80)
+    ++back;
+  if (back == end) return end;
+  const auto lead = static_cast<unsigned char>(s[end - 1 - back]);
+  const std::size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return need > back + 1 ? end - 1 - back : end;
+}
+
+// Generated text for the terminal: its line breaks and tabs as they are, everything else that a
+// terminal would act on spelled out (printable).
+std::string shown(const std::string& text) {
+  std::string out, piece;
+  for (const char c : text) {
+    if (c == '\n' || c == '\t') {
+      out += printable(piece) + c;
+      piece.clear();
+    } else {
+      piece += c;
+    }
+  }
+  return out + printable(piece);
+}
+
+}  // namespace
+
+CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "continue a text with a decoder LLM (SmolLM2-135M), token by token");
+  cmd->add_option("prompt", args.prompt, "the text to continue")->required();
+  cmd->add_option("--model", args.model,
+                  "a .gguf file of a Llama-architecture model, or smollm2 (the default: "
+                  "SmolLM2-135M-Instruct, fetched by scripts/fetch_model smollm2)");
+  cmd->add_option("--max-tokens", args.max_tokens, "new tokens at most (default 48)")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
+  cmd->add_option("--temperature", args.temperature,
+                  "0: always the most likely token (default); > 0: sample softmax(logits / T)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--seed", args.seed, "of the sampling (default 1)");
+  cmd->add_flag("--chat", args.chat,
+                "frame the prompt as one user message of the model's chat template");
+  cmd->footer(
+      "\nExamples:\n"
+      "  qkv generate \"The capital of France is\"\n"
+      "  qkv generate --chat \"What is attention in a transformer?\" --max-tokens 80\n"
+      "  qkv generate \"Once upon a time\" --temperature 0.8 --seed 7\n");
+  return cmd;
+}
+
+int run_generate(const GenerateArgs& args) {
+  if (args.prompt.empty()) throw Error("the prompt is empty; expected a text to continue");
+  Progress progress;
+  progress.show("loading " + args.model + " …");
+  const CausalLM model = CausalLM::load(args.model);
+  progress.clear();
+  const std::vector<int32_t> prompt =
+      model.tokenize(args.chat ? model.chat_prompt(args.prompt) : args.prompt);
+  if (!args.chat) std::cout << shown(args.prompt) << std::flush;
+  std::string pending;
+  model.generate(prompt,
+                 {.max_tokens = args.max_tokens, .temperature = args.temperature,
+                  .seed = args.seed},
+                 [&](int32_t id) {
+                   pending += model.token_text(id);
+                   const std::size_t cut = whole_characters(pending);
+                   std::cout << shown(pending.substr(0, cut)) << std::flush;
+                   pending.erase(0, cut);
+                 });
+  std::cout << shown(pending) << "\n";
+  return 0;
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,22 @@
+// `qkv generate "prompt"`: a decoder LLM (SmolLM2-135M) continues the text, token by token.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace qkv::cli {
+
+struct GenerateArgs {
+  std::string prompt;
+  std::string model = "smollm2";
+  int64_t max_tokens = 48;
+  double temperature = 0;
+  uint64_t seed = 1;
+  bool chat = false;
+};
+
+CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args);
+int run_generate(const GenerateArgs& args);
+
+}  // namespace qkv::cli

@@ -1,0 +1,95 @@
+// CausalLM (qkv/model.h): a GGUF decoder and its tokenizer, loaded together; generation.
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/gguf.h"
+#include "models/llama/llama.h"
+#include "models/text/bpe.h"
+#include "qkv/model.h"
+
+namespace qkv {
+
+std::string default_causal_lm_path() {
+  return (std::filesystem::path(default_model_dir()).parent_path() /
+          "SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+      .string();
+}
+
+CausalLM CausalLM::load(const std::string& path) {
+  const std::string file = path == "smollm2" ? default_causal_lm_path() : path;
+  if (path == "smollm2" && !std::filesystem::exists(file))
+    throw Error("the model SmolLM2-135M-Instruct is not installed (looked for " + file +
+                    "); run scripts/fetch_model smollm2",
+                Error::Kind::runtime);
+  const GgufFile f = [&] {
+    try {
+      return GgufFile::open(file);
+    } catch (const Error& e) {
+      throw Error(e.what(), Error::Kind::runtime);
+    }
+  }();
+  CausalLM m;
+  m.path_ = file;
+  auto config = std::make_shared<LlamaConfig>(read_llama_config(f));
+  m.weights_ = std::make_shared<const LlamaWeights>(read_llama_weights(f, *config));
+  m.tokenizer_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_gguf(f));
+  m.eos_ = f.has("tokenizer.ggml.eos_token_id") ? f.meta("tokenizer.ggml.eos_token_id").get<int32_t>()
+                                                : -1;
+  m.config_ = std::move(config);
+  return m;
+}
+
+std::vector<int32_t> CausalLM::tokenize(std::string_view text) const {
+  return tokenizer_->encode(text);
+}
+
+std::string CausalLM::token_text(int32_t id) const { return tokenizer_->token_text(id); }
+
+std::string CausalLM::chat_prompt(std::string_view user) const {
+  return "<|im_start|>user\n" + std::string(user) + "<|im_end|>\n<|im_start|>assistant\n";
+}
+
+std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
+                                        const GenerateOptions& options,
+                                        const std::function<void(int32_t)>& on_token) const {
+  if (prompt.empty()) throw Error("generate: an empty prompt; expected at least one token");
+  if (!(options.temperature >= 0) || !std::isfinite(options.temperature))
+    throw Error("generate: temperature " + std::to_string(options.temperature) +
+                "; expected 0 (greedy) or a positive number");
+  std::mt19937_64 rng(options.seed);
+  KvCache cache;
+  std::vector<int32_t> out;
+  Tensor logits = llama_forward(*weights_, *config_, prompt, cache);
+  int64_t row = static_cast<int64_t>(prompt.size()) - 1;
+  while (static_cast<int64_t>(out.size()) < options.max_tokens &&
+         cache.length < config_->context) {
+    const float* z = logits.data<float>() + row * config_->vocab;
+    int32_t next = 0;
+    if (options.temperature == 0) {
+      for (int32_t v = 1; v < config_->vocab; ++v)
+        if (z[v] > z[next]) next = v;
+    } else {
+      float top = z[0];
+      for (int64_t v = 1; v < config_->vocab; ++v) top = std::max(top, z[v]);
+      std::vector<double> p(static_cast<std::size_t>(config_->vocab));
+      for (int64_t v = 0; v < config_->vocab; ++v)
+        p[static_cast<std::size_t>(v)] = std::exp((z[v] - top) / options.temperature);
+      next = static_cast<int32_t>(std::discrete_distribution<int64_t>(p.begin(), p.end())(rng));
+    }
+    if (next == eos_) break;
+    out.push_back(next);
+    if (on_token) on_token(next);
+    logits = llama_forward(*weights_, *config_, {next}, cache);
+    row = 0;
+  }
+  return out;
+}
+
+Tensor CausalLM::capture(const std::vector<int32_t>& ids,
+                         std::vector<AttentionCapture>& layers) const {
+  KvCache cache;
+  return llama_forward(*weights_, *config_, ids, cache, {.capture = &layers});
+}
+
+}  // namespace qkv
