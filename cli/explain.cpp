@@ -95,14 +95,22 @@ int run_explain(const ExplainArgs& args) {
     throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
   // Every output can be written, and no two are one file, before the model runs.
   check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}});
-  const SentenceModel model = load_model(args.model);
-  const BertConfig& c = model.config();
-  check_index("--layer", args.layer, c.num_layers, "layers");
-  check_index("--head", args.head, c.num_heads, "heads");
-  if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
-    throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
-  const explain::Explained e =
-      args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
+  const bool decoder = model_kind(args.model.dir) == ModelKind::causal_lm;
+  if (decoder && args.text_b)
+    throw Error("a second text \"" + clip(*args.text_b, 40) +
+                "\" is given, but a decoder reads one text; expected one");
+  const explain::Explained e = [&] {
+    if (decoder) return explain::run(CausalLM::load(args.model.dir), text);
+    const SentenceModel model = load_model(args.model);
+    const BertConfig& c = model.config();
+    check_index("--layer", args.layer, c.num_layers, "layers");
+    check_index("--head", args.head, c.num_heads, "heads");
+    if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
+      throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
+    return args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
+  }();
+  check_index("--layer", args.layer, e.layers, "layers");
+  check_index("--head", args.head, e.heads, "heads");
   require_finite_capture(e);  // before any file is written or anything printed
   int64_t focus = explain::default_focus(e);
   if (!args.token.empty()) {
@@ -118,9 +126,9 @@ int run_explain(const ExplainArgs& args) {
   // All files as one set: a failure in the last leaves none of them.
   std::vector<std::pair<OutputPath, std::string>> outputs;
   if (!args.html.empty()) {
-    const std::string title = args.model.dir.empty()
-                                  ? "all-MiniLM-L6-v2"
-                                  : std::filesystem::path(args.model.dir).filename().string();
+    const std::string title = args.model.dir.empty() ? "all-MiniLM-L6-v2"
+                              : decoder              ? "SmolLM2-135M-Instruct"
+                                        : std::filesystem::path(args.model.dir).filename().string();
     explain::Report report = explain::report_of(e, focus, title);
     const explain::HeadPick first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
     report.layer = args.layer.value_or(first.layer);
@@ -152,6 +160,7 @@ int run_explain(const ExplainArgs& args) {
     std::cout << explain::render_head(e, *args.layer, *args.head, focus, style);
   else
     std::cout << explain::render_overview(e, focus, style);
+  if (e.causal) std::cout << explain::render_decoder(e, style);
   return 0;
 }
 

@@ -15,6 +15,7 @@ std::string spelled(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+∞" : 
 
 // The flat index of the first non-finite element, or -1.
 int64_t first_non_finite(const Tensor& t) {
+  if (!t.defined()) return -1;  // not kept by this model (a decoder has no sentence embedding)
   for (int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(t.value(i))) return i;
   return -1;

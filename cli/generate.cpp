@@ -72,15 +72,14 @@ int run_generate(const GenerateArgs& args) {
       model.tokenize(args.chat ? model.chat_prompt(args.prompt) : args.prompt);
   if (!args.chat) std::cout << shown(args.prompt) << std::flush;
   std::string pending;
-  model.generate(prompt,
-                 {.max_tokens = args.max_tokens, .temperature = args.temperature,
-                  .seed = args.seed},
-                 [&](int32_t id) {
-                   pending += model.token_text(id);
-                   const std::size_t cut = whole_characters(pending);
-                   std::cout << shown(pending.substr(0, cut)) << std::flush;
-                   pending.erase(0, cut);
-                 });
+  model.generate(
+      prompt, {.max_tokens = args.max_tokens, .temperature = args.temperature, .seed = args.seed},
+      [&](int32_t id) {
+        pending += model.token_text(id);
+        const std::size_t cut = whole_characters(pending);
+        std::cout << shown(pending.substr(0, cut)) << std::flush;
+        pending.erase(0, cut);
+      });
   std::cout << shown(pending) << "\n";
   return 0;
 }

@@ -36,15 +36,22 @@ struct TokenInfo {
 };
 
 struct Explained {
-  std::string text;    // A
-  std::string text_b;  // B of a pair, else empty
+  std::string model = "all-MiniLM-L6-v2";  // its name, as the views title it
+  std::string text;                        // A
+  std::string text_b;                      // B of a pair, else empty
   bool pair = false;
   std::vector<TokenInfo> tokens;
   bool truncated = false;
   int64_t layers = 0, heads = 0, head_dim = 0;
   double scale = 0;  // 1/√head_dim, the scaled-dot default
   BertCapture capture;
-  Tensor embedding;  // [1, hidden], the sentence embedding
+  Tensor embedding;  // [1, hidden], the sentence embedding (encoders)
+  // A decoder (CausalLM): causal attention; query head h shares key/value head h / (heads /
+  // kv_heads), whose k and v the capture repeats for each of its query heads; and the model's
+  // prediction of the next token, the five most likely with their probabilities.
+  bool causal = false;
+  int64_t kv_heads = 0;
+  std::vector<std::pair<std::string, double>> next_tokens;
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }
   // weights of query token i over the keys in layer l, head h
   double weight(int64_t l, int64_t h, int64_t i, int64_t j) const;
@@ -55,6 +62,8 @@ Explained run(const SentenceModel& model, std::string_view text);
 // The pair [CLS] text [SEP] text_b [SEP] (token types 0 then 1), cut to the model's max_length
 // as BertTokenizer's 'longest_first' does; surfaces point into the token's own text.
 Explained run(const SentenceModel& model, std::string_view text, std::string_view text_b);
+// A decoder LLM on `text` (no BOS: as the model was trained), every layer captured.
+Explained run(const CausalLM& model, std::string_view text);
 
 // The default focus: the first pronoun ("it", "he", "she", "they", ...; of A, then of B), else the
 // last word.
@@ -92,6 +101,10 @@ std::string render_tokens(const Explained& e, int64_t focus, const Style& style)
 // Per layer and head, the focus token's top keys with weight bars; then the heads whose top key
 // is another word, grouped by that word.
 std::string render_overview(const Explained& e, int64_t focus, const Style& style);
+// A decoder's own story (e.causal): the causal mask and the grouped heads, its attention sinks and
+// previous-token heads (mean weight over the text's later tokens above one half), and the five
+// most likely next tokens.
+std::string render_decoder(const Explained& e, const Style& style);
 // One head: the weights matrix as a heatmap, then the focus token step by step.
 std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t focus,
                         const Style& style);

@@ -2,6 +2,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include "models/text/tokenizer.h"
@@ -51,7 +52,74 @@ Explained run_encoding(const SentenceModel& model, Explained e, const Encoding& 
   return e;
 }
 
+// [1, Hkv, n, d] → [1, H, n, d]: key/value head g repeated for each of its H / Hkv query heads.
+Tensor repeat_heads(const Tensor& t, int64_t heads) {
+  const int64_t kv = t.dim(1), n = t.dim(2), d = t.dim(3), group = heads / kv;
+  Tensor out({1, heads, n, d}, t.dtype());
+  const Tensor c = t.contiguous().to(DType::f32);
+  for (int64_t h = 0; h < heads; ++h)
+    std::copy_n(c.data<float>() + (h / group) * n * d, n * d, out.data<float>() + h * n * d);
+  return out.to(t.dtype());
+}
+
 }  // namespace
+
+Explained run(const CausalLM& model, std::string_view text) {
+  Explained e;
+  e.model = std::filesystem::path(model.path()).stem().string();
+  e.text = std::string(text);
+  const std::vector<int32_t> ids = model.tokenize(text);
+  if (ids.empty()) throw Error("the text has no tokens; expected a sentence");
+  int64_t word = -1;
+  for (const int32_t id : ids) {
+    const std::string bytes = model.token_text(id);
+    // The token as a word piece (its leading space dropped, as the views and find_token expect);
+    // the surface keeps it.
+    const std::size_t start = bytes.find_first_not_of(' ');
+    TokenInfo info{.text = start == std::string::npos ? bytes : bytes.substr(start),
+                   .surface = bytes,
+                   .id = id};
+    info.special = bytes.size() > 4 && bytes.rfind("<|", 0) == 0 &&
+                   bytes.compare(bytes.size() - 2, 2, "|>") == 0;
+    const std::string bare = bytes.substr(
+        bytes.find_first_not_of(' ') == std::string::npos ? 0 : bytes.find_first_not_of(' '));
+    info.punctuation = !info.special && punctuation_only(bare);
+    if (!info.special) {
+      if (word < 0 || bytes.front() == ' ' || info.punctuation) ++word;
+      info.word = word;
+    }
+    e.tokens.push_back(std::move(info));
+  }
+  std::vector<AttentionCapture> layers;
+  const Tensor logits = model.capture(ids, layers);
+  e.causal = true;
+  e.layers = static_cast<int64_t>(layers.size());
+  e.heads = layers.front().q.dim(1);
+  e.kv_heads = layers.front().k.dim(1);
+  e.head_dim = layers.front().q.dim(3);
+  e.scale = layers.front().scale;
+  for (AttentionCapture& c : layers) {
+    c.k = repeat_heads(c.k, e.heads);
+    c.v = repeat_heads(c.v, e.heads);
+    e.capture.hidden.emplace_back();
+    e.capture.layers.push_back(std::move(c));
+  }
+  // The last position's logits → the five most likely next tokens.
+  const int64_t vocab = logits.dim(1), last = logits.dim(0) - 1;
+  const float* z = logits.data<float>() + last * vocab;
+  const float top = *std::max_element(z, z + vocab);
+  double total = 0;
+  for (int64_t v = 0; v < vocab; ++v) total += std::exp(double{z[v]} - top);
+  std::vector<int32_t> order(static_cast<std::size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+                    [z](int32_t a, int32_t b) { return z[a] > z[b]; });
+  for (int k = 0; k < 5; ++k)
+    e.next_tokens.emplace_back(
+        model.token_text(order[static_cast<std::size_t>(k)]),
+        std::exp(double{z[order[static_cast<std::size_t>(k)]]} - top) / total);
+  return e;
+}
 
 double Explained::weight(int64_t l, int64_t h, int64_t i, int64_t j) const {
   return capture.layers[static_cast<std::size_t>(l)].weights.value(((h * size()) + i) * size() + j);

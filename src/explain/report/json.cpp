@@ -9,6 +9,7 @@ namespace {
 
 // Drops the leading batch dimension of one.
 Tensor unbatch(const Tensor& t) {
+  if (!t.defined()) return t;
   Shape shape(t.shape().begin() + 1, t.shape().end());
   return t.contiguous().reshape(shape);
 }
@@ -42,16 +43,25 @@ nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
                       {"head_out", tensor_json(unbatch(c.head_out))},
                       {"hidden", tensor_json(unbatch(hidden))}});
   }
-  return {{"text", e.text},
-          {"text_b", e.pair ? nlohmann::json(e.text_b) : nlohmann::json(nullptr)},
-          {"truncated", e.truncated},
-          {"model", {{"layers", e.layers}, {"heads", e.heads}, {"head_dim", e.head_dim}}},
-          {"scale", e.scale},
-          {"tokens", tokens},
-          {"focus", focus},
-          {"embedding", tensor_json(unbatch(e.embedding))},
-          {"embeddings_layer_norm", tensor_json(unbatch(e.capture.embeddings))},
-          {"layers", layers}};
+  nlohmann::json next = nlohmann::json::array();
+  for (const auto& [token, p] : e.next_tokens) next.push_back({{"token", token}, {"p", p}});
+  nlohmann::json j = {
+      {"text", e.text},
+      {"text_b", e.pair ? nlohmann::json(e.text_b) : nlohmann::json(nullptr)},
+      {"truncated", e.truncated},
+      {"model", {{"layers", e.layers}, {"heads", e.heads}, {"head_dim", e.head_dim}}},
+      {"scale", e.scale},
+      {"tokens", tokens},
+      {"focus", focus},
+      {"embedding", tensor_json(unbatch(e.embedding))},
+      {"embeddings_layer_norm", tensor_json(unbatch(e.capture.embeddings))},
+      {"layers", layers}};
+  if (e.causal) {  // a decoder: its grouped heads and its next-token prediction
+    j["model"]["kv_heads"] = e.kv_heads;
+    j["causal"] = true;
+    j["next_tokens"] = next;
+  }
+  return j;
 }
 
 nlohmann::json to_json(const AttentionCall& c, const AttentionResult& r) {

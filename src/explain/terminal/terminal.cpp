@@ -3,6 +3,8 @@
 #include <map>
 #include <numeric>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "qkv/explain.h"
 
@@ -43,7 +45,7 @@ std::string vector_head(const float* x, int64_t d, int count) {
 
 std::string render_tokens(const Explained& e, int64_t focus, const Style& style) {
   std::ostringstream s;
-  s << "qkv explain · all-MiniLM-L6-v2 · " << e.layers << " layers × " << e.heads
+  s << "qkv explain · " << e.model << " · " << e.layers << " layers × " << e.heads
     << " heads, head dim " << e.head_dim << "\n\n";
   s << wrap(quoted(clip(printable(e.text), 480)), kWidth - 2, 2) << "\n";
   if (e.pair)
@@ -64,10 +66,17 @@ std::string render_tokens(const Explained& e, int64_t focus, const Style& style)
   }
   s << "\n\n";
   const std::string f = quoted(label(e, focus));
-  s << "focus " << f << " (token " << focus << "). In every head, its query\n"
-    << "q = W_Q·h + b_Q is scored against every token's key k = W_K·h + b_K:\n"
-    << "weight = softmax(q·k / √" << e.head_dim << "), and the head's output for " << f
-    << " is the\nweighted sum of the values v = W_V·h + b_V.\n";
+  if (e.causal)
+    s << "focus " << f << " (token " << focus << "). In every head, its query\n"
+      << "q = RoPE(W_Q·x) is scored against the key k = RoPE(W_K·x) of itself and every\n"
+      << "earlier token (x = RMSNorm(h); RoPE turns q and k by their positions):\n"
+      << "weight = softmax(q·k / √" << e.head_dim << "), and the head's output for " << f
+      << " is the\nweighted sum of the values v = W_V·x.\n";
+  else
+    s << "focus " << f << " (token " << focus << "). In every head, its query\n"
+      << "q = W_Q·h + b_Q is scored against every token's key k = W_K·h + b_K:\n"
+      << "weight = softmax(q·k / √" << e.head_dim << "), and the head's output for " << f
+      << " is the\nweighted sum of the values v = W_V·h + b_V.\n";
   return s.str();
 }
 
@@ -123,12 +132,19 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
       << "\n";
   }
   const HeadPick zoom = suggested_head(e, focus, all);
-  s << "\nMany heads put most of their weight on [CLS] or [SEP]: when nothing in the\n"
-       "sentence matches a head's query, the softmax must still sum to 1, and these\n"
-       "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"
-       "at?\").\n";
-  s << "\nZoom into one head: qkv explain --layer " << zoom.layer << " --head " << zoom.head
-    << "\nAnother focus token:  qkv explain --token WORD\n";
+  if (e.causal)
+    s << "\nMany heads put most of their weight on the first token: when nothing earlier\n"
+         "matches a head's query, the softmax must still sum to 1, and the one token every\n"
+         "position sees becomes the place to park it (an \"attention sink\", Xiao et al.\n"
+         "2023, \"Efficient Streaming Language Models with Attention Sinks\").\n";
+  else
+    s << "\nMany heads put most of their weight on [CLS] or [SEP]: when nothing in the\n"
+         "sentence matches a head's query, the softmax must still sum to 1, and these\n"
+         "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"
+         "at?\").\n";
+  const std::string model = e.causal ? " --model smollm2" : "";
+  s << "\nZoom into one head: qkv explain" << model << " --layer " << zoom.layer << " --head "
+    << zoom.head << "\nAnother focus token:  qkv explain" << model << " --token WORD\n";
   return s.str();
 }
 
@@ -168,9 +184,12 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   const std::string f = quoted(label(e, focus));
   const float* q = row(c.q, head, focus, n, d);
   s << "\n" << f << " step by step in layer " << layer << ", head " << head << "\n";
-  s << "1. query  q = W_Q·h(" << label(e, focus) << ") + b_Q, " << d << " numbers:\n   "
-    << vector_head(q, d, 10) << "\n";
-  s << "2. keys   k_j = W_K·h_j + b_K for every token j; the score q·k_j is scaled by\n"
+  s << "1. query  q = "
+    << (e.causal ? "RoPE(W_Q·x(" + label(e, focus) + "))" : "W_Q·h(" + label(e, focus) + ") + b_Q")
+    << ", " << d << " numbers:\n   " << vector_head(q, d, 10) << "\n";
+  s << (e.causal
+            ? "2. keys   k_j = RoPE(W_K·x_j) for every token j ≤ the query's; q·k_j is scaled by\n"
+            : "2. keys   k_j = W_K·h_j + b_K for every token j; the score q·k_j is scaled by\n")
     << "   1/√" << d << " = " << fixed(e.scale, 4) << ", then softmax over j gives the weights:\n";
   s << "        key          q·k_j    ×1/√" << d << "   weight\n";
   std::vector<int64_t> order(static_cast<std::size_t>(n));
@@ -209,6 +228,53 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   s << "   The " << e.heads
     << " heads' outputs, side by side, go through W_O and the feed-forward\n"
     << "   layer into the next layer's h.\n";
+  return s.str();
+}
+
+std::string render_decoder(const Explained& e, const Style& style) {
+  (void)style;
+  std::ostringstream s;
+  const int64_t n = e.size(), group = e.kv_heads > 0 ? e.heads / e.kv_heads : 1;
+  std::string grouped =
+      "A decoder: each token sees only itself and the tokens before it (the "
+      "causal mask), and the " +
+      std::to_string(e.heads) + " query heads of a layer share " + std::to_string(e.kv_heads) +
+      " key/value heads (grouped-query attention):";
+  for (int64_t g = 0; g < e.kv_heads; ++g)
+    grouped += (g == 0 ? " h" : ", h") + std::to_string(g * group) + "–h" +
+               std::to_string((g + 1) * group - 1) + " read kv " + std::to_string(g);
+  s << "\n" << wrap(grouped + ".", kWidth, 0) << "\n";
+  // Per head, the mean over queries i ≥ 1 of the weight on token 0 and on token i − 1.
+  std::vector<std::tuple<double, int64_t, int64_t>> sinks, previous;
+  for (int64_t l = 0; l < e.layers; ++l)
+    for (int64_t h = 0; h < e.heads; ++h) {
+      double first = 0, before = 0;
+      for (int64_t i = 1; i < n; ++i)
+        first += e.weight(l, h, i, 0), before += e.weight(l, h, i, i - 1);
+      if (n > 1) first /= static_cast<double>(n - 1), before /= static_cast<double>(n - 1);
+      if (first > 0.5) sinks.emplace_back(first, l, h);
+      if (before > 0.5) previous.emplace_back(before, l, h);
+    }
+  const auto list = [&](std::vector<std::tuple<double, int64_t, int64_t>>& heads,
+                        const char* what) {
+    std::sort(heads.rbegin(), heads.rend());
+    std::string line = std::string(what) + " (" + std::to_string(heads.size()) + " of " +
+                       std::to_string(e.layers * e.heads) + " heads):";
+    for (std::size_t k = 0; k < std::min<std::size_t>(heads.size(), 8); ++k) {
+      const auto& [w, l, h] = heads[k];
+      line +=
+          (k == 0 ? " L" : ", L") + std::to_string(l) + "h" + std::to_string(h) + " " + fixed(w, 2);
+    }
+    s << wrap(line + (heads.size() > 8 ? ", …" : ""), kWidth, 2) << "\n";
+  };
+  if (n > 1) {
+    list(sinks, "\nAttention sinks, most weight on the first token");
+    list(previous, "Previous-token heads, most weight on the token just before");
+  }
+  s << "\nThe next token, as the model predicts it after the whole text:\n";
+  for (const auto& [token, p] : e.next_tokens)
+    s << "  " << pad_right(quoted(printable(token)), 16) << pad_left(fixed(100 * p, 1), 5) << "%  "
+      << bar(p, 20) << "\n";
   return s.str();
 }
 

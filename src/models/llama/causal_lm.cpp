@@ -34,8 +34,9 @@ CausalLM CausalLM::load(const std::string& path) {
   auto config = std::make_shared<LlamaConfig>(read_llama_config(f));
   m.weights_ = std::make_shared<const LlamaWeights>(read_llama_weights(f, *config));
   m.tokenizer_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_gguf(f));
-  m.eos_ = f.has("tokenizer.ggml.eos_token_id") ? f.meta("tokenizer.ggml.eos_token_id").get<int32_t>()
-                                                : -1;
+  m.eos_ = f.has("tokenizer.ggml.eos_token_id")
+               ? f.meta("tokenizer.ggml.eos_token_id").get<int32_t>()
+               : -1;
   m.config_ = std::move(config);
   return m;
 }
@@ -62,8 +63,7 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
   std::vector<int32_t> out;
   Tensor logits = llama_forward(*weights_, *config_, prompt, cache);
   int64_t row = static_cast<int64_t>(prompt.size()) - 1;
-  while (static_cast<int64_t>(out.size()) < options.max_tokens &&
-         cache.length < config_->context) {
+  while (static_cast<int64_t>(out.size()) < options.max_tokens && cache.length < config_->context) {
     const float* z = logits.data<float>() + row * config_->vocab;
     int32_t next = 0;
     if (options.temperature == 0) {

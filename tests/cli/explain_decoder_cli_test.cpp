@@ -1,0 +1,68 @@
+// `qkv explain --model smollm2`: a decoder LLM's attention through the same views as MiniLM's.
+// --json's weights are checked against transformers' run of the same GGUF file
+// (tests/golden/smollm2/forward.json, tests/golden/make_smollm2_goldens.py), and its predicted next
+// token against transformers' most likely one (" to").
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "core/gguf.h"
+#include "models/model_files.h"
+
+namespace qkv::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kText = "The animal didn't cross the street because it was too tired";
+
+TEST(ExplainDecoderCli, JsonWeightsAndNextTokenMatchTransformers) {
+  const nlohmann::json golden = test::read_golden_json("forward.json", "smollm2")["texts"][1];
+  ASSERT_EQ(golden["text"], kText);
+  test::smollm2_gguf();  // a missing model fails here, saying how to fetch it
+  const CliResult r = run_qkv({"explain", "--model", "smollm2", "--json", kText});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["kv_heads"], 3);
+  EXPECT_EQ(j["causal"], true);
+  const auto n = golden["ids"].size();
+  ASSERT_EQ(j["tokens"].size(), n);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(j["tokens"][i]["id"], golden["ids"][i]) << i;
+  double worst = 0;
+  for (const auto& [layer, heads] : golden["attention"].items()) {
+    const nlohmann::json& w = j["layers"][std::stoul(layer)]["weights"];
+    for (std::size_t h = 0; h < 9; ++h)
+      for (std::size_t a = 0; a < n; ++a)
+        for (std::size_t b = 0; b < n; ++b)
+          worst = std::max(worst, std::abs(w[h][a][b].get<double>() - heads[h][a][b].get<double>()));
+  }
+  EXPECT_LE(worst, 1e-4);
+  const nlohmann::json& last = golden["positions"].back();
+  const int64_t top = last["ids"][0].get<int64_t>();  // transformers' most likely next token
+  const GgufFile file = GgufFile::open(test::smollm2_gguf());
+  const nlohmann::json& vocab = file.meta("tokenizer.ggml.tokens");
+  EXPECT_EQ(vocab[static_cast<std::size_t>(top)], "Ġto");  // byte-level BPE: Ġ is the space
+  EXPECT_EQ(j["next_tokens"][0]["token"], " to");
+}
+
+TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
+  test::smollm2_gguf();
+  const CliResult r = run_qkv({"explain", "--model", "smollm2", kText});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("30 layers × 9 heads, head dim 64"));
+  EXPECT_THAT(r.out, HasSubstr("focus \"it\" (token 8)"));
+  EXPECT_THAT(r.out, HasSubstr("h0–h2 read kv 0, h3–h5 read kv 1, h6–h8 read kv 2"));
+  EXPECT_THAT(r.out, HasSubstr("Attention sinks"));
+  EXPECT_THAT(r.out, HasSubstr("\" to\""));
+  const CliResult pair = run_qkv({"explain", "--model", "smollm2", "A", "B"});
+  EXPECT_EQ(pair.exit_code, 2) << pair.describe();
+  EXPECT_THAT(pair.err, HasSubstr("a decoder reads one text"));
+  const CliResult head = run_qkv({"explain", "--model", "smollm2", "--layer", "30", "--head", "0", kText});
+  EXPECT_EQ(head.exit_code, 2) << head.describe();
+}
+
+}  // namespace
+}  // namespace qkv::testing
