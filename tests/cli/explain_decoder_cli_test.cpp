@@ -37,7 +37,8 @@ TEST(ExplainDecoderCli, JsonWeightsAndNextTokenMatchTransformers) {
     for (std::size_t h = 0; h < 9; ++h)
       for (std::size_t a = 0; a < n; ++a)
         for (std::size_t b = 0; b < n; ++b)
-          worst = std::max(worst, std::abs(w[h][a][b].get<double>() - heads[h][a][b].get<double>()));
+          worst =
+              std::max(worst, std::abs(w[h][a][b].get<double>() - heads[h][a][b].get<double>()));
   }
   EXPECT_LE(worst, 1e-4);
   const nlohmann::json& last = golden["positions"].back();
@@ -60,7 +61,8 @@ TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
   const CliResult pair = run_qkv({"explain", "--model", "smollm2", "A", "B"});
   EXPECT_EQ(pair.exit_code, 2) << pair.describe();
   EXPECT_THAT(pair.err, HasSubstr("a decoder reads one text"));
-  const CliResult head = run_qkv({"explain", "--model", "smollm2", "--layer", "30", "--head", "0", kText});
+  const CliResult head =
+      run_qkv({"explain", "--model", "smollm2", "--layer", "30", "--head", "0", kText});
   EXPECT_EQ(head.exit_code, 2) << head.describe();
 }
 
