@@ -52,6 +52,10 @@ struct Explained {
   bool causal = false;
   int64_t kv_heads = 0;
   std::vector<std::pair<std::string, double>> next_tokens;
+  // [layers, heads] (float64): each head's induction score, measured on a random sequence of
+  // tokens repeated once: the mean weight a token of the repeat puts on the token that followed
+  // its earlier occurrence (Olsson et al. 2022, "In-context Learning and Induction Heads").
+  Tensor induction;
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }
   // weights of query token i over the keys in layer l, head h
   double weight(int64_t l, int64_t h, int64_t i, int64_t j) const;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <random>
 
 #include "models/text/tokenizer.h"
 #include "qkv/explain.h"
@@ -104,6 +105,25 @@ Explained run(const CausalLM& model, std::string_view text) {
     e.capture.hidden.emplace_back();
     e.capture.layers.push_back(std::move(c));
   }
+  // Induction: a repeated random sequence x₁…x_T x₁…x_T; in the repeat, token x_i (position
+  // T + i − 1) may look for x_{i+1} after its first occurrence (position i).
+  constexpr int64_t kRepeat = 24;
+  std::mt19937_64 rng(2022);
+  std::vector<int32_t> random(kRepeat);
+  for (int32_t& id : random) id = static_cast<int32_t>(1000 + rng() % 20000);
+  std::vector<int32_t> twice = random;
+  twice.insert(twice.end(), random.begin(), random.end());
+  std::vector<AttentionCapture> repeat;
+  model.capture(twice, repeat);
+  e.induction = Tensor({e.layers, e.heads}, DType::f64);
+  for (int64_t l = 0; l < e.layers; ++l)
+    for (int64_t h = 0; h < e.heads; ++h) {
+      const Tensor& w = repeat[static_cast<std::size_t>(l)].weights;
+      double sum = 0;
+      for (int64_t i = 1; i < kRepeat; ++i)
+        sum += w.value((h * 2 * kRepeat + kRepeat + i - 1) * 2 * kRepeat + i);
+      e.induction.at<double>(l, h) = sum / static_cast<double>(kRepeat - 1);
+    }
   // The last position's logits → the five most likely next tokens.
   const int64_t vocab = logits.dim(1), last = logits.dim(0) - 1;
   const float* z = logits.data<float>() + last * vocab;

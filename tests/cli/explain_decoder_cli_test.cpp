@@ -47,6 +47,17 @@ TEST(ExplainDecoderCli, JsonWeightsAndNextTokenMatchTransformers) {
   const nlohmann::json& vocab = file.meta("tokenizer.ggml.tokens");
   EXPECT_EQ(vocab[static_cast<std::size_t>(top)], "Ġto");  // byte-level BPE: Ġ is the space
   EXPECT_EQ(j["next_tokens"][0]["token"], " to");
+  // Induction scores: one per layer and head, each a mean of weights, and this model has heads
+  // that copy what followed a repeated token (a model without them would score near 1/position).
+  ASSERT_EQ(j["induction"].size(), 30u);
+  double best = 0;
+  for (const nlohmann::json& layer : j["induction"])
+    for (const nlohmann::json& h : layer) {
+      EXPECT_GE(h.get<double>(), 0.0);
+      EXPECT_LE(h.get<double>(), 1.0);
+      best = std::max(best, h.get<double>());
+    }
+  EXPECT_GT(best, 0.5);
 }
 
 TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
@@ -57,6 +68,7 @@ TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
   EXPECT_THAT(r.out, HasSubstr("focus \"it\" (token 8)"));
   EXPECT_THAT(r.out, HasSubstr("h0–h2 read kv 0, h3–h5 read kv 1, h6–h8 read kv 2"));
   EXPECT_THAT(r.out, HasSubstr("Attention sinks"));
+  EXPECT_THAT(r.out, HasSubstr("Induction heads"));
   EXPECT_THAT(r.out, HasSubstr("\" to\""));
   const CliResult pair = run_qkv({"explain", "--model", "smollm2", "A", "B"});
   EXPECT_EQ(pair.exit_code, 2) << pair.describe();

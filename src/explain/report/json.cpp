@@ -60,6 +60,7 @@ nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
     j["model"]["kv_heads"] = e.kv_heads;
     j["causal"] = true;
     j["next_tokens"] = next;
+    j["induction"] = tensor_json(e.induction);
   }
   return j;
 }

@@ -245,7 +245,11 @@ std::string render_decoder(const Explained& e, const Style& style) {
                std::to_string((g + 1) * group - 1) + " read kv " + std::to_string(g);
   s << "\n" << wrap(grouped + ".", kWidth, 0) << "\n";
   // Per head, the mean over queries i ≥ 1 of the weight on token 0 and on token i − 1.
-  std::vector<std::tuple<double, int64_t, int64_t>> sinks, previous;
+  std::vector<std::tuple<double, int64_t, int64_t>> sinks, previous, induction;
+  for (int64_t l = 0; l < e.layers && e.induction.defined(); ++l)
+    for (int64_t h = 0; h < e.heads; ++h)
+      if (e.induction.at<double>(l, h) > 0.3)
+        induction.emplace_back(e.induction.at<double>(l, h), l, h);
   for (int64_t l = 0; l < e.layers; ++l)
     for (int64_t h = 0; h < e.heads; ++h) {
       double first = 0, before = 0;
@@ -271,6 +275,10 @@ std::string render_decoder(const Explained& e, const Style& style) {
     list(sinks, "\nAttention sinks, most weight on the first token");
     list(previous, "Previous-token heads, most weight on the token just before");
   }
+  if (e.induction.defined())
+    list(induction,
+         "Induction heads, on random tokens repeated: in the repeat, weight on the "
+         "token that came next the first time");
   s << "\nThe next token, as the model predicts it after the whole text:\n";
   for (const auto& [token, p] : e.next_tokens)
     s << "  " << pad_right(quoted(printable(token)), 16) << pad_left(fixed(100 * p, 1), 5) << "%  "
