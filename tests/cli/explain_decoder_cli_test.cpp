@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
@@ -70,6 +72,15 @@ TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
   EXPECT_THAT(r.out, HasSubstr("Attention sinks"));
   EXPECT_THAT(r.out, HasSubstr("Induction heads"));
   EXPECT_THAT(r.out, HasSubstr("\" to\""));
+  // The report is given the 3 shared key/value heads, not 9 copies, and names the grouping.
+  const std::string html = std::filesystem::temp_directory_path() / "qkv-decoder-report.html";
+  const CliResult report = run_qkv({"explain", "--model", "smollm2", "--html", html, kText});
+  ASSERT_EQ(report.exit_code, 0) << report.describe();
+  std::ifstream in(html);
+  const std::string page{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::filesystem::remove(html);
+  EXPECT_THAT(page, HasSubstr("\"H\":9,\"Hk\":3"));
+  EXPECT_THAT(page, HasSubstr("query heads 9 share 3 key/value heads"));
   const CliResult pair = run_qkv({"explain", "--model", "smollm2", "A", "B"});
   EXPECT_EQ(pair.exit_code, 2) << pair.describe();
   EXPECT_THAT(pair.err, HasSubstr("a decoder reads one text"));

@@ -27,18 +27,35 @@ AttentionCapture batch_entry(const AttentionCapture& c, int64_t b) {
 Report report_of(const Explained& e, int64_t focus, const std::string& title) {
   ReportBlock block{
       .name = "self-attention",
-      .note = "every token asks (query) and every token answers (key, value)",
+      .note = e.causal ? "each token asks (query); it and the tokens before it answer (key, value)"
+                       : "every token asks (query) and every token answers (key, value)",
   };
   for (const TokenInfo& t : e.tokens)
     block.queries.push_back(
         {.text = t.text, .special = t.special, .punctuation = t.punctuation, .segment = t.segment});
   block.keys = block.queries;
   // The compact form: q, k, v and the weights; the page recomputes the logits.
+  // A decoder's capture repeats each shared key/value head for its query heads; the page is given
+  // the Hkv heads themselves, and names which query heads read each.
+  const int64_t group = e.kv_heads > 0 ? e.heads / e.kv_heads : 1;
   for (const AttentionCapture& c : e.capture.layers) {
     AttentionCapture l = batch_entry(c, 0);
     l.scores = l.logits = l.head_out = Tensor();
+    if (group > 1)
+      for (Tensor* t : {&l.k, &l.v}) {
+        const int64_t n = t->dim(1), d = t->dim(2);
+        Tensor shared({e.kv_heads, n, d}, t->dtype());
+        for (int64_t g = 0; g < e.kv_heads; ++g)
+          for (int64_t i = 0; i < n * d; ++i)
+            shared.data<float>()[g * n * d + i] = t->data<float>()[g * group * n * d + i];
+        *t = shared;
+      }
     block.layers.push_back(std::move(l));
   }
+  if (group > 1)
+    block.note += " (grouped-query attention: query heads " + std::to_string(e.heads) + " share " +
+                  std::to_string(e.kv_heads) + " key/value heads, h0–h" +
+                  std::to_string(group - 1) + " the first, and so on)";
   Report r{.title = title, .focus = focus};
   const std::string cut =
       e.truncated ? " (truncated: the model read " + std::to_string(e.size()) + " tokens)" : "";
