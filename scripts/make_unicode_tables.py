@@ -338,12 +338,17 @@ def width_ranges():
             return 0
         return 2 if ud.east_asian_width(c) in ("W", "F") else 1
 
+    return value_ranges(width)
+
+
+def value_ranges(value_of):
+    """Every code point's value as ranges (first, value), each lasting until the next."""
     ranges, last = [], None
     for cp in range(MAX_CP):
-        w = width(cp)
-        if w != last:
-            ranges.append((cp, w))
-            last = w
+        v = value_of(cp)
+        if v != last:
+            ranges.append((cp, v))
+            last = v
     return ranges
 
 
@@ -426,13 +431,7 @@ def class_ranges():
         cat = ud.category(chr(cp))
         return CLASS_LETTER if cat[0] == "L" else CLASS_NUMBER if cat[0] == "N" else CLASS_OTHER
 
-    ranges, last = [], None
-    for cp in range(MAX_CP):
-        c = cls(cp)
-        if c != last:
-            ranges.append((cp, c))
-            last = c
-    return ranges
+    return value_ranges(cls)
 
 
 def cpp_classes():

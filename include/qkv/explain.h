@@ -225,6 +225,8 @@ struct Report {
 
 // Batch entry b of a capture of [B, H, ·, ·] tensors, as [H, ·, ·] (score, scale, mask kept).
 AttentionCapture batch_entry(const AttentionCapture& capture, int64_t b);
+// [1, ...] → [...]: a batch of one without its batch dimension; undefined stays undefined.
+Tensor unbatch(const Tensor& t);
 
 // A BERT run with everything captured (explain::run): one self-attention block, every layer.
 Report report_of(const Explained& e, int64_t focus, const std::string& title);

@@ -5,16 +5,6 @@
 #include "qkv/explain.h"
 
 namespace qkv::explain {
-namespace {
-
-// Drops the leading batch dimension of one.
-Tensor unbatch(const Tensor& t) {
-  if (!t.defined()) return t;
-  Shape shape(t.shape().begin() + 1, t.shape().end());
-  return t.contiguous().reshape(shape);
-}
-
-}  // namespace
 
 nlohmann::json to_json(const Explained& e, int64_t focus, int64_t layer) {
   nlohmann::json tokens = nlohmann::json::array();

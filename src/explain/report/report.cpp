@@ -3,16 +3,12 @@
 #include "qkv/explain.h"
 
 namespace qkv::explain {
-namespace {
 
-// [1, H, n, m] → [H, n, m]
 Tensor unbatch(const Tensor& t) {
   if (!t.defined()) return t;
   Shape shape(t.shape().begin() + 1, t.shape().end());
   return t.contiguous().reshape(shape);
 }
-
-}  // namespace
 
 AttentionCapture batch_entry(const AttentionCapture& c, int64_t b) {
   const auto entry = [b](const Tensor& t) {

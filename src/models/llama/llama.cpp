@@ -128,19 +128,40 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   return w;
 }
 
-void rope(Tensor& x, int64_t start, double base) {
+RopeTable rope_table(int64_t start, int64_t n, int64_t d, double base) {
+  RopeTable t{.n = n, .d = d};
+  t.cos.resize(static_cast<std::size_t>(n * (d / 2)));
+  t.sin.resize(t.cos.size());
+  for (int64_t i = 0; i < d / 2; ++i) {
+    const double frequency = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    for (int64_t p = 0; p < n; ++p) {
+      const double angle = static_cast<double>(start + p) * frequency;
+      t.cos[static_cast<std::size_t>(p * (d / 2) + i)] = std::cos(angle);
+      t.sin[static_cast<std::size_t>(p * (d / 2) + i)] = std::sin(angle);
+    }
+  }
+  return t;
+}
+
+void rope(Tensor& x, const RopeTable& table) {
   const int64_t heads = x.dim(1), n = x.dim(2), d = x.dim(3);
+  if (n != table.n || d != table.d)
+    throw Error("rope: " + std::to_string(n) + " positions of dimension " + std::to_string(d) +
+                "; the table is for " + std::to_string(table.n) + " of " + std::to_string(table.d));
   float* p = x.data<float>();
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t t = 0; t < n; ++t, p += d)
       for (int64_t i = 0; i < d / 2; ++i) {
-        const double angle = static_cast<double>(start + t) *
-                             std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-        const double c = std::cos(angle), s = std::sin(angle);
+        const double c = table.cos[static_cast<std::size_t>(t * (d / 2) + i)];
+        const double s = table.sin[static_cast<std::size_t>(t * (d / 2) + i)];
         const double a = p[2 * i], b = p[2 * i + 1];
         p[2 * i] = static_cast<float>(a * c - b * s);
         p[2 * i + 1] = static_cast<float>(a * s + b * c);
       }
+}
+
+void rope(Tensor& x, int64_t start, double base) {
+  rope(x, rope_table(start, x.dim(2), x.dim(3), base));
 }
 
 Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vector<int32_t>& ids,
@@ -161,6 +182,7 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
     std::copy_n(w.embedding.data<float>() + ids[static_cast<std::size_t>(i)] * c.hidden, c.hidden,
                 h.data<float>() + i * c.hidden);
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const RopeTable rotations = rope_table(cache.length, n, c.head_dim, c.rope_base);
   for (int64_t l = 0; l < c.layers; ++l) {
     const LlamaLayer& layer = w.layers[static_cast<std::size_t>(l)];
     const auto li = static_cast<std::size_t>(l);
@@ -169,8 +191,8 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
     Tensor q = split_heads(nn::linear(x, layer.q), c.heads);
     Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads);
     const Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads);
-    rope(q, cache.length, c.rope_base);
-    rope(k, cache.length, c.rope_base);
+    rope(q, rotations);
+    rope(k, rotations);
     cache.k[li] = append(cache.k[li], k);
     cache.v[li] = append(cache.v[li], v);
     const bool keep = options.capture != nullptr;

@@ -64,7 +64,16 @@ Tensor llama_forward(const LlamaWeights& weights, const LlamaConfig& config,
                      const std::vector<int32_t>& ids, KvCache& cache,
                      const LlamaOptions& options = {});
 
-// RoPE in place on x [1, heads, n, head_dim] (contiguous) for positions start … start + n − 1.
+// The rotations of RoPE for positions start … start + n − 1 of heads of dimension d: cos and sin
+// of pos·base^(−2i/d), [n, d/2] each, computed once and applied to every head of every layer.
+struct RopeTable {
+  int64_t n = 0, d = 0;
+  std::vector<double> cos, sin;
+};
+RopeTable rope_table(int64_t start, int64_t n, int64_t d, double base);
+// RoPE in place on x [1, heads, n, head_dim] (contiguous), with the table of its positions.
+void rope(Tensor& x, const RopeTable& table);
+// The same, the table made for this call.
 void rope(Tensor& x, int64_t start, double base);
 
 }  // namespace qkv
