@@ -101,6 +101,24 @@ TEST(SmolLM2, CacheTokenByTokenGivesTheSameLogits) {
   EXPECT_LE(d, 1e-4 * scale);
 }
 
+TEST(SmolLM2, LastLogitsOnlyIsTheLastRowOfAll) {
+  const std::vector<int32_t> ids{504, 3575, 282, 4649, 314};
+  KvCache whole, last;
+  const Tensor all = llama_forward(smol().weights, smol().config, ids, whole);
+  const Tensor one =
+      llama_forward(smol().weights, smol().config, ids, last, {.last_logits_only = true});
+  ASSERT_EQ(one.shape(), (Shape{1, 49152}));
+  EXPECT_EQ(last.length, 5);
+  // The same row; a matrix product of one row may take another BLAS kernel than one of five, so
+  // the last bits may differ (docs/CONVENTIONS.md §3), nothing more.
+  double d = 0, scale = 0;
+  for (int64_t v = 0; v < 49152; ++v) {
+    d = std::max(d, double{std::abs(one.at<float>(0, v) - all.at<float>(4, v))});
+    scale = std::max(scale, double{std::abs(all.at<float>(4, v))});
+  }
+  EXPECT_LE(d, 1e-5 * scale);
+}
+
 TEST(SmolLM2, RopeRotatesPairsAndScoresDependOnRelativePosition) {
   Tensor q = Tensor::from({1, 1, 1, 4}, {1.0f, 2.0f, -3.0f, 0.5f});
   Tensor k = Tensor::from({1, 1, 1, 4}, {0.5f, -1.0f, 2.0f, 1.0f});

@@ -61,10 +61,9 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
   std::mt19937_64 rng(options.seed);
   KvCache cache;
   std::vector<int32_t> out;
-  Tensor logits = llama_forward(*weights_, *config_, prompt, cache);
-  int64_t row = static_cast<int64_t>(prompt.size()) - 1;
+  Tensor logits = llama_forward(*weights_, *config_, prompt, cache, {.last_logits_only = true});
   while (static_cast<int64_t>(out.size()) < options.max_tokens && cache.length < config_->context) {
-    const float* z = logits.data<float>() + row * config_->vocab;
+    const float* z = logits.data<float>();
     int32_t next = 0;
     if (options.temperature == 0) {
       for (int32_t v = 1; v < config_->vocab; ++v)
@@ -81,7 +80,6 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
     out.push_back(next);
     if (on_token) on_token(next);
     logits = llama_forward(*weights_, *config_, {next}, cache);
-    row = 0;
   }
   return out;
 }

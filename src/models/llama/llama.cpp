@@ -228,6 +228,8 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
     for (int64_t i = 0; i < h.numel(); ++i) hp[i] += down.data<float>()[i];
   }
   cache.length += n;
+  if (options.last_logits_only && n > 1)
+    h = h.narrow(0, n - 1, 1).clone();
   rms_norm(h, w.output_norm, c.eps);
   return nn::linear(h, w.output);
 }

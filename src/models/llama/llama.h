@@ -56,10 +56,15 @@ struct LlamaOptions {
   // Non-null: each layer's attention (q and k after RoPE, the cache's k and v, scores, logits,
   // weights, head outputs) is kept here, one per layer, through the float64 reference.
   std::vector<AttentionCapture>* capture = nullptr;
+  // Only the last position's logits, [1, vocab]: all that choosing the next token needs. The
+  // output matrix is the largest (vocab × hidden), so on a long prompt this saves about a fifth
+  // of the work.
+  bool last_logits_only = false;
 };
 
 // Runs `ids` at positions cache.length … cache.length + n − 1, appends their keys and values to
-// the cache, and returns the logits of every new position, [n, vocab] (float32).
+// the cache, and returns the logits of every new position, [n, vocab] (float32), or of the last
+// alone with options.last_logits_only.
 Tensor llama_forward(const LlamaWeights& weights, const LlamaConfig& config,
                      const std::vector<int32_t>& ids, KvCache& cache,
                      const LlamaOptions& options = {});
