@@ -20,6 +20,7 @@ constexpr const char* kBenchFooter =
     "  qkv bench attention --case 4k,decode --json\n"
     "  qkv bench attention --case long      L = S = 65536, one head, forward only\n"
     "  qkv bench model                      all-MiniLM-L6-v2: latency and sentences/s\n"
+    "  qkv bench model --model smollm2      SmolLM2-135M: prompt and generated tokens/s\n"
     "  qkv bench model --quick --json       a smoke test\n";
 
 constexpr const char* kAttentionFooter =
@@ -59,11 +60,19 @@ constexpr const char* kModelFooter =
     "excluded), per layer n·2·(4·H² + 2·H·I) + 4·n²·H, over the whole time. The SGEMM\n"
     "rate (OpenBLAS 2048³, 512³ with --quick) is measured just before each case.\n"
     "bench/compare_torch.py model runs sentence-transformers on the same texts.\n\n"
+    "With --model smollm2 (or a Llama-architecture .gguf file), a decoder instead, as\n"
+    "llama.cpp's llama-bench measures one: the fused attention's logits are first checked\n"
+    "against the float64 reference attention on a 64-token prompt, then\n"
+    "  prompt-512     512 tokens of English-like text in one pass: prompt tokens/s\n"
+    "  decode-128     128 tokens generated after it, greedy, with the KV cache: tokens/s,\n"
+    "                 and the GB/s of weights read (each token reads them all once)\n"
+    "(128 and 32 with --quick). bench/compare_llm.py runs transformers on the same ids.\n\n"
     "Examples:\n"
     "  qkv bench model\n"
     "  qkv bench model --threads 2 --json\n"
     "  qkv bench model --dump-corpus corpus.txt   the generated corpus, one a line\n"
-    "  qkv bench model --corpus my_sentences.txt --repeats 5\n";
+    "  qkv bench model --corpus my_sentences.txt --repeats 5\n"
+    "  qkv bench model --model smollm2 --threads 2\n";
 
 void add_common_options(
     CLI::App* cmd, BenchCommon& c,
@@ -102,12 +111,14 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   a.attention_command = attention;
 
   CLI::App* model = bench->add_subcommand(
-      "model", "all-MiniLM-L6-v2 end to end: the latency of one sentence, sentences/s at batch 32");
+      "model",
+      "a model end to end: all-MiniLM-L6-v2's latency and sentences/s at batch 32, or "
+      "SmolLM2's prompt and generated tokens/s (--model smollm2)");
   model->footer(kModelFooter);
   model->allow_extras(false);
   add_common_options(model, a.model.common,
-                     "timed runs of the throughput corpus after a warm-up (default 3, 1 with "
-                     "--quick); the median is reported");
+                     "timed runs of the throughput corpus (a decoder: of prompt and generation) "
+                     "after a warm-up (default 3, 1 with --quick); the median is reported");
   model
       ->add_option("--corpus", a.model.corpus,
                    "the throughput's sentences, one a line (default: 1,000 generated ones)")
@@ -118,6 +129,11 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
                    "bench/compare_torch.py)")
       ->type_name("FILE");
   add_model_option(*model, a.model.model);
+  model->get_option("--model")
+      ->description(
+          "a BERT model directory (default: all-MiniLM-L6-v2), or smollm2, or a "
+          "Llama-architecture .gguf file")
+      ->option_text("DIR|smollm2|FILE");
   a.model_command = model;
   a.bench_command = bench;
   return bench;

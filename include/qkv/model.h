@@ -138,6 +138,7 @@ struct GenerateOptions {
   int64_t max_tokens = 64;  // new tokens at most
   double temperature = 0;   // 0: greedy (the most likely token); else sample softmax(logits / T)
   uint64_t seed = 1;        // of the sampling
+  bool stop_at_eos = true;  // false: go on past the end-of-text token (benchmarks)
 };
 
 struct LlamaConfig;   // models/llama/llama.h
@@ -164,6 +165,8 @@ class CausalLM {
   // One pass over `ids` with every layer's attention captured ([1, H, n, ·]; k and v [1, Hkv, n,
   // ·], q and k after RoPE). Returns the logits, [n, vocab].
   Tensor capture(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
+  // One pass over `ids` on the fast path (the fused attention kernel); the logits, [n, vocab].
+  Tensor logits(const std::vector<int32_t>& ids) const;
 
   const std::string& path() const { return path_; }
   const LlamaConfig& config() const { return *config_; }

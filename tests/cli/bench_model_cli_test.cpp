@@ -127,10 +127,54 @@ TEST(BenchModelCli, CorpusAndDumpCorpusRoundTripAndTheTableNamesTheCases) {
   EXPECT_THAT(r.out, ContainsRegex("\nthroughput +3 ")) << r.describe();  // 3 texts
 }
 
+// The decoder (SmolLM2, which scripts/bootstrap also installs): validated against the float64
+// reference attention, then the prompt and decode rows with the ids bench/compare_llm.py feeds
+// to transformers.
+TEST(BenchModelCli, DecoderQuickJsonHasThePromptAndDecodeRows) {
+  const CliResult r =
+      run_qkv({"bench", "model", "--model", "smollm2", "--quick", "--json", "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::map<std::string, nlohmann::json> rows = rows_by_case(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.describe();
+  ASSERT_TRUE(rows.count("prompt-128") && rows.count("decode-32")) << r.describe();
+  for (const auto& [name, row] : rows) {
+    SCOPED_TRACE(name + ": " + row.dump());
+    for (const char* key :
+         {"median_ms", "tokens_per_s", "gflop", "gflops", "sgemm_gflops", "cpu_share"}) {
+      ASSERT_TRUE(row.at(key).is_number()) << key;
+      EXPECT_GT(row.at(key).get<double>(), 0) << key;
+    }
+    EXPECT_EQ(row.at("threads"), 2);
+    EXPECT_EQ(row.at("validated_tokens"), 64);
+    EXPECT_LE(row.at("max_error").get<double>(), 1e-4);
+  }
+  const nlohmann::json& prompt = rows.at("prompt-128");
+  const nlohmann::json& decode = rows.at("decode-32");
+  EXPECT_EQ(prompt.at("tokens"), 128);
+  ASSERT_EQ(prompt.at("prompt_ids").size(), 128u);
+  for (const nlohmann::json& id : prompt.at("prompt_ids")) {
+    EXPECT_GE(id.get<int64_t>(), 0);
+    EXPECT_LT(id.get<int64_t>(), 49152);
+  }
+  EXPECT_EQ(decode.at("tokens"), 32);
+  EXPECT_EQ(decode.at("generated_ids").size(), 32u);
+  // FLOPs: 2 per weight (≈ 134.5M of them with the tied output matrix) a token meets, plus
+  // attention (4·576 per query–key pair a layer): 128 prompt tokens (the output matrix once)
+  // 27.81 GFLOP, 32 steps after them 8.93 GFLOP.
+  EXPECT_NEAR(prompt.at("gflop").get<double>(), 27.81, 0.01);
+  EXPECT_NEAR(decode.at("gflop").get<double>(), 8.93, 0.01);
+  EXPECT_NEAR(decode.at("weights_gb_per_s").get<double>() / decode.at("tokens_per_s").get<double>(),
+              0.538, 0.001);  // GB of float32 weights read a token
+  expect_usage_error(
+      run_qkv({"bench", "model", "--model", "smollm2", "--corpus", "x.txt", "--quick"}),
+      "is a decoder");
+}
+
 TEST(BenchModelCli, HelpHasAnExample) {
   const CliResult r = run_qkv({"bench", "model", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
-  for (const char* s : {"--corpus", "--dump-corpus", "--threads", "--quick", "qkv bench model"})
+  for (const char* s : {"--corpus", "--dump-corpus", "--threads", "--quick", "qkv bench model",
+                        "--model smollm2", "compare_llm.py"})
     EXPECT_THAT(r.out, HasSubstr(s)) << r.describe();
   const CliResult b = run_qkv({"bench", "--help"});
   EXPECT_THAT(b.out, HasSubstr("qkv bench model")) << b.describe();

@@ -76,7 +76,7 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
         p[static_cast<std::size_t>(v)] = std::exp((z[v] - top) / options.temperature);
       next = static_cast<int32_t>(std::discrete_distribution<int64_t>(p.begin(), p.end())(rng));
     }
-    if (next == eos_) break;
+    if (next == eos_ && options.stop_at_eos) break;
     out.push_back(next);
     if (on_token) on_token(next);
     logits = llama_forward(*weights_, *config_, {next}, cache);
@@ -88,6 +88,11 @@ Tensor CausalLM::capture(const std::vector<int32_t>& ids,
                          std::vector<AttentionCapture>& layers) const {
   KvCache cache;
   return llama_forward(*weights_, *config_, ids, cache, {.capture = &layers});
+}
+
+Tensor CausalLM::logits(const std::vector<int32_t>& ids) const {
+  KvCache cache;
+  return llama_forward(*weights_, *config_, ids, cache);
 }
 
 }  // namespace qkv

@@ -1,9 +1,12 @@
 #include "models/llama/llama.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "nn/finite.h"
+#include "qkv/threads.h"
 
 namespace qkv {
 namespace {
@@ -44,36 +47,75 @@ nn::LinearWeights linear(const GgufFile& f, const std::string& name, int64_t out
   return w;
 }
 
+// parallel_for over row blocks of about 16k floats each (a few µs of work: enough to be worth a
+// thread, few enough that two threads share the rows evenly).
+void for_row_blocks(int64_t rows, int64_t width, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t per = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, width));
+  const int64_t blocks = (rows + per - 1) / per;
+  parallel_for(blocks, resolve_num_threads(0),
+               [&](int64_t b, int) { fn(b * per, std::min(rows, (b + 1) * per)); });
+}
+
 // x ← x / √(mean(x²) + ε) · w, over rows of x [n, d] (contiguous float32).
 void rms_norm(Tensor& x, const Tensor& w, double eps) {
   const int64_t d = x.dim(-1), n = x.numel() / d;
-  float* p = x.data<float>();
   const float* g = w.data<float>();
-  for (int64_t i = 0; i < n; ++i, p += d) {
-    double squares = 0;
-    for (int64_t j = 0; j < d; ++j) squares += double{p[j]} * p[j];
-    const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(d) + eps));
-    for (int64_t j = 0; j < d; ++j) p[j] = p[j] * inv * g[j];
-  }
+  for_row_blocks(n, d, [&](int64_t i0, int64_t i1) {
+    for (float* p = x.data<float>() + i0 * d; i0 < i1; ++i0, p += d) {
+      double squares = 0;
+      for (int64_t j = 0; j < d; ++j) squares += double{p[j]} * p[j];
+      const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(d) + eps));
+      for (int64_t j = 0; j < d; ++j) p[j] = p[j] * inv * g[j];
+    }
+  });
+}
+
+// h += x, both [n, d] contiguous.
+void add_into(Tensor& h, const Tensor& x) {
+  const int64_t d = h.dim(-1);
+  float* hp = h.data<float>();
+  const float* xp = x.data<float>();
+  for_row_blocks(h.numel() / d, d, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0 * d; i < i1 * d; ++i) hp[i] += xp[i];
+  });
+}
+
+// gate ← SiLU(gate) ⊙ up = gate·σ(gate)·up, both [n, ffn] contiguous (Shazeer 2020).
+void swiglu(Tensor& gate, const Tensor& up) {
+  const int64_t d = gate.dim(-1);
+  float* g = gate.data<float>();
+  const float* u = up.data<float>();
+  for_row_blocks(gate.numel() / d, d, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0 * d; i < i1 * d; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  });
 }
 
 // [n, heads·d] → [1, heads, n, d], contiguous.
 Tensor split_heads(const Tensor& x, int64_t heads) {
   const int64_t n = x.dim(0), d = x.dim(1) / heads;
-  return x.reshape({1, n, heads, d}).transpose(1, 2).contiguous();
+  Tensor out({1, heads, n, d}, DType::f32);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(x.data<float>() + (i * heads + h) * d, d, out.data<float>() + (h * n + i) * d);
+  return out;
 }
 
-// cache ← [cache | new] along the positions.
-Tensor append(const Tensor& cache, const Tensor& add) {
-  if (!cache.defined() || cache.dim(2) == 0) return add;
-  const int64_t heads = add.dim(1), old = cache.dim(2), n = add.dim(2), d = add.dim(3);
-  Tensor out({1, heads, old + n, d}, DType::f32);
-  for (int64_t h = 0; h < heads; ++h) {
-    float* o = out.data<float>() + h * (old + n) * d;
-    std::copy_n(cache.data<float>() + h * old * d, old * d, o);
-    std::copy_n(add.data<float>() + h * n * d, n * d, o + old * d);
+// Writes add [1, heads, n, d] at positions length … length + n − 1 of cache [1, heads, capacity,
+// d], doubling the capacity (at least to length + n) when it is full.
+void append(Tensor& cache, int64_t length, const Tensor& add) {
+  const int64_t heads = add.dim(1), n = add.dim(2), d = add.dim(3);
+  if (!cache.defined() || cache.dim(2) < length + n) {
+    const int64_t capacity = std::max<int64_t>(length + n, cache.defined() ? 2 * cache.dim(2) : 0);
+    Tensor grown({1, heads, capacity, d}, DType::f32);
+    for (int64_t h = 0; h < heads && length > 0; ++h)
+      std::copy_n(cache.data<float>() + h * cache.dim(2) * d, length * d,
+                  grown.data<float>() + h * capacity * d);
+    cache = std::move(grown);
   }
-  return out;
+  const int64_t capacity = cache.dim(2);
+  for (int64_t h = 0; h < heads; ++h)
+    std::copy_n(add.data<float>() + h * n * d, n * d,
+                cache.data<float>() + (h * capacity + length) * d);
 }
 
 }  // namespace
@@ -148,8 +190,8 @@ void rope(Tensor& x, const RopeTable& table) {
   if (n != table.n || d != table.d)
     throw Error("rope: " + std::to_string(n) + " positions of dimension " + std::to_string(d) +
                 "; the table is for " + std::to_string(table.n) + " of " + std::to_string(table.d));
-  float* p = x.data<float>();
-  for (int64_t h = 0; h < heads; ++h)
+  parallel_for(heads, resolve_num_threads(0), [&](int64_t h, int) {
+    float* p = x.data<float>() + h * n * d;
     for (int64_t t = 0; t < n; ++t, p += d)
       for (int64_t i = 0; i < d / 2; ++i) {
         const double c = table.cos[static_cast<std::size_t>(t * (d / 2) + i)];
@@ -158,6 +200,7 @@ void rope(Tensor& x, const RopeTable& table) {
         p[2 * i] = static_cast<float>(a * c - b * s);
         p[2 * i + 1] = static_cast<float>(a * s + b * c);
       }
+  });
 }
 
 void rope(Tensor& x, int64_t start, double base) {
@@ -193,10 +236,12 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
     const Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads);
     rope(q, rotations);
     rope(k, rotations);
-    cache.k[li] = append(cache.k[li], k);
-    cache.v[li] = append(cache.v[li], v);
+    append(cache.k[li], cache.length, k);
+    append(cache.v[li], cache.length, v);
+    const Tensor keys = cache.k[li].narrow(2, 0, cache.length + n);
+    const Tensor values = cache.v[li].narrow(2, 0, cache.length + n);
     const bool keep = options.capture != nullptr;
-    const AttentionResult r = attention(q, cache.k[li], cache.v[li],
+    const AttentionResult r = attention(q, keys, values,
                                         {.scale = scale,
                                          .causal = Causal::bottom_right,
                                          .need_weights = keep,
@@ -207,29 +252,24 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
                                   .scale = scale,
                                   .causal = Causal::bottom_right,
                                   .q = q,
-                                  .k = cache.k[li],
-                                  .v = cache.v[li],
+                                  .k = keys.contiguous(),
+                                  .v = values.contiguous(),
                                   .scores = r.scores,
                                   .logits = r.logits,
                                   .weights = r.weights,
                                   .head_out = r.out});
     const Tensor attended = nn::linear(nn::merge_heads(r.out).reshape({n, c.hidden}), layer.o);
-    float* hp = h.data<float>();
-    for (int64_t i = 0; i < h.numel(); ++i) hp[i] += attended.data<float>()[i];
+    add_into(h, attended);
 
     x = h.clone();
     rms_norm(x, layer.ffn_norm, c.eps);
     Tensor gate = nn::linear(x, layer.gate);
     const Tensor up = nn::linear(x, layer.up);
-    float* g = gate.data<float>();
-    for (int64_t i = 0; i < gate.numel(); ++i)
-      g[i] = g[i] / (1.0f + std::exp(-g[i])) * up.data<float>()[i];  // SiLU(gate) ⊙ up
-    const Tensor down = nn::linear(gate, layer.down);
-    for (int64_t i = 0; i < h.numel(); ++i) hp[i] += down.data<float>()[i];
+    swiglu(gate, up);
+    add_into(h, nn::linear(gate, layer.down));
   }
   cache.length += n;
-  if (options.last_logits_only && n > 1)
-    h = h.narrow(0, n - 1, 1).clone();
+  if (options.last_logits_only && n > 1) h = h.narrow(0, n - 1, 1).clone();
   rms_norm(h, w.output_norm, c.eps);
   return nn::linear(h, w.output);
 }

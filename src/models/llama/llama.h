@@ -46,7 +46,9 @@ struct LlamaWeights {
 // Every tensor the config needs, dequantized and checked for its shape and finite values.
 LlamaWeights read_llama_weights(const GgufFile& file, const LlamaConfig& config);
 
-// The keys and values of every layer so far, [1, kv_heads, length, head_dim] each.
+// The keys and values of every layer so far: [1, kv_heads, capacity, head_dim] each, of which
+// the first `length` positions are filled. The capacity doubles as it fills, so a token appended
+// costs its own keys and values, not a copy of the whole cache.
 struct KvCache {
   std::vector<Tensor> k, v;
   int64_t length = 0;

@@ -1,0 +1,316 @@
+// `qkv bench model --model smollm2`: a decoder language model end to end, as llama.cpp's
+// llama-bench measures one — prompt processing (a 512-token prompt in one pass: tokens/s) and
+// text generation (128 tokens, greedy, one at a time with the KV cache: tokens/s), on the
+// model's float32 weights. The fused attention path is checked against the float64 reference
+// attention on the same weights first. bench/compare_llm.py runs transformers on the same ids.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "bench/common.h"
+#include "bench/english.h"
+#include "models/llama/llama.h"
+#include "progress.h"
+#include "qkv/model.h"
+#include "text.h"
+
+namespace qkv::cli {
+namespace {
+
+using bench::Settings;
+
+constexpr uint64_t kPromptSeed = 20241124;
+constexpr double kTolerance = 1e-4;  // max |Δ logit| over max |logit|, fused vs reference
+
+// Exactly n ids of English-like sentences (bench/english.h), the same on every machine.
+std::vector<int32_t> prompt_ids(const CausalLM& m, std::size_t n) {
+  bench::SplitMix64 rng(kPromptSeed);
+  std::string text;
+  std::vector<int32_t> ids;
+  while (ids.size() < n) {
+    text += (text.empty() ? "" : " ") + bench::english_like_sentence(rng, 5 + rng.below(20));
+    ids = m.tokenize(text);
+  }
+  ids.resize(n);
+  return ids;
+}
+
+// Matrix FLOPs of the decoder, by the weights each token meets (2 per weight) and the attention
+// of each query with the keys it sees (4·hidden per pair: q·k and p·v over all heads). Norms,
+// RoPE, SiLU and softmax are left out (≲ 1%).
+struct Flops {
+  const LlamaConfig& c;
+  double per_layer_weights() const {
+    const double h = static_cast<double>(c.hidden),
+                 kv = static_cast<double>(c.kv_heads * c.head_dim);
+    return h * h * 2 + h * kv * 2 + h * static_cast<double>(c.ffn) * 3;
+  }
+  double all_weights() const {  // the layers' and the output matrix's
+    return static_cast<double>(c.layers) * per_layer_weights() +
+           static_cast<double>(c.vocab * c.hidden);
+  }
+  // n prompt tokens on an empty cache, logits of the last alone.
+  double prompt(int64_t n) const {
+    const double N = static_cast<double>(n), pairs = N * (N + 1) / 2;
+    return static_cast<double>(c.layers) *
+               (2 * N * per_layer_weights() + 4 * static_cast<double>(c.hidden) * pairs) +
+           2 * static_cast<double>(c.vocab * c.hidden);
+  }
+  // One new token with `cached` positions before it.
+  double step(int64_t cached) const {
+    return 2 * all_weights() + static_cast<double>(c.layers) * 4 * static_cast<double>(c.hidden) *
+                                   static_cast<double>(cached + 1);
+  }
+};
+
+struct Validation {
+  int64_t tokens = 0;
+  double max_error = 0;  // max |fast − reference| over max |reference|, every position's logits
+  bool same_next = false;
+};
+
+// The logits of `ids` through the fused kernel against those through the float64 reference
+// attention (the same float32 weights and projections): within kTolerance of the largest logit.
+// And generate's first greedy token (prefill with the cache, last logits only) must be the
+// argmax of the full pass's last row.
+Validation validate(const CausalLM& m, const std::vector<int32_t>& ids) {
+  const Tensor fast = m.logits(ids);
+  std::vector<AttentionCapture> layers;
+  const Tensor reference = m.capture(ids, layers);
+  Validation v{.tokens = static_cast<int64_t>(ids.size())};
+  double error = 0, scale = 0;
+  for (int64_t i = 0; i < fast.numel(); ++i) {
+    const double a = fast.data<float>()[i], b = reference.data<float>()[i];
+    error = std::isfinite(a) ? std::max(error, std::abs(a - b)) : INFINITY;
+    scale = std::max(scale, std::abs(b));
+  }
+  v.max_error = error / scale;
+  const int64_t vocab = m.config().vocab;
+  const float* last = fast.data<float>() + (v.tokens - 1) * vocab;
+  const auto argmax = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
+  const std::vector<int32_t> next = m.generate(ids, {.max_tokens = 1, .stop_at_eos = false});
+  v.same_next = next.size() == 1 && next[0] == argmax;
+  if (!(v.max_error <= kTolerance) || !v.same_next) {
+    char detail[200];
+    std::snprintf(detail, sizeof detail,
+                  "max |Δ logit| %.3g of the largest (expected ≤ %.0e); generate's first token "
+                  "%s the argmax of the full pass",
+                  v.max_error, kTolerance, v.same_next ? "is" : "is NOT");
+    throw Error("bench model: validation failed on a " + std::to_string(v.tokens) +
+                    "-token prompt: " + detail + "; nothing was timed",
+                Error::Kind::runtime);
+  }
+  return v;
+}
+
+struct Run {
+  double prompt_seconds = 0;  // to the first generated token: the prompt's pass and one argmax
+  double decode_seconds = 0;  // from the first generated token to the last
+  std::vector<int32_t> generated;
+};
+
+// One generate call, timed at each token it streams.
+Run run_once(const CausalLM& m, const std::vector<int32_t>& prompt, int64_t new_tokens) {
+  using Clock = std::chrono::steady_clock;
+  Run r;
+  const auto start = Clock::now();
+  Clock::time_point first, last;
+  r.generated =
+      m.generate(prompt, {.max_tokens = new_tokens + 1, .stop_at_eos = false}, [&](int32_t) {
+        last = Clock::now();
+        if (first == Clock::time_point{}) first = last;
+      });
+  r.prompt_seconds = std::chrono::duration<double>(first - start).count();
+  r.decode_seconds = std::chrono::duration<double>(last - first).count();
+  return r;
+}
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const std::size_t n = x.size();
+  return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+struct Row {
+  std::string name;
+  int64_t tokens = 0;
+  int runs = 0;
+  double seconds = 0, flops = 0, sgemm = 0, cpu_share = 0;
+  double weight_bytes = 0;  // read per token (decode only)
+  double tokens_per_s() const { return static_cast<double>(tokens) / seconds; }
+  double gflops() const { return flops / seconds / 1e9; }
+};
+
+std::string model_name(const CausalLM& m) {
+  std::string name = std::filesystem::path(m.path()).stem().string();
+  return printable(name);
+}
+
+constexpr int kWidths[] = {12, 7, 8, 9, 8, 7, 7, 7};
+std::string line(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    out += (i ? " " : "") +
+           (i == 0 ? pad_right(cells[i], kWidths[i]) : pad_left(cells[i], kWidths[i]));
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+std::string fixed(double x, int digits) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", digits, x);
+  return b;
+}
+
+void print_header(const CausalLM& m, const Settings& s, const Validation& v) {
+  const LlamaConfig& c = m.config();
+  std::cout << "qkv bench model: " << model_name(m) << " (" << c.layers << " layers, hidden "
+            << c.hidden << ", " << c.heads << " query heads sharing " << c.kv_heads
+            << " key/value heads), float32 weights, " << s.threads << " thread"
+            << (s.threads == 1 ? "" : "s")
+            << (s.quick ? " (--quick: a smoke test, not a measurement)" : "") << "\n";
+  char b[240];
+  std::snprintf(b, sizeof b,
+                "validated first: a %lld-token prompt's logits on the fused kernel within %.1e of "
+                "the largest\nfrom the float64 reference attention (≤ %.0e); generate's first "
+                "token is the full pass's argmax\n\n",
+                static_cast<long long>(v.tokens), v.max_error, kTolerance);
+  std::cout << b
+            << line({"case", "tokens", "median", "tokens/s", "GFLOP/s", "sgemm", "%sgemm",
+                     "weights"})
+            << "\n"
+            << line({"", "", "ms", "", "", "GF/s", "", "GB/s"}) << "\n";
+}
+
+void print_row(const Row& r) {
+  using namespace bench;
+  std::cout << line({r.name, std::to_string(r.tokens), fixed(r.seconds * 1e3, 0),
+                     rate_str(r.tokens_per_s()), rate_str(r.gflops()), rate_str(r.sgemm),
+                     percent_str(r.gflops() / r.sgemm),
+                     r.weight_bytes > 0 ? fixed(r.weight_bytes * r.tokens_per_s() / 1e9, 1) : "—"})
+            << "\n"
+            << std::flush;
+}
+
+void print_notes(const Row& prompt, const Row& decode, const CausalLM& m) {
+  const double mb = Flops{m.config()}.all_weights() * 4 / 1e6;
+  auto runs = [](int n) { return std::to_string(n) + (n == 1 ? " run" : " runs"); };
+  std::cout << "\n"
+            << prompt.name << ": " << prompt.tokens
+            << " tokens of English-like text in one pass (causal), to the first\n"
+            << "  generated token (the last position's logits alone), median of "
+            << runs(prompt.runs) << " after a warm-up.\n"
+            << decode.name << ": " << decode.tokens << " tokens generated after it, greedy, one "
+            << "pass a token with the KV cache;\n  median of " << runs(decode.runs)
+            << ". Each token reads every weight once (" << fixed(mb, 0)
+            << " MB in float32): weights GB/s\n"
+            << "  is that over the time a token takes, so generation is bound by memory, not "
+               "FLOPs.\n"
+            << "GFLOP/s: 2 per weight a token meets, 4·hidden per (query, key) pair it attends.\n"
+            << "sgemm: OpenBLAS SGEMM 2048³ (512³ with --quick) on the same threads, measured "
+               "just before.\n"
+            << "Side by side with transformers: bench/compare_llm.py (bench/README.md).\n";
+}
+
+nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v) {
+  nlohmann::json j = {{"case", r.name},
+                      {"tokens", r.tokens},
+                      {"threads", s.threads},
+                      {"runs", r.runs},
+                      {"quick", s.quick},
+                      {"median_ms", r.seconds * 1e3},
+                      {"tokens_per_s", r.tokens_per_s()},
+                      {"gflop", r.flops / 1e9},
+                      {"gflops", r.gflops()},
+                      {"sgemm_gflops", r.sgemm},
+                      {"sgemm_ratio", r.gflops() / r.sgemm},
+                      {"cpu_share", r.cpu_share},
+                      {"validated_tokens", v.tokens},
+                      {"max_error", v.max_error}};
+  if (r.weight_bytes > 0) j["weights_gb_per_s"] = r.weight_bytes * r.tokens_per_s() / 1e9;
+  return j;
+}
+
+}  // namespace
+
+int run_bench_causal_lm(const BenchModelArgs& args) {
+  if (!args.corpus.empty() || !args.dump_corpus.empty())
+    throw Error("qkv bench model: --corpus and --dump-corpus are for sentence encoders; " +
+                args.model.dir + " is a decoder (its prompt is generated)");
+  const Settings s = bench::resolve(args.common);
+  ::setenv("QKV_NUM_THREADS", std::to_string(s.threads).c_str(), 1);
+  openblas_set_num_threads(s.threads);
+  const int64_t prompt_tokens = s.quick ? 128 : 512, new_tokens = s.quick ? 32 : 128;
+  const int64_t sgemm_n = s.quick ? 512 : 2048;
+
+  Progress progress;
+  progress.show("bench model: loading " + args.model.dir);
+  const CausalLM m = CausalLM::load(args.model.dir);
+  const std::vector<int32_t> prompt = prompt_ids(m, static_cast<std::size_t>(prompt_tokens));
+  progress.show("bench model: checking against the float64 reference attention");
+  const Validation v = validate(m, {prompt.begin(), prompt.begin() + 64});
+
+  if (!s.json) {
+    progress.clear();
+    print_header(m, s, v);
+  }
+  const Flops flops{m.config()};
+  Row p{.name = "prompt-" + std::to_string(prompt_tokens),
+        .tokens = prompt_tokens,
+        .runs = s.repeats,
+        .flops = flops.prompt(prompt_tokens)};
+  Row d{.name = "decode-" + std::to_string(new_tokens),
+        .tokens = new_tokens,
+        .runs = s.repeats,
+        .weight_bytes = flops.all_weights() * 4};
+  for (int64_t t = 0; t < new_tokens; ++t) d.flops += flops.step(prompt_tokens + t);
+  p.sgemm = d.sgemm = bench::sgemm_gflops(sgemm_n, s.threads, 3);
+
+  progress.show("bench model: warming up");
+  (void)run_once(m, prompt, 4);
+  std::vector<double> prompt_times, decode_times;
+  std::vector<int32_t> generated;
+  const double cpu0 = bench::cpu_seconds();
+  const double wall = bench::seconds_of([&] {
+    for (int i = 0; i < s.repeats; ++i) {
+      progress.show("bench model: run " + std::to_string(i + 1) + " of " +
+                    std::to_string(s.repeats) + ": " + std::to_string(prompt_tokens) +
+                    " prompt tokens, " + std::to_string(new_tokens) + " generated");
+      Run r = run_once(m, prompt, new_tokens);
+      prompt_times.push_back(r.prompt_seconds);
+      decode_times.push_back(r.decode_seconds);
+      generated = std::move(r.generated);
+    }
+  });
+  p.seconds = median(prompt_times), d.seconds = median(decode_times);
+  p.cpu_share = d.cpu_share = (bench::cpu_seconds() - cpu0) / (wall * s.threads);
+  progress.clear();
+  if (s.json) {
+    nlohmann::json jp = to_json(p, s, v), jd = to_json(d, s, v);
+    jp["prompt_ids"] = prompt;
+    jd["generated_ids"] = std::vector<int32_t>(generated.begin() + 1, generated.end());
+    jd["first_id"] = generated.front();  // the prompt's own next token, timed with it
+    std::cout << jp.dump() << "\n" << jd.dump() << "\n";
+  } else {
+    print_row(p);
+    print_row(d);
+    print_notes(p, d, m);
+  }
+  if (p.cpu_share < 0.8)
+    std::cerr << "qkv: warning: bench model: the runs got " << bench::percent_str(p.cpu_share)
+              << " of " << s.threads
+              << " cores: other work on the machine, or threads waiting on each other\n";
+  return 0;
+}
+
+}  // namespace qkv::cli
