@@ -16,8 +16,10 @@ demo: command install-command
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# The Python module (python/) is built with the Python of scripts/python_venv, which has nanobind.
 configure: bootstrap
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DQKV_PYTHON=ON \
+	  -DPython_EXECUTABLE=$$(./scripts/python_venv --path) $(CMAKE_FLAGS) >/dev/null
 
 # Only what `qkv` needs: the library and the command (no tests, no benchmarks).
 command: configure

@@ -57,6 +57,11 @@ class Tensor {
     return from(std::move(shape), std::vector<double>(values));
   }
   static Tensor full(Shape shape, double value, DType dtype = DType::f32);
+  // A view of memory someone else owns — a NumPy array's, say — without a copy. `strides` count
+  // elements (≥ 0, one per dimension); `data` must be aligned to the element. `owner` is kept as
+  // long as any tensor viewing the memory lives, and released after the last.
+  static Tensor borrow(void* data, Shape shape, Shape strides, DType dtype,
+                       std::shared_ptr<void> owner);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

@@ -111,6 +111,25 @@ Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtyp
   strides_ = row_major_strides(shape_);
 }
 
+Tensor Tensor::borrow(void* data, Shape shape, Shape strides, DType dtype,
+                      std::shared_ptr<void> owner) {
+  if (shape.size() > static_cast<std::size_t>(kMaxRank) || strides.size() != shape.size())
+    throw Error("Tensor::borrow: shape " + shape_str(shape) + " with " +
+                std::to_string(strides.size()) + " strides; expected rank ≤ 4, a stride each");
+  (void)checked_numel(shape);
+  for (int64_t s : strides)
+    if (s < 0) throw Error("Tensor::borrow: strides " + shape_str(strides) + "; expected ≥ 0");
+  if (data == nullptr || reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype) != 0)
+    throw Error("Tensor::borrow: the data pointer is null or not aligned to its " +
+                std::string(dtype_name(dtype)) + " elements");
+  Tensor t;
+  t.storage_ = std::shared_ptr<std::byte[]>(std::move(owner), static_cast<std::byte*>(data));
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  t.dtype_ = dtype;
+  return t;
+}
+
 namespace {
 
 template <class T>

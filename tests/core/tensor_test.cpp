@@ -1,8 +1,12 @@
-// Tensor views: narrow (with transpose and contiguous) reads the entries it should.
+// Tensor views: narrow (with transpose and contiguous) reads the entries it should; borrow views
+// memory someone else owns.
 #include "qkv/tensor.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
 
 namespace qkv {
 namespace {
@@ -58,6 +62,43 @@ TEST(TensorNarrow, EmptyAndOutOfRange) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("does not fit dimension 0 of shape [3, 4]"));
   }
+}
+
+// Tensor::borrow (the Python module's NumPy views): the caller's memory, read and written in
+// place through its strides; the owner released with the last view, not before.
+TEST(TensorBorrow, ViewsTheCallersMemoryAndReleasesTheOwnerAfterTheLastView) {
+  auto memory = std::make_shared<std::vector<float>>(std::vector<float>{0, 1, 2, 3, 4, 5});
+  std::weak_ptr<std::vector<float>> alive = memory;
+  float* data = memory->data();
+  {
+    // [3, 2] read as its transpose [2, 3]: strides (1, 2).
+    const Tensor t = Tensor::borrow(data, {2, 3}, {1, 2}, DType::f32, std::move(memory));
+    EXPECT_EQ(t.data<float>(), data);
+    EXPECT_FALSE(t.is_contiguous());
+    EXPECT_EQ(t.at<float>(1, 2), 5.0f);
+    EXPECT_EQ(t.at<float>(0, 1), 2.0f);
+    const Tensor c = t.contiguous();  // a copy: the owner stays with t
+    EXPECT_NE(c.data<float>(), data);
+    EXPECT_EQ(c.value(1), 2.0);
+    Tensor view = t.narrow(1, 1, 2);
+    EXPECT_FALSE(alive.expired());
+    view.at<float>(0, 0) = 42;  // writes through to the caller's memory
+    EXPECT_EQ(data[2], 42.0f);
+  }
+  EXPECT_TRUE(alive.expired());
+}
+
+TEST(TensorBorrow, RejectsNegativeStridesMisalignedDataAndHighRanks) {
+  alignas(8) float buffer[4] = {};
+  auto none = std::shared_ptr<void>();
+  EXPECT_THROW(Tensor::borrow(buffer, {2}, {-1}, DType::f32, none), Error);
+  EXPECT_THROW(Tensor::borrow(reinterpret_cast<char*>(buffer) + 2, {1}, {1}, DType::f32, none),
+               Error);
+  EXPECT_THROW(Tensor::borrow(buffer, {1, 1, 1, 1, 1}, {1, 1, 1, 1, 1}, DType::f32, none), Error);
+  EXPECT_THROW(Tensor::borrow(buffer, {2, 2}, {1}, DType::f32, none), Error);
+  EXPECT_THROW(Tensor::borrow(nullptr, {2}, {1}, DType::f32, none), Error);
+  const Tensor ok = Tensor::borrow(buffer, {2, 2}, {2, 1}, DType::f32, none);
+  EXPECT_TRUE(ok.is_contiguous());
 }
 
 }  // namespace

@@ -1,0 +1,17 @@
+"""qkv: attention — queries, keys and values — exact, fast and explained, from Python.
+
+    >>> import numpy as np, qkv
+    >>> q = np.random.default_rng(0).standard_normal((8, 128, 64), dtype=np.float32)
+    >>> out = qkv.attention(q, q, q, is_causal=True)   # PyTorch's SDPA conventions
+    >>> out.shape
+    (8, 128, 64)
+
+qkv.attention and qkv.attention_backward take NumPy arrays (read in place, no copy) with
+torch.nn.functional.scaled_dot_product_attention's arguments, and every classic score beside it.
+`python -m qkv` is the qkv command.
+"""
+
+from ._attention import AttentionGrads, attention, attention_backward
+
+__version__ = "0.1.0"
+__all__ = ["attention", "attention_backward", "AttentionGrads"]

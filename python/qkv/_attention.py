@@ -1,0 +1,131 @@
+"""qkv.attention and qkv.attention_backward: PyTorch's scaled_dot_product_attention conventions on
+NumPy arrays, computed by qkv's C++ kernels."""
+
+from typing import Dict, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _qkv
+
+_FLOATS = (np.float32, np.float64)
+
+
+def _array(x, name):
+    """x as an array qkv can view without a copy: float32/float64 (or bool for a mask), strides
+    that are whole, non-negative elements, aligned. Anything else is copied once here; a list or
+    a PyTorch CPU tensor becomes an array (PyTorch's shares its memory)."""
+    a = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if a.dtype not in _FLOATS and not (name == "attn_mask" and a.dtype == np.bool_):
+        expected = "float32 or float64, or bool" if name == "attn_mask" else "float32 or float64"
+        raise TypeError(f"{name}: {a.dtype} array; expected {expected}")
+    item = a.itemsize
+    if (any(s < 0 or s % item for s in a.strides) or a.ctypes.data % item) and a.size:
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def _prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, score,
+             causal_alignment, params):
+    q, k, v = _array(query, "query"), _array(key, "key"), _array(value, "value")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"query, key and value have dtypes {q.dtype}, {k.dtype}, {v.dtype}; "
+                        "expected one dtype (as PyTorch's scaled_dot_product_attention)")
+    for name, a in (("query", q), ("key", k), ("value", v)):
+        if not 2 <= a.ndim <= 4:
+            raise ValueError(f"{name}: {a.ndim} dimensions {a.shape}; expected 2 to 4: "
+                             "(L, E), (H, L, E) or (N, H, L, E)")
+    if q.ndim >= 3 and k.ndim >= 3 and not enable_gqa and q.shape[-3] != k.shape[-3]:
+        raise ValueError(f"query has {q.shape[-3]} heads, key {k.shape[-3]}; pass "
+                         "enable_gqa=True for grouped-query attention (as PyTorch)")
+    mask = None
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError("attn_mask and is_causal=True together; expected one of them "
+                             "(as PyTorch's scaled_dot_product_attention)")
+        mask = _array(attn_mask, "attn_mask")
+        if mask.dtype != np.bool_ and mask.dtype != q.dtype:
+            raise TypeError(f"attn_mask: {mask.dtype}; expected bool or the query's {q.dtype}")
+    if causal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError(f"causal_alignment '{causal_alignment}'; expected top_left (PyTorch's "
+                         "is_causal) or bottom_right (a KV cache's)")
+    causal = causal_alignment if is_causal else "none"
+    if scale is not None:
+        scale = float(scale)
+    p = {name: _array(a, f"params['{name}']") for name, a in (params or {}).items()}
+    return q, k, v, mask, causal, scale, str(score), p
+
+
+def attention(query, key, value, attn_mask=None, is_causal: bool = False,
+              scale: Optional[float] = None, enable_gqa: bool = False, *,
+              score: str = "scaled_dot", causal_alignment: str = "top_left",
+              normalize: str = "softmax", params: Optional[Dict[str, np.ndarray]] = None,
+              need_weights: bool = False, path: str = "auto"
+              ) -> Union[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+    """Attention of `query` over `key` and `value`: softmax(scale·score(Q, K) + mask)·V.
+
+    The arguments PyTorch's torch.nn.functional.scaled_dot_product_attention has mean what they
+    mean there: query (..., L, E), key (..., S, E), value (..., S, Ev) as (L, E), (H, L, E) or
+    (N, H, L, E) float32 or float64 arrays; attn_mask a bool array (True: the query may attend to
+    the key) or a float array added to the scores, broadcast to (N, H, L, S); is_causal the
+    top-left causal mask (not with attn_mask); scale 1/√E when None; enable_gqa lets H query heads
+    share Hkv key/value heads (H a multiple of Hkv; query head h reads key/value head h // (H //
+    Hkv)). One difference: a query that may attend to no key gets output 0, not NaN.
+
+    Beyond PyTorch: score — "scaled_dot" (the default), "dot", "general" (params w), "additive"
+    (params w_q, w_k, v: Bahdanau), "laplace", "cosine", "uniform"; causal_alignment="bottom_right"
+    (the last query sees every key, as with a KV cache); normalize="none" (the scaled scores as
+    weights); need_weights=True returns (out, weights) with the weights (N, H, L, S).
+
+    Arrays are read where they lie (no copy for float32/float64 arrays of any non-negative
+    strides); results are new NumPy arrays of the inputs' dtype. The computation runs on qkv's
+    threads ($QKV_NUM_THREADS) without the GIL. Bad arguments raise ValueError or TypeError with
+    one line naming the argument, what it was and what was expected.
+
+    >>> import numpy as np, qkv
+    >>> q = np.array([[1.0, 0.0]]); k = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> v = np.array([[10.0], [20.0]])
+    >>> out, w = qkv.attention(q, k, v, need_weights=True)
+    >>> np.round(w, 3)          # softmax([1, 0] / √2)
+    array([[0.67, 0.33]])
+    >>> np.round(out, 2)        # 0.67·10 + 0.33·20
+    array([[13.3]])
+    """
+    q, k, v, mask, causal, scale, score, p = _prepare(query, key, value, attn_mask, is_causal,
+                                                      scale, enable_gqa, score,
+                                                      causal_alignment, params)
+    out, weights = _qkv.attention(q, k, v, mask, causal, scale, score, normalize, p,
+                                  need_weights, path)
+    return (out, weights) if need_weights else out
+
+
+class AttentionGrads(NamedTuple):
+    """The gradients of a loss with respect to each input of qkv.attention."""
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+    dparams: Dict[str, np.ndarray]  # of params (general: w; additive: w_q, w_k, v)
+    dscale: float  # ∂loss/∂scale
+
+
+def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: bool = False,
+                       scale: Optional[float] = None, enable_gqa: bool = False, *,
+                       score: str = "scaled_dot", causal_alignment: str = "top_left",
+                       normalize: str = "softmax",
+                       params: Optional[Dict[str, np.ndarray]] = None) -> AttentionGrads:
+    """Gradients of a loss through qkv.attention, given grad_out = ∂loss/∂out (the output's
+    shape): AttentionGrads(dq, dk, dv, dparams, dscale), each the shape and dtype of what it
+    differentiates. The arguments are qkv.attention's.
+
+    >>> import numpy as np, qkv
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = (rng.standard_normal((2, 4, 8)) for _ in range(3))
+    >>> g = qkv.attention_backward(np.ones((2, 4, 8)), q, k, v, is_causal=True)
+    >>> g.dq.shape, g.dk.shape, g.dv.shape
+    ((2, 4, 8), (2, 4, 8), (2, 4, 8))
+    """
+    q, k, v, mask, causal, scale, score, p = _prepare(query, key, value, attn_mask, is_causal,
+                                                      scale, enable_gqa, score,
+                                                      causal_alignment, params)
+    dout = _array(grad_out, "grad_out")
+    return AttentionGrads(*_qkv.attention_backward(dout, q, k, v, mask, causal, scale, score,
+                                                   normalize, p))

@@ -1,0 +1,138 @@
+// qkv::attention and qkv::attention_backward for Python. The arguments arrive checked and
+// normalized by python/qkv/_attention.py (PyTorch's conventions: is_causal, enable_gqa, ...);
+// here they become AttentionOptions, and the kernels run without the GIL.
+#include "qkv/attention.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+
+#include "arrays.h"
+#include "bindings.h"
+
+namespace qkv::python {
+namespace {
+
+template <class T>
+T parse(std::optional<T> parsed, const std::string& what, const std::string& value,
+        const std::string& expected) {
+  if (!parsed) throw Error(what + " '" + value + "'; expected one of " + expected);
+  return *parsed;
+}
+
+// "scaled_dot" or "scaled-dot": Python spells names with underscores, the command with hyphens.
+std::string hyphens(std::string name) {
+  for (char& c : name)
+    if (c == '_') c = '-';
+  return name;
+}
+
+struct Call {
+  Tensor q, k, v;
+  AttentionOptions options;
+};
+
+Call make_call(const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
+               const std::string& causal, std::optional<double> scale, const std::string& score,
+               const std::string& normalize, const nb::dict& params) {
+  Call c{tensor_of(q, "query"), tensor_of(k, "key"), tensor_of(v, "value"), {}};
+  AttentionOptions& o = c.options;
+  o.score = parse(parse_score(hyphens(score)), "score", score,
+                  "scaled_dot, dot, general, additive, laplace, cosine, uniform");
+  o.causal =
+      parse(parse_causal(hyphens(causal)), "causal_alignment", causal, "top_left, bottom_right");
+  o.normalize = parse(parse_normalize(hyphens(normalize)), "normalize", normalize, "softmax, none");
+  o.scale = scale;
+  if (mask) o.mask = tensor_of(*mask, "attn_mask");
+  for (auto [key, value] : params) {
+    const std::string name = nb::cast<std::string>(key);
+    Tensor* field = name == "w"     ? &o.params.w
+                    : name == "w_q" ? &o.params.w_q
+                    : name == "w_k" ? &o.params.w_k
+                    : name == "v"   ? &o.params.v
+                                    : nullptr;
+    if (field == nullptr)
+      throw Error("params: '" + name + "'; expected w (general) or w_q, w_k, v (additive)");
+    *field = tensor_of(nb::cast<Array>(value), "params['" + name + "']");
+  }
+  ArgumentNames names{.q = "query", .k = "key", .v = "value", .mask = "attn_mask"};
+  names.w = "params['w']", names.w_q = "params['w_q']", names.w_k = "params['w_k']",
+  names.v_param = "params['v']";
+  check_attention(c.q, c.k, c.v, o, names);
+  return c;
+}
+
+nb::dict params_of(const ScoreParams& p) {
+  nb::dict d;
+  if (p.w.defined()) d["w"] = array_of(p.w);
+  if (p.w_q.defined()) d["w_q"] = array_of(p.w_q);
+  if (p.w_k.defined()) d["w_k"] = array_of(p.w_k);
+  if (p.v.defined()) d["v"] = array_of(p.v);
+  return d;
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  m.def(
+      "attention",
+      [](const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
+         const std::string& causal, std::optional<double> scale, const std::string& score,
+         const std::string& normalize, const nb::dict& params, bool need_weights,
+         const std::string& path) {
+        Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
+        c.options.need_weights = need_weights;
+        c.options.path = parse(parse_path(path), "path", path, "auto, reference, fused");
+        AttentionResult r;
+        {
+          nb::gil_scoped_release release;
+          r = attention(c.q, c.k, c.v, c.options);
+        }
+        return nb::make_tuple(array_of(r.out), array_of(r.weights));
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(), nb::arg("causal"),
+      nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"), nb::arg("params"),
+      nb::arg("need_weights"), nb::arg("path"),
+      "qkv::attention: (out, weights or None). Called by qkv.attention.");
+
+  m.def(
+      "attention_backward",
+      [](const Array& dout, const Array& q, const Array& k, const Array& v,
+         const std::optional<Array>& mask, const std::string& causal, std::optional<double> scale,
+         const std::string& score, const std::string& normalize, const nb::dict& params) {
+        Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
+        const Tensor d = tensor_of(dout, "grad_out");
+        AttentionGrads g;
+        {
+          nb::gil_scoped_release release;
+          g = attention_backward(d, c.q, c.k, c.v, c.options);
+        }
+        return nb::make_tuple(array_of(g.dq), array_of(g.dk), array_of(g.dv), params_of(g.dparams),
+                              g.dscale);
+      },
+      nb::arg("dout"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(),
+      nb::arg("causal"), nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"),
+      nb::arg("params"),
+      "qkv::attention_backward: (dq, dk, dv, dparams, dscale). Called by "
+      "qkv.attention_backward.");
+
+  // What qkv::attention receives for an array: its address, shape and strides, so that the
+  // tests can see that no copy was made.
+  m.def(
+      "_view_of",
+      [](const Array& a) {
+        const Tensor t = tensor_of(a, "array");
+        const void* data = t.dtype() == DType::f32   ? static_cast<const void*>(t.data<float>())
+                           : t.dtype() == DType::f64 ? static_cast<const void*>(t.data<double>())
+                                                     : static_cast<const void*>(t.data<bool>());
+        return nb::make_tuple(reinterpret_cast<std::uintptr_t>(data), nb::cast(t.shape()),
+                              nb::cast(t.strides()));
+      },
+      nb::arg("a"));
+}
+
+}  // namespace qkv::python

@@ -1,0 +1,11 @@
+// python/src/bindings.h — each file of python/src binds one part of qkv into the module.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace qkv::python {
+
+void bind_attention(nanobind::module_& m);  // attention.cpp: qkv::attention and its backward
+void bind_models(nanobind::module_& m);     // models.cpp: the sentence encoder, explain, train
+
+}  // namespace qkv::python

@@ -1,0 +1,408 @@
+"""qkv.attention and qkv.attention_backward against the independent float64 NumPy reference
+(tests/golden/attend_numpy.py) on every score, mask, causal alignment and grouped-query case;
+float32 within docs/CONVENTIONS.md §1.1; gradients against central finite differences; arrays
+read in place; bad arguments as exceptions; the GIL released while the kernels run."""
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import qkv
+from conftest import attend_numpy as ref
+
+SCORES = ["scaled_dot", "dot", "general", "additive", "laplace", "cosine", "uniform"]
+
+
+def params_for(rng, score, dq, dk):
+    """The reference's params tuple and qkv's params dict for `score`."""
+    p = ref.make_params(rng, score, dq, dk)
+    names = {"general": ["w"], "additive": ["w_q", "w_k", "v"]}.get(score, [])
+    return p, dict(zip(names, p))
+
+
+def check(got, expected, what):
+    ok, max_abs, max_rel, why = ref.compare(got, expected)
+    assert ok, f"{what}: {why} (max abs {max_abs:.3g}, max rel {max_rel:.3g})"
+
+
+# ---- forward, float64, against the reference ------------------------------------------------
+
+MASKS = ["none", "bool", "float"]
+CAUSAL = [None, "top_left", "bottom_right"]
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("causal", CAUSAL)
+@pytest.mark.parametrize("mask_kind", MASKS)
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (4, 2), (3, 1)])
+def test_forward_float64_matches_the_reference(score, causal, mask_kind, hq, hkv):
+    rng = np.random.default_rng(hash((score, causal, mask_kind, hq)) % 2**32)
+    B, L, S, D, Dv = 2, 5, 7, 6, 3
+    q = rng.standard_normal((B, hq, L, D))
+    k = rng.standard_normal((B, hkv, S, D))
+    v = rng.standard_normal((B, hkv, S, Dv))
+    p, params = params_for(rng, score, D, D)
+    mask = None
+    if mask_kind == "bool":
+        mask = rng.random((B, 1, L, S)) < 0.7  # broadcast over heads; some rows fully masked
+    elif mask_kind == "float":
+        mask = np.where(rng.random((L, S)) < 0.2, -np.inf, rng.standard_normal((L, S)))
+    if causal is not None and mask is not None:
+        # PyTorch forbids attn_mask with is_causal; the causal mask goes into attn_mask instead.
+        i, j = np.arange(L)[:, None], np.arange(S)[None, :]
+        tri = j <= (i if causal == "top_left" else i + S - L)
+        mask = (mask & tri) if mask.dtype == bool else np.where(tri, mask, -np.inf)
+        causal_arg = None
+    else:
+        causal_arg = causal
+    out, w = qkv.attention(q, k, v, attn_mask=mask, is_causal=causal_arg is not None,
+                           causal_alignment=causal_arg or "top_left", enable_gqa=hq != hkv,
+                           score=score, params=params, need_weights=True)
+    r_out, r_w, _ = ref.reference(q, k, v, score=score.replace("_", "-"), mask=mask,
+                                  causal=causal_arg and causal_arg.replace("_", "-"), params=p)
+    assert out.dtype == np.float64 and out.shape == (B, hq, L, Dv)
+    check(out, r_out, "out")
+    check(w, r_w, "weights")
+
+
+@pytest.mark.parametrize("shape", [(5, 6), (3, 5, 6)])
+def test_rank_2_and_3_keep_their_rank(shape):
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(shape) for _ in range(3))
+    out = qkv.attention(q, k, v, is_causal=True)
+    assert out.shape == shape
+    four = lambda a: a.reshape((1,) * (4 - a.ndim) + a.shape)
+    r_out, _, _ = ref.reference(four(q), four(k), four(v), causal="top-left")
+    check(out, r_out.reshape(shape), "out")
+
+
+def test_scale_and_normalize_none():
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((2, 4, 5)) for _ in range(3))
+    out, w = qkv.attention(q, k, v, scale=0.25, normalize="none", need_weights=True)
+    r_out, r_w, _ = ref.reference(q[None], k[None], v[None], scale=0.25, normalize="none")
+    check(out, r_out[0], "out")
+    check(w, r_w[0], "weights")
+    # normalize="none" weights are the scaled scores themselves.
+    np.testing.assert_allclose(w, 0.25 * q @ k.transpose(0, 2, 1), rtol=1e-12)
+
+
+def test_a_query_with_no_key_gets_zero_not_nan():
+    q = k = v = np.ones((1, 2, 3))
+    mask = np.array([[True, True], [False, False]])
+    out, w = qkv.attention(q, k, v, attn_mask=mask, need_weights=True)
+    assert np.all(out[0, 1] == 0) and np.all(w[0, 1] == 0)
+    np.testing.assert_allclose(out[0, 0], 1.0)
+
+
+def test_nan_in_a_query_gives_nan_in_its_row_only():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 3, 4)) for _ in range(3))
+    q[0, 1, 2] = np.nan
+    out = qkv.attention(q, k, v)
+    assert np.isnan(out[0, 1]).all()
+    assert np.isfinite(out[0, [0, 2]]).all()
+
+
+# ---- float32 --------------------------------------------------------------------------------
+
+def naive_float32(q, k, v, visible):
+    """The formula once more in plain float32 NumPy, one operation at a time; a row with no
+    visible key gives 0 (docs/CONVENTIONS.md §1.4)."""
+    s = np.einsum("bhld,bhsd->bhls", q, k) * np.float32(1 / math.sqrt(q.shape[-1]))
+    s = np.where(visible, s, np.float32(-np.inf))
+    m = s.max(axis=-1, keepdims=True)
+    e = np.where(visible, np.exp(s - np.where(np.isneginf(m), np.float32(0), m)), np.float32(0))
+    total = e.sum(axis=-1, keepdims=True)
+    return (e / np.where(total == 0, np.float32(1), total)) @ v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L,S", [(1, 300), (64, 64), (200, 130)])
+def test_float32_within_twice_the_naive_float32_error(causal, L, S):
+    """docs/CONVENTIONS.md §1.1: max|X − R| ≤ 2·max|N − R| + 1e-6, R the float64 reference of
+    the same float32 inputs, N a naive float32 computation."""
+    rng = np.random.default_rng(L * 1000 + S)
+    q = rng.standard_normal((2, 4, L, 64)).astype(np.float32)
+    k = rng.standard_normal((2, 4, S, 64)).astype(np.float32)
+    v = rng.standard_normal((2, 4, S, 64)).astype(np.float32)
+    out = qkv.attention(q, k, v, is_causal=causal, causal_alignment="bottom_right")
+    assert out.dtype == np.float32
+    r_out, _, _ = ref.reference(q, k, v, causal="bottom-right" if causal else None)
+    visible = np.ones((L, S), bool)
+    if causal:
+        visible = np.arange(S)[None, :] <= np.arange(L)[:, None] + S - L
+    bound = 2 * np.abs(naive_float32(q, k, v, visible) - r_out).max() + 1e-6
+    err = np.abs(out - r_out).max()
+    assert err <= bound, f"max |out − reference| {err:.3g} > {bound:.3g}"
+
+
+# ---- PyTorch's goldens ----------------------------------------------------------------------
+
+def sdpa_cases(golden_dir):
+    import json
+    import os
+    data = np.load(os.path.join(golden_dir, "sdpa", "sdpa.npz"))
+    meta = json.loads(str(data["meta"]))
+    for name, args in meta.items():
+        arrays = {key.split("/", 1)[1]: data[key] for key in data.files if key.startswith(name + "/")}
+        yield name, arrays, args
+
+
+def test_matches_pytorch_sdpa_goldens_forward_and_backward(golden_dir):
+    """tests/golden/make_sdpa_goldens.py: torch.nn.functional.scaled_dot_product_attention in
+    float64 (math backend) and its autograd gradients, on the same arguments."""
+    n = 0
+    for name, a, args in sdpa_cases(golden_dir):
+        kwargs = dict(attn_mask=a.get("mask"), is_causal=args["is_causal"], scale=args["scale"],
+                      enable_gqa=args["enable_gqa"])
+        out = qkv.attention(a["q"], a["k"], a["v"], **kwargs)
+        check(out, a["out"], f"{name}: out")
+        g = qkv.attention_backward(a["grad_out"], a["q"], a["k"], a["v"], **kwargs)
+        for key in ("dq", "dk", "dv"):
+            check(getattr(g, key), a[key], f"{name}: {key}")
+        # float32 inputs: within a float32 result's error of PyTorch's float64 output.
+        q32, k32, v32 = (a[x].astype(np.float32) for x in ("q", "k", "v"))
+        m32 = a.get("mask")
+        if m32 is not None and m32.dtype != bool:
+            m32 = m32.astype(np.float32)
+        out32 = qkv.attention(q32, k32, v32, **dict(kwargs, attn_mask=m32))
+        assert out32.dtype == np.float32
+        np.testing.assert_allclose(out32, a["out"], atol=2e-6, rtol=1e-5, err_msg=name)
+        n += 1
+    assert n == 13
+
+
+def test_the_golden_check_rejects_a_perturbed_result(golden_dir):
+    name, a, args = next(sdpa_cases(golden_dir))
+    out = qkv.attention(a["q"], a["k"], a["v"], is_causal=args["is_causal"])
+    out.flat[7] += 1e-7 * abs(out.flat[7]) + 1e-9
+    assert not ref.compare(out, a["out"])[0]
+
+
+# ---- backward against finite differences ----------------------------------------------------
+
+def numeric_grads(f, arrays, eps=1e-6):
+    grads = []
+    for a in arrays:
+        g = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            keep = a[i]
+            a[i] = keep + eps
+            up = f()
+            a[i] = keep - eps
+            down = f()
+            a[i] = keep
+            g[i] = (up - down) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("case", ["plain", "causal_gqa", "float_mask"])
+def test_backward_matches_finite_differences(score, case):
+    rng = np.random.default_rng(hash((score, case)) % 2**32)
+    hq, hkv = (4, 2) if case == "causal_gqa" else (2, 2)
+    L, S, D = 3, 4, 3
+    q = rng.standard_normal((1, hq, L, D))
+    k = rng.standard_normal((1, hkv, S, D))
+    v = rng.standard_normal((1, hkv, S, 2))
+    _, params = params_for(rng, score, D, D)
+    kwargs = dict(score=score, params=params, enable_gqa=hq != hkv)
+    if case == "causal_gqa":
+        kwargs.update(is_causal=True, causal_alignment="bottom_right")
+    if case == "float_mask":
+        kwargs["attn_mask"] = rng.standard_normal((L, S))
+    dout = rng.standard_normal((1, hq, L, 2))
+    loss = lambda: float((qkv.attention(q, k, v, **kwargs) * dout).sum())
+    g = qkv.attention_backward(dout, q, k, v, **kwargs)
+    inputs = [q, k, v] + list(params.values())
+    numeric = numeric_grads(loss, inputs)
+    analytic = [g.dq, g.dk, g.dv] + [g.dparams[name] for name in params]
+    for name, x, y in zip(["dq", "dk", "dv"] + list(params), analytic, numeric):
+        # Central differences with step 1e-6 in float64: truncation ~1e-12·f''' and rounding
+        # ~1e-16/1e-6 = 1e-10 per entry; 1e-7 relative to the largest entry leaves a margin.
+        scale = max(np.abs(y).max(), 1e-3)
+        assert np.abs(x - y).max() <= 1e-7 * scale, f"{score} {case} {name}"
+
+
+def test_backward_rejects_a_wrong_gradient():
+    """The finite-difference check above fails for a gradient off by a small amount."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 1, 3, 2)) for _ in range(3))
+    dout = rng.standard_normal((1, 1, 3, 2))
+    g = qkv.attention_backward(dout, q, k, v)
+    numeric = numeric_grads(lambda: float((qkv.attention(q, k, v) * dout).sum()), [q])[0]
+    assert np.abs(g.dq - numeric).max() <= 1e-7 * np.abs(numeric).max()
+    wrong = g.dq.copy()
+    wrong[0, 0, 1, 1] *= 1.001
+    assert np.abs(wrong - numeric).max() > 1e-7 * np.abs(numeric).max()
+
+
+def test_backward_shapes_and_dscale():
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 4, 5, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 6, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 6, 3)).astype(np.float32)
+    g = qkv.attention_backward(np.ones((2, 4, 5, 3), np.float32), q, k, v, enable_gqa=True)
+    assert (g.dq.shape, g.dk.shape, g.dv.shape) == (q.shape, k.shape, v.shape)
+    assert g.dq.dtype == np.float32 and isinstance(g.dscale, float) and g.dparams == {}
+
+
+# ---- arrays read in place -------------------------------------------------------------------
+
+def test_contiguous_and_strided_arrays_are_read_without_a_copy():
+    from qkv import _qkv
+    a = np.zeros((2, 3, 5, 4), np.float32)
+    address, shape, strides = _qkv._view_of(a)
+    assert address == a.ctypes.data and shape == [2, 3, 5, 4] and strides == [60, 20, 4, 1]
+    t = a.transpose(0, 2, 1, 3)  # PyTorch's (N, L, H, E) → (N, H, L, E) habit
+    address, shape, strides = _qkv._view_of(t)
+    assert address == a.ctypes.data and shape == [2, 5, 3, 4] and strides == [60, 4, 20, 1]
+    s = a[:, :, 1:4]  # a slice starts inside the buffer
+    assert _qkv._view_of(s)[0] == a.ctypes.data + 4 * 4
+
+
+def test_a_strided_view_gives_the_same_result_as_a_copy():
+    rng = np.random.default_rng(7)
+    big = rng.standard_normal((2, 9, 4, 16)).astype(np.float32)  # (N, L, H, E)
+    q = big.transpose(0, 2, 1, 3)[:, :, :, ::2]  # every other feature: strides 2 elements
+    k = big.transpose(0, 2, 1, 3)[:, :, ::-1, 1::2]  # reversed: a negative stride, copied once
+    out = qkv.attention(q, k, q)
+    expected = qkv.attention(np.ascontiguousarray(q), np.ascontiguousarray(k),
+                             np.ascontiguousarray(q))
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_lists_and_scalars_arrays_of_other_libraries_are_accepted():
+    out = qkv.attention([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[10.0], [20.0]])
+    np.testing.assert_allclose(out, [[10 * 0.6697615493266569 + 20 * 0.3302384506733431]],
+                               rtol=1e-12)
+
+
+def test_results_own_their_memory_and_outlive_the_call():
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((3, 4)).astype(np.float32)
+    out = qkv.attention(q, q, q)
+    del q
+    import gc
+    gc.collect()
+    assert out.flags.writeable and np.isfinite(out).all()
+    out[...] = 0  # ours to change
+
+
+# ---- bad arguments --------------------------------------------------------------------------
+
+def raises(exc, match, *args, **kwargs):
+    with pytest.raises(exc, match=match):
+        qkv.attention(*args, **kwargs)
+
+
+def test_bad_arguments_raise_one_line_errors():
+    q = np.zeros((2, 3, 4))
+    raises(TypeError, r"query: int64 array; expected float32 or float64",
+           np.zeros((2, 3, 4), np.int64), q, q)
+    raises(TypeError, r"query, key and value have dtypes float32, float64, float64",
+           q.astype(np.float32), q, q)
+    raises(ValueError, r"query: 1 dimensions", np.zeros(4), q, q)
+    raises(ValueError, r"query: 5 dimensions", np.zeros((1, 1, 2, 3, 4)), q, q)
+    raises(ValueError, r"key.*\[2, 3, 5\]", q, np.zeros((2, 3, 5)), np.zeros((2, 3, 5)))
+    raises(ValueError, r"query has 4 heads, key 2; pass enable_gqa=True",
+           np.zeros((4, 3, 4)), np.zeros((2, 3, 4)), np.zeros((2, 3, 4)))
+    raises(ValueError, r"attn_mask and is_causal=True together", q, q, q,
+           attn_mask=np.ones((3, 3), bool), is_causal=True)
+    raises(TypeError, r"attn_mask: float32; expected bool or the query's float64", q, q, q,
+           attn_mask=np.zeros((3, 3), np.float32))
+    raises(ValueError, r"attn_mask", q, q, q, attn_mask=np.ones((4, 3), bool))
+    raises(ValueError, r"score 'softmax'; expected one of scaled_dot", q, q, q, score="softmax")
+    raises(ValueError, r"causal_alignment 'bottom'", q, q, q, is_causal=True,
+           causal_alignment="bottom")
+    raises(ValueError, r"params\['w'\]", q, q, q, score="general")
+    raises(ValueError, r"params: 'W'", q, q, q, score="general", params={"W": np.eye(4)})
+    raises(ValueError, r"scale", q, q, q, scale=float("inf"))
+    for message in ("query: int64 array; expected float32 or float64",):
+        assert "\n" not in message
+
+
+def test_overflow_is_nan_not_a_silent_number():
+    q = np.full((1, 2, 2), 1e200)  # q·k = 2e400: beyond float64
+    out = qkv.attention(q, q, q)
+    assert np.isnan(out).all()
+
+
+# ---- the GIL --------------------------------------------------------------------------------
+
+def test_the_gil_is_released_while_the_kernels_run():
+    """While one thread is inside qkv.attention (the float64 reference path: slow, ~0.1 s), a
+    second thread keeps running Python: it notes the time every 1,000 iterations of a loop.
+    Were the GIL held for the call, no note could fall inside it after the first switch interval
+    (5 ms) at most."""
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((1, 4, 384, 64))
+    stop = threading.Event()
+    notes = []
+
+    def counter():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 1000 == 0:
+                notes.append(time.perf_counter())
+
+    t = threading.Thread(target=counter)
+    t.start()
+    time.sleep(0.02)  # the counter is running
+    begin = time.perf_counter()
+    qkv.attention(q, q, q, path="reference")
+    end = time.perf_counter()
+    stop.set()
+    t.join()
+    assert end - begin > 0.03, f"the call took {end - begin:.3f} s: too short to tell"
+    # The first half of the call: `end` is only read once this thread has the GIL back, which
+    # the counter may keep for a switch interval, so the call's last moments are not looked at.
+    during = [x for x in notes if begin + 0.01 < x < begin + (end - begin) / 2]
+    # A loop of 1,000 iterations takes well under a millisecond: free, the counter notes the
+    # time dozens of times in that span; blocked by a held GIL, not once.
+    assert len(during) >= 10, f"{len(during)} notes in a call of {end - begin:.3f} s"
+
+
+def test_two_threads_compute_at_once_with_correct_results():
+    rng = np.random.default_rng(10)
+    qs = [rng.standard_normal((2, 64, 32)) for _ in range(4)]
+    expected = [qkv.attention(q, q, q, is_causal=True) for q in qs]
+    results = [None] * 4
+
+    def work(i):
+        results[i] = qkv.attention(qs[i], qs[i], qs[i], is_causal=True)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r, e in zip(results, expected):
+        np.testing.assert_array_equal(r, e)
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+def test_python_dash_m_qkv_runs_the_command():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "qkv", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("qkv "), r
+    r = subprocess.run([sys.executable, "-m", "qkv", "attend", "--bogus"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "--bogus" in r.stderr
+
+
+def test_docstring_examples_run():
+    import doctest
+    import qkv._attention
+    failures, tried = doctest.testmod(qkv._attention)[:2]
+    assert tried >= 4 and failures == 0
+    failures, tried = doctest.testmod(qkv)[:2]
+    assert tried >= 2 and failures == 0
