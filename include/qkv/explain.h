@@ -76,7 +76,8 @@ int64_t default_focus(const Explained& e);
 // its 0-based index ("7"). Empty when nothing matches.
 std::optional<int64_t> find_token(const Explained& e, std::string_view spec);
 
-// Whether key j is another word for query i: not a piece of i's word, not special, not punctuation.
+// Whether key j is another word for query i: not a piece of i's word, not special, not punctuation,
+// and not a decoder's first token (its attention sink).
 bool is_other_word(const Explained& e, int64_t i, int64_t j);
 
 // What one head's query at the focus token picks.

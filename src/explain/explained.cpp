@@ -199,6 +199,9 @@ std::optional<int64_t> find_token(const Explained& e, std::string_view spec) {
 
 bool is_other_word(const Explained& e, int64_t i, int64_t j) {
   const TokenInfo& k = e.tokens[static_cast<std::size_t>(j)];
+  // A decoder's first token is where its heads park weight that has nowhere better to go (an
+  // attention sink): like BERT's [CLS], it does not count as a word a head chose.
+  if (e.causal && j == 0) return false;
   return !k.special && !k.punctuation && k.word != e.tokens[static_cast<std::size_t>(i)].word;
 }
 

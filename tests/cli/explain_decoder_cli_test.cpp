@@ -9,15 +9,19 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
 #include "cli/cli_runner.h"
 #include "core/gguf.h"
 #include "models/model_files.h"
+#include "qkv/explain.h"
 
 namespace qkv::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kText = "The animal didn't cross the street because it was too tired";
 
@@ -72,6 +76,16 @@ TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
   EXPECT_THAT(r.out, HasSubstr("Attention sinks"));
   EXPECT_THAT(r.out, HasSubstr("Induction heads"));
   EXPECT_THAT(r.out, HasSubstr("\" to\""));
+  // The first token is the sink, not a word "it" chose: the heads that look first at another
+  // word are grouped under real words, "because" first (61 of 270 heads, 38 of them), each
+  // group at most three lines of 80 columns.
+  EXPECT_THAT(r.out, HasSubstr("61 of 270 heads look first at another word than \"it\":\n"
+                               "  because    ← L1h2 .96, L11h0 .92,"));
+  EXPECT_THAT(r.out, HasSubstr("… 21 more\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("  The        ←")));
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_LE(explain::display_width(line), 80) << line;
   // The report is given the 3 shared key/value heads, not 9 copies, and names the grouping.
   const std::string html = std::filesystem::temp_directory_path() / "qkv-decoder-report.html";
   const CliResult report = run_qkv({"explain", "--model", "smollm2", "--html", html, kText});

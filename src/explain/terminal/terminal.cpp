@@ -117,19 +117,40 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
   s << "\n"
     << count << " of " << all.size() << " heads look first at another word than " << f
     << (count ? ":" : ".") << "\n";
-  for (const auto& [word, ps] : groups) {
-    std::string heads;
-    for (const HeadPick* p : ps) {
-      if (!heads.empty()) heads += ", ";
-      heads += 'L';
-      heads += std::to_string(p->layer);
-      heads += 'h';
-      heads += std::to_string(p->head);
-      heads += ' ';
-      heads += weight_str(e.weight(p->layer, p->head, focus, word));
+  // Each word's heads, strongest first, "L3h1 .64" each, wrapped between heads at 80 columns
+  // under the first; a long list ends after three lines with how many more there are.
+  constexpr int kIndent = 15, kLines = 3;
+  for (auto& [word, ps] : groups) {
+    const int64_t w = word;
+    std::stable_sort(ps.begin(), ps.end(), [&](const HeadPick* a, const HeadPick* b) {
+      return e.weight(a->layer, a->head, focus, w) > e.weight(b->layer, b->head, focus, w);
+    });
+    s << "  " << pad_right(clip(label(e, word), 10), 10) << " ←";
+    int column = kIndent, lines = 1;
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const HeadPick* p = ps[i];
+      std::string item = "L";  // appended piece by piece: GCC 12 warns on "L" + std::string
+      item += std::to_string(p->layer);
+      item += 'h';
+      item += std::to_string(p->head);
+      item += ' ';
+      item += weight_str(e.weight(p->layer, p->head, focus, word));
+      if (i + 1 < ps.size()) item += ',';
+      const int width = 1 + display_width(item);
+      // On the last line, room for " … 123 more" after the item unless it is the last.
+      const int reserve = lines == kLines && i + 1 < ps.size() ? 12 : 0;
+      if (column + width + reserve > kWidth) {
+        if (lines == kLines) {
+          s << " … " << ps.size() - i << " more";
+          break;
+        }
+        s << "\n" << std::string(kIndent - 1, ' ');
+        column = kIndent - 1, ++lines;
+      }
+      s << " " << item;
+      column += width;
     }
-    s << "  " << pad_right(clip(label(e, word), 10), 10) << " ← " << wrap(heads, kWidth - 16, 16)
-      << "\n";
+    s << "\n";
   }
   const HeadPick zoom = suggested_head(e, focus, all);
   if (e.causal)
