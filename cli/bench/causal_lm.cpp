@@ -156,14 +156,9 @@ std::string model_name(const CausalLM& m) {
   return printable(name);
 }
 
-constexpr int kWidths[] = {12, 7, 8, 9, 8, 7, 7, 7};
+const std::vector<int> kWidths = {12, 7, 8, 9, 8, 7, 7, 7};
 std::string line(const std::vector<std::string>& cells) {
-  std::string out;
-  for (std::size_t i = 0; i < cells.size(); ++i)
-    out += (i ? " " : "") +
-           (i == 0 ? pad_right(cells[i], kWidths[i]) : pad_left(cells[i], kWidths[i]));
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
+  return bench::table_line(cells, kWidths);
 }
 
 std::string fixed(double x, int digits) {

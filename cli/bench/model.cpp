@@ -289,14 +289,9 @@ std::string ms_str(double seconds) {
   return b;
 }
 
-constexpr int kWidths[] = {12, 6, 7, 6, 10, 8, 9, 7, 6, 7};
+const std::vector<int> kWidths = {12, 6, 7, 6, 10, 8, 9, 7, 6, 7};
 std::string line(const std::vector<std::string>& cells) {
-  std::string out;
-  for (std::size_t i = 0; i < cells.size(); ++i)
-    out += (i ? " " : "") +
-           (i == 0 ? pad_right(cells[i], kWidths[i]) : pad_left(cells[i], kWidths[i]));
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
+  return bench::table_line(cells, kWidths);
 }
 
 void print_header(const SentenceModel& m, const Settings& s, const Validation& v) {
