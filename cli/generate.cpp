@@ -52,24 +52,37 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
                   "0: always the most likely token (default); > 0: sample softmax(logits / T)")
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--seed", args.seed, "of the sampling (default 1)");
-  cmd->add_flag("--chat", args.chat,
-                "frame the prompt as one user message of the model's chat template");
+  CLI::Option* chat = cmd->add_flag(
+      "--chat", args.chat,
+      "frame the prompt as one user message of the model's chat template (the ChatML family: "
+      "<|im_start|>role … <|im_end|>), after the template's default system message if it has "
+      "one, and let the model answer as the assistant");
+  cmd->add_option("--system", args.system,
+                  "the system message, in place of the chat template's default "
+                  "(SmolLM2's: \"You are a helpful AI assistant named SmolLM, trained by Hugging "
+                  "Face\")")
+      ->needs(chat);
   cmd->footer(
       "\nExamples:\n"
       "  qkv generate \"The capital of France is\"\n"
       "  qkv generate --chat \"What is attention in a transformer?\" --max-tokens 80\n"
+      "  qkv generate --chat --system \"Answer in French.\" \"What is the capital of Italy?\"\n"
       "  qkv generate \"Once upon a time\" --temperature 0.8 --seed 7\n");
   return cmd;
 }
 
 int run_generate(const GenerateArgs& args) {
   if (args.prompt.empty()) throw Error("the prompt is empty; expected a text to continue");
+  if (args.system && args.system->empty())
+    throw Error(
+        "--system is empty; expected the system message's text (leave --system out for the chat "
+        "template's default)");
   Progress progress;
   progress.show("loading " + args.model + " …");
   const CausalLM model = CausalLM::load(args.model);
   progress.clear();
-  const std::vector<int32_t> prompt =
-      model.tokenize(args.chat ? model.chat_prompt(args.prompt) : args.prompt);
+  const std::vector<int32_t> prompt = model.tokenize(
+      args.chat ? model.chat_prompt(args.prompt, args.system.value_or("")) : args.prompt);
   if (!args.chat) std::cout << shown(args.prompt) << std::flush;
   std::string pending;
   model.generate(

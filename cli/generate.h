@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace qkv::cli {
@@ -14,6 +15,7 @@ struct GenerateArgs {
   double temperature = 0;
   uint64_t seed = 1;
   bool chat = false;
+  std::optional<std::string> system;  // with --chat: the system message (else the template's)
 };
 
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args);

@@ -144,6 +144,7 @@ struct GenerateOptions {
 struct LlamaConfig;   // models/llama/llama.h
 struct LlamaWeights;  // models/llama/llama.h
 class BpeTokenizer;   // models/text/bpe.h
+class ChatTemplate;   // models/text/chat_template.h
 
 // A Llama-architecture decoder from one GGUF file, run exactly on its dequantized weights, with
 // its byte-level BPE tokenizer from the same file (models/llama/llama.h says what it computes).
@@ -155,9 +156,15 @@ class CausalLM {
 
   std::vector<int32_t> tokenize(std::string_view text) const;
   std::string token_text(int32_t id) const;  // the bytes a token stands for
-  // The prompt as the model's chat template frames one user message:
-  // "<|im_start|>user\n" text "<|im_end|>\n<|im_start|>assistant\n".
-  std::string chat_prompt(std::string_view user) const;
+  // The prompt as the model's chat template (tokenizer.chat_template) frames one user message
+  // after a system message — `system`, or when that is empty the template's own default — with
+  // the generation prompt: the text Hugging Face's apply_chat_template(messages,
+  // add_generation_prompt=True, tokenize=False) gives. For SmolLM2 and no `system`:
+  //   "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging
+  //   Face<|im_end|>\n<|im_start|>user\n" user "<|im_end|>\n<|im_start|>assistant\n"
+  // qkv knows the ChatML family only (models/text/chat_template.h): a model whose template is
+  // another, or that has none, is a qkv::Error (Kind::runtime) naming the file.
+  std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
   // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
   // on_token(id) as each comes; stops at the end-of-text token or max_tokens. Returns the new ids.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
@@ -177,6 +184,7 @@ class CausalLM {
   std::shared_ptr<const LlamaConfig> config_;
   std::shared_ptr<const LlamaWeights> weights_;
   std::shared_ptr<const BpeTokenizer> tokenizer_;
+  std::shared_ptr<const ChatTemplate> chat_template_;
   int32_t eos_ = -1;
 };
 

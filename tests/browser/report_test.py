@@ -8,9 +8,14 @@ it: no console error and no request but the page itself; hovering a token in the
 its lines; choosing a head in the model view (by click and by arrow key) shows that head's numbers
 in the heatmap and the step view, compared with `qkv explain --json`; the filters hide tokens; the
 page reads in the dark colour scheme too. Then reports at the edges (every token filtered out, HTML
-characters in the text, grouped-query heads with a fully masked batch entry, a float mask), and a
+characters in the text, grouped-query heads with a fully masked batch entry, a float mask), a
 256-token report: its size (< 10 MB) and how long it takes to become interactive (printed; speed is
-measured, not asserted). Screenshots go to --out.
+measured, not asserted), and a decoder's (SmolLM2-135M): 9 query heads over 3 shared key/value
+heads, causal, compared with --json. Screenshots go to --out.
+
+A part whose model is not installed prints "skipped: ..." and is not run; the script then exits
+with 77, which ctest reports as skipped (SKIP_RETURN_CODE), never as passed. A failed check exits
+with 1 whatever was skipped.
 """
 
 import argparse
@@ -28,12 +33,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser  # noqa: E402
 
 failures = []
+skipped = []
+SKIPPED_EXIT = 77  # tests/CMakeLists.txt: SKIP_RETURN_CODE
 
 
 def check(ok, what):
     print(("ok    " if ok else "FAIL  ") + what)
     if not ok:
         failures.append(what)
+
+
+def skip(what):
+    print("skipped: " + what)
+    skipped.append(what)
+
+
+def smollm2_file():
+    """Where scripts/fetch_model smollm2 puts the model: $QKV_HOME/models/..., QKV_HOME defaulting to
+    ~/.cache/qkv (as `qkv --model smollm2` looks for it)."""
+    home = os.environ.get("QKV_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "qkv")
+    return os.path.join(home, "models", "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def close(a, b, tol):
@@ -421,6 +440,124 @@ def test_256_tokens(b, binary, out):
     b.screenshot(os.path.join(out, "report-256.png"))
 
 
+def test_decoder(b, binary, out):
+    """qkv explain --model smollm2 --html: a decoder's report. The model view has 9 query heads a
+    layer and names the 3 key/value heads they share; the heatmap is causal; a head chosen in the
+    grid shows --json's scores, logits and weights for every query, computed in the page from q and
+    the shared k (the data holds 3 key heads, not 9)."""
+    model = smollm2_file()
+    if not os.path.isfile(model):
+        skip(f"the decoder's report: {model} is missing (scripts/fetch_model smollm2 fetches it)")
+        return
+    text = "The animal didn't cross the street because it was too tired"
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+    page = os.path.join(work, "smollm2.html")
+    qkv(binary, "explain", "--model", "smollm2", text, "--html", page)
+    dump = json.loads(qkv(binary, "explain", "--model", "smollm2", text, "--json"))
+    heads, kv_heads, n = dump["model"]["heads"], dump["model"]["kv_heads"], len(dump["tokens"])
+    check((heads, kv_heads, dump["model"]["layers"], dump["causal"]) == (9, 3, 30, True),
+          f"decoder: --json describes 30 layers of 9 query heads over 3 key/value heads, causal "
+          f"({dump['model']})")
+    url = "file://" + page
+    b.navigate(url)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    check(b.console_errors() == [], f"decoder: no console errors ({b.console_errors()})")
+    check(b.requests() == [url], f"decoder: no request but the page itself ({b.requests()})")
+
+    # Model view: 9 query heads a layer, and above them the 3 key/value heads, each over the
+    # query heads that read it (h0–h2 read kv 0, ...).
+    grid = b.evaluate("""(() => {
+        const box = (x) => { const r = x.getBoundingClientRect(); return [r.left, r.right]; };
+        return {layers: new Set(Array.from(document.querySelectorAll('#grid button'), x => x.dataset.l)).size,
+                heads: Array.from(document.querySelectorAll('#grid button[data-l="0"]'), x => +x.dataset.h),
+                labels: Array.from(document.querySelectorAll('#grid .label.head'), x => x.textContent),
+                cols: Array.from(document.querySelectorAll('#grid button[data-l="0"]'), box),
+                kv: Array.from(document.querySelectorAll('#grid .label.kv'), x => [x.textContent, ...box(x)])};
+        })()""")
+    check(grid["layers"] == 30 and grid["heads"] == list(range(9)) and
+          grid["labels"] == [f"h{h}" for h in range(9)],
+          f"decoder: the model view has 30 layers × 9 query heads ({grid['layers']} × {grid['labels']})")
+    group = heads // kv_heads
+    spans = [kv[0] == f"kv {g}" and kv[1] <= grid["cols"][g * group][0] + 1 and
+             kv[2] >= grid["cols"][g * group + group - 1][1] - 1 and
+             (g + 1 == kv_heads or kv[2] <= grid["cols"][(g + 1) * group][0] + 1)
+             for g, kv in enumerate(grid["kv"])]
+    check(len(spans) == kv_heads and all(spans),
+          f"decoder: the model view names the 3 shared key/value heads over their query heads "
+          f"({[kv[0] for kv in grid['kv']]})")
+    note = b.evaluate("(() => { const e = document.getElementById('block-note');"
+                      " return !e || e.offsetParent === null ? '' : e.textContent; })()")
+    check("the 9 query heads of a layer share 3 key/value heads" in note and "h3–h5 read kv 1" in note,
+          f"decoder: the page says how the heads are grouped ({note!r})")
+
+    # Causal: in every layer and head, no weight above the diagonal and the scores there −∞.
+    above = b.evaluate("""(() => { let w = 0, finite = 0;
+        for (let l = 0; l < 30; l++) { const L = qkv.layer(0, l), n = L.n;
+          for (let h = 0; h < 9; h++) for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) {
+            w += L.w[(h * n + i) * n + j]; finite += L.z[(h * n + i) * n + j] !== -Infinity; } }
+        return [w, finite]; })()""")
+    check(above == [0, 0], f"decoder: every head is causal (weight above the diagonal {above[0]}, "
+          f"finite scores there {above[1]})")
+
+    # A head chosen in the grid: layer 14, head 4, which reads key/value head 1.
+    layer, head = 14, 4
+    b.evaluate(f"document.querySelector('#grid button[data-l=\"{layer}\"][data-h=\"{head}\"]')"
+               ".scrollIntoView({block: 'center'})")
+    b.click(*b.center(f'#grid button[data-l="{layer}"][data-h="{head}"]'))
+    state = b.evaluate("({l: qkv.state.l, h: qkv.state.h})")
+    check(state == {"l": layer, "h": head} and
+          b.evaluate("document.getElementById('heat-sel').textContent") == f"layer {layer}, head {head}",
+          f"decoder: a click in the model view chooses layer {layer}, head {head} ({state})")
+    steps = b.evaluate("document.getElementById('steps').textContent")
+    check(f"key/value head {head // group}" in steps,
+          f"decoder: the step view names the key/value head that head {head} reads")
+    L = dump["layers"][layer]
+    err = {"q·k": 0.0, "logit": 0.0, "weight": 0.0}
+    mask_ok, out_err = True, 0.0
+    for i in range(n):
+        b.evaluate(f"qkv.select({{q: {i}}})")
+        rows = b.evaluate("""Array.from(document.querySelectorAll('#steps tbody tr'), tr => ({
+            j: +tr.dataset.j, dot: +tr.querySelector('.dot').dataset.v,
+            z: tr.querySelector('.z').dataset.v, w: +tr.querySelector('.w').dataset.v}))""")
+        if [r["j"] for r in rows] != list(range(n)):
+            mask_ok = False
+            continue
+        for r in rows:
+            j, z, want_z = r["j"], float(r["z"]), float(L["logits"][head][i][r["j"]])
+            err["q·k"] = max(err["q·k"], abs(r["dot"] - L["scores"][head][i][j]) / max(1, abs(L["scores"][head][i][j])))
+            if j > i:  # masked: −∞ and no weight, in the page as in --json
+                mask_ok = mask_ok and z == want_z == -math.inf and r["w"] == L["weights"][head][i][j] == 0
+            else:
+                err["logit"] = max(err["logit"], abs(z - want_z) / max(1, abs(want_z)))
+                err["weight"] = max(err["weight"], abs(r["w"] - L["weights"][head][i][j]))
+        got = [float(x) for x in b.evaluate("document.getElementById('out').dataset.v").split(",")]
+        want = L["head_out"][head][i]
+        out_err = max(out_err, max(abs(a - e) for a, e in zip(got, want)) / max(abs(x) for x in want))
+    check(mask_ok, "decoder: the step view lists every key, those after the query masked (−∞, weight 0)")
+    check(max(err.values()) < 1e-6,
+          f"decoder: layer {layer}, head {head}, every query: q·k, ×scale and softmax match --json "
+          f"(max relative errors {err})")
+    # v travels as float16 (relative rounding 2^-11): the sum is good to about 1e-3 of its scale.
+    check(out_err <= 2e-3, f"decoder: the output Σ weight·v matches --json head_out (max |Δ| / scale {out_err:.1e})")
+
+    # The heatmap reads the same numbers: a cell on the diagonal, and one above it (masked).
+    b.evaluate("qkv.select({q: 8})")
+    b.evaluate("document.getElementById('heat').scrollIntoView({block: 'center'})")
+    box = b.evaluate("(() => { const r = document.getElementById('heat').getBoundingClientRect();"
+                     " return [r.left, r.top]; })()")
+    cell, pad = min(26, 600 // n), 96
+    readouts = []
+    for i, j in [(8, 8), (8, 0), (2, 9)]:
+        b.mouse_move(box[0] + pad + j * cell + cell / 2, box[1] + pad + i * cell + cell / 2)
+        readouts.append(b.evaluate("document.getElementById('hover').textContent"))
+    w88 = L["weights"][head][8][8]
+    check(f"weight {w88:.4f}" in readouts[0] and f"weight {L['weights'][head][8][0]:.4f}" in readouts[1]
+          and "weight 0.0000, score −∞ (masked)" in readouts[2],
+          f"decoder: the heatmap reads --json's weights, and a key after the query as masked ({readouts})")
+    b.screenshot(os.path.join(out, "decoder-l14h4.png"))
+    check(b.console_errors() == [], f"decoder: still no console errors ({b.console_errors()})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qkv", required=True, help="the qkv binary")
@@ -434,9 +571,14 @@ def main():
         test_trained_model(b, args.qkv, args.out)
         test_edge_cases(b, args.qkv, args.out)
         test_256_tokens(b, args.qkv, args.out)
+        test_decoder(b, args.qkv, args.out)
     print(f"screenshots in {args.out}")
     if failures:
-        sys.exit(f"{len(failures)} check(s) failed")
+        sys.exit(f"{len(failures)} check(s) failed" +
+                 (f"; {len(skipped)} part(s) skipped" if skipped else ""))
+    if skipped:
+        print(f"{len(skipped)} part(s) skipped, so the test is reported as skipped, not passed")
+        sys.exit(SKIPPED_EXIT)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,8 @@ TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
   const std::string page{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   std::filesystem::remove(html);
   EXPECT_THAT(page, HasSubstr("\"H\":9,\"Hk\":3"));
-  EXPECT_THAT(page, HasSubstr("query heads 9 share 3 key/value heads"));
+  EXPECT_THAT(page, HasSubstr("the 9 query heads of a layer share 3 key/value heads (grouped-query "
+                              "attention): h0–h2 read kv 0, h3–h5 read kv 1, h6–h8 read kv 2"));
   const CliResult pair = run_qkv({"explain", "--model", "smollm2", "A", "B"});
   EXPECT_EQ(pair.exit_code, 2) << pair.describe();
   EXPECT_THAT(pair.err, HasSubstr("a decoder reads one text"));

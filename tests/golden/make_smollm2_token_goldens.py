@@ -117,7 +117,10 @@ def qkv_home():
     return os.environ.get("QKV_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "qkv")
 
 
-def main():
+def load_tokenizers():
+    """(the model's tokenizer, transformers' GGUF loader's as it comes), both from the GGUF file;
+    the first has SmolLM2's own pre-tokenizer put back (see above). Also used by
+    make_smollm2_chat_goldens.py."""
     model_dir = os.path.join(qkv_home(), "models", MODEL)
     if not os.path.isfile(os.path.join(model_dir, GGUF)):
         sys.exit(f"{model_dir}/{GGUF} is missing: run scripts/fetch_model smollm2")
@@ -129,6 +132,11 @@ def main():
     ])
     # The GGUF's own settings: no BOS added, and the control tokens stay whole.
     assert tok.encode("<|im_start|>") == [1] and tok.encode("hi") == tok.encode("hi", add_special_tokens=False)
+    return tok, gguf_loaded
+
+
+def main():
+    tok, gguf_loaded = load_tokenizers()
     assert len(set(TEXTS)) == len(TEXTS)
 
     cases, differ = [], 0

@@ -48,10 +48,13 @@ Report report_of(const Explained& e, int64_t focus, const std::string& title) {
       }
     block.layers.push_back(std::move(l));
   }
-  if (group > 1)
-    block.note += " (grouped-query attention: query heads " + std::to_string(e.heads) + " share " +
-                  std::to_string(e.kv_heads) + " key/value heads, h0–h" +
-                  std::to_string(group - 1) + " the first, and so on)";
+  if (group > 1) {  // the terminal's words: "h0–h2 read kv 0, h3–h5 read kv 1, ..."
+    block.note += "; the " + std::to_string(e.heads) + " query heads of a layer share " +
+                  std::to_string(e.kv_heads) + " key/value heads (grouped-query attention):";
+    for (int64_t g = 0; g < e.kv_heads; ++g)
+      block.note += std::string(g ? "," : "") + " h" + std::to_string(g * group) + "–h" +
+                    std::to_string(g * group + group - 1) + " read kv " + std::to_string(g);
+  }
   Report r{.title = title, .focus = focus};
   const std::string cut =
       e.truncated ? " (truncated: the model read " + std::to_string(e.size()) + " tokens)" : "";

@@ -6,6 +6,7 @@
 #include "core/gguf.h"
 #include "models/llama/llama.h"
 #include "models/text/bpe.h"
+#include "models/text/chat_template.h"
 #include "qkv/model.h"
 
 namespace qkv {
@@ -34,6 +35,12 @@ CausalLM CausalLM::load(const std::string& path) {
   auto config = std::make_shared<LlamaConfig>(read_llama_config(f));
   m.weights_ = std::make_shared<const LlamaWeights>(read_llama_weights(f, *config));
   m.tokenizer_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_gguf(f));
+  // A template that is absent, or not a string, leaves chat_prompt nothing to follow; plain
+  // generation needs none.
+  const bool has_template =
+      f.has("tokenizer.chat_template") && f.meta("tokenizer.chat_template").is_string();
+  m.chat_template_ = std::make_shared<const ChatTemplate>(ChatTemplate::parse(
+      has_template ? f.meta("tokenizer.chat_template").get<std::string>() : std::string()));
   m.eos_ = f.has("tokenizer.ggml.eos_token_id")
                ? f.meta("tokenizer.ggml.eos_token_id").get<int32_t>()
                : -1;
@@ -47,8 +54,12 @@ std::vector<int32_t> CausalLM::tokenize(std::string_view text) const {
 
 std::string CausalLM::token_text(int32_t id) const { return tokenizer_->token_text(id); }
 
-std::string CausalLM::chat_prompt(std::string_view user) const {
-  return "<|im_start|>user\n" + std::string(user) + "<|im_end|>\n<|im_start|>assistant\n";
+std::string CausalLM::chat_prompt(std::string_view user, std::string_view system) const {
+  try {
+    return chat_template_->format(user, system);
+  } catch (const Error& e) {
+    throw Error(path_ + ": " + e.what(), e.kind());
+  }
 }
 
 std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,

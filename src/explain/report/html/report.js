@@ -150,6 +150,7 @@ function status() {
   $('blocks').querySelectorAll('button').forEach((x) => x.setAttribute('aria-pressed', +x.dataset.b === S.b));
   const qt = B.queries[S.q] ? B.queries[S.q].t : '';
   $('sel').textContent = `${B.name}, layer ${S.l}, head ${S.h}, query ${S.q} "${qt}"`;
+  $('block-note').textContent = B.note;  // what the block's tokens do; a decoder's head groups
   const hidden = B.queries.length - queries().length + B.keys.length - keys().length;
   $('filter-note').textContent = hidden ? 'hidden tokens keep their weight; rows need not sum to 1' : '';
 }
@@ -169,8 +170,20 @@ function grid() {
     gridBlock = S.b;
     g.dataset.dark = C.dark;
     g.style.gridTemplateColumns = `auto repeat(${B.H}, ${size + 4}px)`;
-    let html = '<span></span>';
-    for (let h = 0; h < B.H; h++) html += `<span class="label">h${h}</span>`;
+    let html = '';
+    // Grouped-query attention: a row above the heads names each shared key/value head over the
+    // query heads that read it (head h reads kv ⌊h·Hk/H⌋, as attend() computes).
+    const group = B.H / B.Hk;
+    if (B.Hk < B.H && Number.isInteger(group)) {
+      html += '<span></span>';
+      for (let g = 0; g < B.Hk; g++)
+        html += `<span class="label kv" style="grid-column: span ${group}" title="key/value head ${g}, ` +
+                `shared by query heads ${g * group}–${g * group + group - 1}">kv ${g}</span>`;
+    }
+    html += '<span></span>';
+    for (let h = 0; h < B.H; h++)
+      html += `<span class="label head"${B.Hk < B.H ? ` title="query head ${h}, reads key/value head ` +
+              `${Math.floor(h * B.Hk / B.H)}"` : ''}>h${h}</span>`;
     B.layers.forEach((_, l) => {
       html += `<span class="label">layer ${l}</span>`;
       for (let h = 0; h < B.H; h++)
@@ -417,7 +430,8 @@ function steps() {
   const kScale = maxAbs([q, ...rows.map((r) => r.k)]), pScale = maxAbs(rows.map((r) => r.prod));
   const vScale = maxAbs(rows.map((r) => r.wv).concat([out]));
   const scoreName = { scaled_dot: 'scaled dot-product', dot: 'dot-product' }[B.score] || B.score;
-  let html = `<p>Query token <b>"${esc(B.queries[i].t)}"</b> (${i}), ${esc(B.name)}, layer ${S.l}, head ${h}; ` +
+  const shared = Hk < H ? ` (its keys and values: key/value head ${kh}, shared with ${H / Hk - 1} other query heads)` : '';
+  let html = `<p>Query token <b>"${esc(B.queries[i].t)}"</b> (${i}), ${esc(B.name)}, layer ${S.l}, head ${h}${shared}; ` +
              `score: ${esc(scoreName)}, d<sub>k</sub> = ${d}` +
              (dotScore || B.scale !== 1 ? `, scale ${fmt(B.scale, 4)}${B.score === 'scaled_dot' && Math.abs(B.scale * Math.sqrt(d) - 1) < 1e-6 ? ' = 1/√' + d : ''}` : '') + '.</p>' +
              `<p>1. Its query q (${d} numbers): <span id="q-strip"></span></p>` +
