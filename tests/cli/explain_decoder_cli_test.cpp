@@ -99,6 +99,13 @@ TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
   const CliResult pair = run_qkv({"explain", "--model", "smollm2", "A", "B"});
   EXPECT_EQ(pair.exit_code, 2) << pair.describe();
   EXPECT_THAT(pair.err, HasSubstr("a decoder reads one text"));
+  // The step view lists the keys "it" (token 8) may see and names the later ones masked.
+  const CliResult step =
+      run_qkv({"explain", "--model", "smollm2", "--layer", "17", "--head", "3", kText});
+  ASSERT_EQ(step.exit_code, 0) << step.describe();
+  EXPECT_THAT(step.out, HasSubstr("     8 it  "));
+  EXPECT_THAT(step.out, Not(HasSubstr("     9 was  ")));
+  EXPECT_THAT(step.out, HasSubstr("tokens 9–11 come later: masked (−∞ before the softmax)"));
   const CliResult head =
       run_qkv({"explain", "--model", "smollm2", "--layer", "30", "--head", "0", kText});
   EXPECT_EQ(head.exit_code, 2) << head.describe();

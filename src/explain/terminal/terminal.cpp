@@ -213,10 +213,17 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
             : "2. keys   k_j = W_K·h_j + b_K for every token j; the score q·k_j is scaled by\n")
     << "   1/√" << d << " = " << fixed(e.scale, 4) << ", then softmax over j gives the weights:\n";
   s << "        key          q·k_j    ×1/√" << d << "   weight\n";
-  std::vector<int64_t> order(static_cast<std::size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  const int64_t listed = std::min<int64_t>(n, 24);
-  if (listed < n)
+  // Keys the mask hides (a decoder's later tokens) have logit −∞: listed as one line, not with
+  // the dot products they were never given.
+  auto masked = [&](int64_t j) {
+    return c.logits.defined() && std::isinf(c.logits.value((head * n + focus) * n + j)) &&
+           c.logits.value((head * n + focus) * n + j) < 0;
+  };
+  std::vector<int64_t> order, hidden;
+  for (int64_t j = 0; j < n; ++j) (masked(j) ? hidden : order).push_back(j);
+  const auto visible = static_cast<int64_t>(order.size());
+  const int64_t listed = std::min<int64_t>(visible, 24);
+  if (listed < visible)
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       return e.weight(layer, head, focus, a) > e.weight(layer, head, focus, b);
     });
@@ -230,7 +237,19 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
       << pad_left(fixed(raw * e.scale, 2), 10) << pad_left(fixed(w, 3), 9) << " " << bar(w, 16)
       << "\n";
   }
-  if (listed < n) s << "        … " << n - listed << " keys with smaller weights (--json)\n";
+  if (listed < visible)
+    s << "        … " << visible - listed << " keys with smaller weights (--json)\n";
+  const bool run =
+      !hidden.empty() && hidden.back() - hidden.front() + 1 == static_cast<int64_t>(hidden.size());
+  if (run && hidden.size() == 1)
+    s << "   token " << hidden.front();
+  else if (run)
+    s << "   tokens " << hidden.front() << "–" << hidden.back();
+  else if (!hidden.empty())
+    s << "   " << hidden.size() << " tokens";
+  if (!hidden.empty())
+    s << (e.causal && run ? " come later: masked" : ": masked")
+      << " (−∞ before the softmax), weight 0\n";
   // Output: Σ_j w_j v_j, spelled with the largest terms.
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return e.weight(layer, head, focus, a) > e.weight(layer, head, focus, b);
