@@ -1,8 +1,8 @@
-"""qkv.Model, Explanation and qkv.CausalLM: encode against transformers' float64
+"""qkv.Model, Explanation, qkv.train and qkv.experiment: encode against transformers' float64
 goldens (tests/golden/minilm, the bound of tests/models/bert_test.cpp), the tokenizer against
 BertTokenizer's tokens, explain's arrays against the attention formula computed here in NumPy,
-the HTML report, the decoder against its transformers goldens, and bad inputs as one-line
-exceptions. all-MiniLM-L6-v2 must be installed (scripts/fetch_model), as for the C++
+the HTML report, training's summary and its reproducibility, a quick experiment, and bad inputs
+as one-line exceptions. all-MiniLM-L6-v2 must be installed (scripts/fetch_model), as for the C++
 model tests: a missing model fails here, it is not skipped."""
 
 import html
@@ -350,6 +350,98 @@ def test_explain_rejects_bad_input(model, animal):
     assert one_line(e).startswith("token 'zebra' is not a token of the text; expected one of: ")
 
 
+# ---- train ----------------------------------------------------------------------------------
+
+TINY = dict(steps=30, layers=1, heads=2, d_model=16, batch_size=16, eval_every=10,
+            test_examples=50, target=2)
+
+
+def test_train_returns_a_summary_and_a_seed_reproduces_it():
+    heard = []
+    s = qkv.train("copy", seed=3, progress=heard.append, **TINY)
+    assert isinstance(s, qkv.TrainSummary)
+    assert (s.task, s.steps, s.test_examples, s.seed, s.path) == ("copy", 30, 50, 3, None)
+    assert [h["step"] for h in s.history] == [10, 20, 30]
+    assert all(0 <= h["accuracy"] <= 1 and h["loss"] > 0 for h in s.history)
+    assert 0 <= s.test_accuracy <= 1 and not s.stopped_early and s.reached_target is None
+    assert s.config == {"layers": 1, "heads": 2, "d_model": 16, "ffn_hidden": 64, "vocab": 23}
+    assert s.parameters > 0 and s.tokens > 0 and 0 < s.train_seconds <= s.seconds
+    # Wrong outputs are reported with what was expected (an untrained model makes many).
+    assert s.mistakes and all(m["output"] != m["target"] for m in s.mistakes)
+    # The progress callable heard every step, in order, evaluations where they ran.
+    assert [p.step for p in heard] == list(range(1, 31))
+    assert [p.step for p in heard if p.evaluated] == [10, 20, 30]
+    assert heard[-1].eval_accuracy == s.history[-1]["accuracy"]
+    # The same seed, the same numbers; another seed, others.
+    def numbers(summary):  # everything but the times
+        history = [{k: v for k, v in h.items() if k != "seconds"} for h in summary.history]
+        return history, summary.test_accuracy, summary.final_loss, summary.mistakes
+
+    again = qkv.train("copy", seed=3, **TINY)
+    assert numbers(again) == numbers(s)
+    other = qkv.train("copy", seed=4, **TINY)
+    assert other.final_loss != s.final_loss
+
+
+def test_train_saves_a_model_the_command_explains(tmp_path):
+    path = tmp_path / "copy.safetensors"
+    s = qkv.train("copy", save=path, **TINY)
+    assert s.path == str(path) and path.stat().st_size > 0
+    r = subprocess.run([sys.executable, "-m", "qkv", "explain", "--model", str(path), "--input",
+                        "abcd", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_an_exception_in_progress_stops_training():
+    def stop(p):
+        if p.step == 5:
+            raise KeyError("enough")
+
+    with pytest.raises(KeyError, match="enough"):
+        qkv.train("copy", progress=stop, **TINY)
+
+
+def test_ctrl_c_stops_training():
+    """_thread.interrupt_main() is Ctrl-C as Python sees it: a pending SIGINT, acted on only
+    where Python code runs or PyErr_CheckSignals is called. Training checks after every step,
+    without a progress callable too. The timer thread itself needs the GIL to fire, so this
+    also shows that training runs without it."""
+    import _thread
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    begin = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        qkv.train("copy", **{**TINY, "steps": 5000})  # about a minute, unless interrupted
+    elapsed = time.perf_counter() - begin
+    timer.join()
+    # Had the interrupt waited for training to end, it would have surfaced only after it.
+    assert elapsed < 5, f"stopped after {elapsed:.1f} s"
+
+
+def test_train_rejects_bad_arguments(tmp_path):
+    cases = [
+        (dict(task="nope"), ValueError, "unknown task 'nope'; expected one of reverse"),
+        (dict(task=3), TypeError, "task: int; expected str, one of reverse"),
+        (dict(steps=0), ValueError, "steps 0 is out of range; expected 1 to 10^8"),
+        (dict(d_model=30), ValueError, "d_model 30 is not divisible by heads 4; expected "),
+        (dict(lr=0), ValueError, "lr 0 is out of range; expected 0 < lr < 10"),
+        (dict(lr="fast"), TypeError, "lr: str; expected a number"),
+        (dict(layers=True), TypeError, "layers: bool; expected an int"),
+        (dict(save=tmp_path / "no" / "m.safetensors"), FileNotFoundError, "save: "),
+        (dict(progress=3), TypeError, "progress: int; expected a callable"),
+    ]
+    for kwargs, error, start in cases:
+        with pytest.raises(error) as e:
+            qkv.train(**{"task": "copy", **kwargs})
+        assert one_line(e).startswith(start), (kwargs, str(e.value))
+
+
+def test_tasks_and_experiment_names():
+    assert list(qkv.tasks()) == ["reverse", "sort", "copy", "dates", "lookup"]
+    assert all(qkv.tasks().values())
+    assert qkv.experiment_names() == ["tie-qk", "no-wv", "scale", "heads", "scores"]
+
+
 # ---- the decoder LLM -------------------------------------------------------------------------
 
 SMOL = os.path.join(SOURCE_DIR, "tests", "golden", "smollm2")
@@ -402,11 +494,34 @@ def test_causal_lm_generates_greedily(lm):
     assert one_line(e) == "temperature -1.0; expected a finite number ≥ 0"
 
 
+# ---- experiments ----------------------------------------------------------------------------
+
+def test_a_quick_experiment_returns_its_table():
+    heard = []
+    r = qkv.experiment("tie-qk", quick=True, progress=heard.append)
+    assert isinstance(r, qkv.ExperimentResult) and r.name == "tie-qk"
+    assert r.columns == ["projections", "test accuracy", "steps to 99%", "seconds"]
+    assert [row["projections"] for row in r.rows] == ["separate W_Q, W_K", "tied W_Q = W_K"]
+    for row in r.rows:
+        assert set(row) == set(r.columns)
+        assert 0 <= float(row["test accuracy"].rstrip("%")) <= 100
+    assert heard == ["separate W_Q, W_K (seed 1)", "tied W_Q = W_K (seed 1)"]
+    assert r.question and r.reading and r.seconds > 0
+    assert "separate W_Q, W_K" in str(r)
+
+
+def test_an_unknown_experiment_lists_the_known_ones():
+    with pytest.raises(ValueError) as e:
+        qkv.experiment("nope")
+    assert "tie-qk, no-wv, scale, heads, scores" in one_line(e)
+
+
 # ---- the docstrings -------------------------------------------------------------------------
 
 def test_docstring_examples_run():
     import doctest
     import qkv._models
-    for module, least in ((qkv._models, 8),):
+    import qkv._train
+    for module, least in ((qkv._models, 8), (qkv._train, 4)):
         failures, tried = doctest.testmod(module)[:2]
         assert tried >= least and failures == 0, module.__name__
