@@ -525,3 +525,46 @@ def test_docstring_examples_run():
     for module, least in ((qkv._models, 8), (qkv._train, 4)):
         failures, tried = doctest.testmod(module)[:2]
         assert tried >= least and failures == 0, module.__name__
+
+
+def test_the_type_stub_names_what_the_extension_has():
+    """python/qkv/_qkv.pyi is written by hand: every function, class and member of the
+    extension must be in it, with the same parameter names, and nothing else."""
+    import ast
+    import inspect
+    with open(os.path.join(SOURCE_DIR, "python", "qkv", "_qkv.pyi"), encoding="utf-8") as f:
+        stub = ast.parse(f.read())
+
+    def params(node):
+        return [a.arg for a in node.args.args if a.arg != "self"]
+
+    def signature_params(obj):
+        # nanobind writes each function's signature into its __doc__'s first line.
+        head = obj.__doc__.split("\n", 1)[0]
+        inside = head[head.index("(") + 1:head.rindex(") ->")]
+        names = [p.split(":")[0].strip() for p in inside.split(", ") if ":" in p]
+        return [n for n in names if n != "self"]
+
+    stubbed = {}
+    for node in stub.body:
+        if isinstance(node, ast.FunctionDef):
+            stubbed[node.name] = params(node)
+        elif isinstance(node, ast.ClassDef):
+            stubbed[node.name] = {m.name: params(m) for m in node.body
+                                  if isinstance(m, ast.FunctionDef)}
+    ext = qkv._qkv
+    public = {n for n in dir(ext) if not n.startswith("__")}
+    assert set(stubbed) == public
+    for name, entry in stubbed.items():
+        obj = getattr(ext, name)
+        if isinstance(entry, dict):
+            # (nanobind gives a class without a constructor an __init__ that refuses.)
+            members = {n for n in vars(obj) if not n.startswith("_")}
+            assert set(entry) - {"__init__"} == members, name
+            for member, names in entry.items():
+                m = getattr(obj, member)
+                if not isinstance(m, property):
+                    assert names == signature_params(m), f"{name}.{member}"
+        else:
+            assert entry == signature_params(obj), name
+            assert inspect.isbuiltin(obj) or callable(obj)
