@@ -26,16 +26,21 @@ def _text(x, name: str) -> str:
     return x
 
 
-def _positive(x, name: str, low: int = 1) -> int:
+def _positive(x, name: str, low: int = 1, high: Optional[int] = None) -> int:
     if isinstance(x, bool):  # an int to Python, never meant as a count
         raise TypeError(f"{name}: bool; expected an int")
     try:
         n = operator.index(x)
     except TypeError:
         raise TypeError(f"{name}: {type(x).__name__}; expected an int") from None
-    if n < low:
-        raise ValueError(f"{name} {n}; expected at least {low}")
+    if n < low or (high is not None and n > high):
+        raise ValueError(f"{name} {n}; expected at least {low}" if high is None else
+                         f"{name} {n} is out of range; expected {low} to {high}")
     return n
+
+
+# A count beyond any text or batch means "no limit": the same as the largest the C++ side takes.
+_NO_LIMIT = 2**31 - 1
 
 
 def _not_blank(text: str, name: str) -> str:
@@ -67,7 +72,8 @@ class Model:
 
     def __init__(self, name_or_path: PathLike = DEFAULT_MODEL, *, max_length: int = 256):
         path = os.fsdecode(os.fspath(name_or_path))
-        max_length = _positive(max_length, "max_length", 2)  # room for [CLS] and [SEP]
+        # Room for [CLS] and [SEP]; the model's positions cut it further.
+        max_length = min(_positive(max_length, "max_length", 2), _NO_LIMIT)
         if path in _DECODER_NAMES or (path.endswith(".gguf") and not os.path.isdir(path)):
             raise ValueError(f"{path} is a decoder LLM, not a sentence encoder; expected "
                              f"qkv.CausalLM({path!r})")
@@ -157,7 +163,7 @@ class Model:
                                 "list of str") from None
             for i, t in enumerate(texts):
                 _text(t, f"sentences[{i}]")
-        batch_size = _positive(batch_size, "batch_size")
+        batch_size = min(_positive(batch_size, "batch_size"), _NO_LIMIT)
         e = self._model.encode(texts, batch_size)
         return e[0] if single else e
 
@@ -200,7 +206,8 @@ class Model:
 class CausalLM:
     """A decoder-only language model from a GGUF file, run exactly on its dequantized weights:
     "smollm2" (the default) is SmolLM2-135M-Instruct as scripts/fetch_model smollm2 installs it;
-    anything else is a .gguf file of a Llama-architecture model.
+    anything else is a .gguf file of a Llama-architecture model. (Its examples are not run as
+    doctests: loading the model takes a second; python/tests/test_models.py runs the same.)
 
     >>> import qkv
     >>> lm = qkv.CausalLM()                                   # doctest: +SKIP
@@ -238,7 +245,8 @@ class CausalLM:
     def token_text(self, id: int) -> str:
         """The text token `id` stands for, a leading space included (" world"); a token that
         holds part of a UTF-8 character shows it as U+FFFD."""
-        return self._model.token_bytes(_positive(id, "id", 0)).decode("utf-8", "replace")
+        return self._model.token_bytes(_positive(id, "id", 0, _NO_LIMIT)).decode("utf-8",
+                                                                                 "replace")
 
     def tokenize(self, text: str) -> List[str]:
         """The tokens of `text`, each as token_text gives it.
@@ -255,13 +263,13 @@ class CausalLM:
         when `chat`), up to max_tokens new tokens or the end of the text; greedy when
         temperature is 0, else sampled from softmax(logits / temperature) with `seed`."""
         _text(prompt, "prompt")
-        max_tokens = _positive(max_tokens, "max_tokens")
+        max_tokens = min(_positive(max_tokens, "max_tokens"), _NO_LIMIT)
         temperature = float(temperature)
         if not (0 <= temperature < float("inf")):
             raise ValueError(f"temperature {temperature}; expected a finite number ≥ 0")
         text = self._model.chat_prompt(prompt) if chat else prompt
         ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
-                                   _positive(seed, "seed", 0))
+                                   _positive(seed, "seed", 0, 2**64 - 1))
         return b"".join(self._model.token_bytes(i) for i in ids).decode("utf-8", "replace")
 
     def explain(self, text: str) -> "Explanation":

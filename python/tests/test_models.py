@@ -177,6 +177,8 @@ def test_properties_and_repr(model):
     short = qkv.Model(model.path, max_length=8)  # a directory works as well as the name
     assert short.name == "all-MiniLM-L6-v2" and short.max_length == 8
     assert len(short.tokenize("a b c d e f g h i j")) == 8
+    # Beyond the model's 512 positions, texts are cut to those (no error, no overflow).
+    assert qkv.Model(max_length=2**80).max_length == 512
 
 
 def test_a_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
