@@ -8,10 +8,18 @@
 
 qkv.attention and qkv.attention_backward take NumPy arrays (read in place, no copy) with
 torch.nn.functional.scaled_dot_product_attention's arguments, and every classic score beside it.
-`python -m qkv` is the qkv command.
+qkv.Model encodes sentences as sentence-transformers does (all-MiniLM-L6-v2) and explains its
+attention (Model.explain → Explanation: every layer's q, k, v and weights, and the HTML report);
+qkv.CausalLM runs and explains a decoder LLM (SmolLM2). qkv.train and qkv.experiment train small
+transformers on toy tasks and return their results. `python -m qkv` is the qkv command.
 """
 
 from ._attention import AttentionGrads, attention, attention_backward
+from ._models import CausalLM, Explanation, Model
+from ._train import (ExperimentResult, TrainProgress, TrainSummary, experiment,
+                     experiment_names, tasks, train)
 
 __version__ = "0.1.0"
-__all__ = ["attention", "attention_backward", "AttentionGrads"]
+__all__ = ["attention", "attention_backward", "AttentionGrads", "Model", "CausalLM",
+           "Explanation", "train", "TrainSummary", "TrainProgress", "tasks", "experiment",
+           "ExperimentResult", "experiment_names"]

@@ -1,8 +1,162 @@
-// The models for Python: the sentence encoder (encode, explain) and training (issue 15).
+// The pretrained models for Python: the sentence encoder (qkv.Model: encode, tokenize, explain)
+// and the decoder LLM (qkv.CausalLM). python/qkv/_models.py checks the arguments and names the
+// models; here the work runs without the GIL.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
 #include "bindings.h"
+#include "qkv/explain.h"
+#include "qkv/model.h"
+#include "unlocked.h"
 
 namespace qkv::python {
+namespace {
 
-void bind_models(nanobind::module_&) {}
+// Unit-length embeddings [n, hidden] of `texts`, `batch_size` texts a forward pass.
+//
+// SentenceModel fixes its batch size when it is loaded; Python's encode takes it per call, as
+// sentence-transformers' does. So the model is loaded with an unlimited batch size and the
+// batches are made here the way SentenceModel::embed makes them: every text sorted by its token
+// count, longest first (stable), then `batch_size` at a time. embed() of one such batch sorts it
+// again (already sorted: unchanged) and runs it as one forward pass, so the result is exactly
+// that of a model loaded with this batch size. Between batches, Ctrl-C is heard.
+Tensor encode(const SentenceModel& model, const std::vector<std::string>& texts,
+              std::size_t batch_size, Unlocked& unlocked) {
+  std::vector<std::size_t> lengths(texts.size()), order(texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    lengths[i] = model.tokenize(texts[i]).tokens.size();
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return lengths[a] > lengths[b]; });
+  const int64_t hidden = model.config().hidden_size;
+  Tensor out({static_cast<int64_t>(texts.size()), hidden}, DType::f32);
+  for (std::size_t begin = 0; begin < order.size(); begin += batch_size) {
+    const std::size_t end = std::min(order.size(), begin + batch_size);
+    std::vector<std::string> batch;
+    for (std::size_t i = begin; i < end; ++i) batch.push_back(texts[order[i]]);
+    const Tensor e = model.embed(batch).contiguous();
+    for (std::size_t i = begin; i < end; ++i)
+      std::copy_n(e.data<float>() + static_cast<int64_t>(i - begin) * hidden, hidden,
+                  out.data<float>() + static_cast<int64_t>(order[i]) * hidden);
+    unlocked.check_signals();
+  }
+  return out;
+}
+
+// A tokenization as (text, id) pairs.
+std::vector<std::pair<std::string, int32_t>> pairs_of(const Encoding& encoding) {
+  std::vector<std::pair<std::string, int32_t>> out;
+  for (const Token& t : encoding.tokens) out.emplace_back(t.text, t.id);
+  return out;
+}
+
+}  // namespace
+
+void bind_models(nb::module_& m) {
+  m.def("default_model_dir", &default_model_dir,
+        "Where scripts/fetch_model installs all-MiniLM-L6-v2 ($QKV_HOME/models/...).");
+  m.def("default_causal_lm_path", &default_causal_lm_path,
+        "Where scripts/fetch_model smollm2 installs SmolLM2-135M-Instruct's GGUF file.");
+
+  nb::class_<SentenceModel>(m, "SentenceModel",
+                            "qkv::SentenceModel: a BERT-family sentence encoder. Use qkv.Model.")
+      .def(
+          "__init__",
+          [](SentenceModel* self, const std::string& dir, std::size_t max_length) {
+            // batch_size: see encode() above; texts are batched per call.
+            const SentenceModelOptions options{.max_length = max_length, .batch_size = INT_MAX};
+            nb::gil_scoped_release release;
+            new (self) SentenceModel(SentenceModel::load(dir, options));
+          },
+          nb::arg("dir"), nb::arg("max_length"))
+      .def_prop_ro("dir", &SentenceModel::dir)
+      .def_prop_ro("hidden_size", [](const SentenceModel& s) { return s.config().hidden_size; })
+      .def_prop_ro("layers", [](const SentenceModel& s) { return s.config().num_layers; })
+      .def_prop_ro("heads", [](const SentenceModel& s) { return s.config().num_heads; })
+      .def_prop_ro("vocab_size", [](const SentenceModel& s) { return s.config().vocab_size; })
+      .def_prop_ro("max_length", [](const SentenceModel& s) { return s.options().max_length; })
+      .def(
+          "tokenize",
+          [](const SentenceModel& s, const std::string& text,
+             const std::optional<std::string>& text_b) {
+            return pairs_of(text_b ? s.tokenize_pair(text, *text_b) : s.tokenize(text));
+          },
+          nb::arg("text"), nb::arg("text_b").none(),
+          "[(token, id)] as the model reads the text (or the pair [CLS] A [SEP] B [SEP]).")
+      .def(
+          "encode",
+          [](const SentenceModel& s, const std::vector<std::string>& texts,
+             std::size_t batch_size) {
+            Unlocked unlocked;
+            return array_of(unlocked.run([&] { return encode(s, texts, batch_size, unlocked); }));
+          },
+          nb::arg("texts"), nb::arg("batch_size"),
+          "Unit-length float32 embeddings [len(texts), hidden].")
+      .def(
+          "explain",
+          [](const SentenceModel& s, const std::string& text,
+             const std::optional<std::string>& text_b) {
+            nb::gil_scoped_release release;
+            return text_b ? explain::run(s, text, *text_b) : explain::run(s, text);
+          },
+          nb::arg("text"), nb::arg("text_b").none(),
+          "explain::run: the text (or pair) with every layer's attention captured.");
+
+  nb::class_<CausalLM>(m, "CausalLM", "qkv::CausalLM: a decoder LLM (GGUF). Use qkv.CausalLM.")
+      .def(
+          "__init__",
+          [](CausalLM* self, const std::string& path) {
+            nb::gil_scoped_release release;
+            new (self) CausalLM(CausalLM::load(path));
+          },
+          nb::arg("path"))
+      .def_prop_ro("path", &CausalLM::path)
+      .def(
+          "tokenize", [](const CausalLM& lm, const std::string& text) { return lm.tokenize(text); },
+          nb::arg("text"), "Token ids of the text (no BOS).")
+      .def(
+          "token_bytes",
+          [](const CausalLM& lm, int32_t id) {
+            // bytes, not str: a byte-level BPE token may hold part of a UTF-8 character.
+            const std::string b = lm.token_text(id);
+            return nb::bytes(b.data(), b.size());
+          },
+          nb::arg("id"), "The bytes a token stands for.")
+      .def(
+          "chat_prompt",
+          [](const CausalLM& lm, const std::string& user) { return lm.chat_prompt(user); },
+          nb::arg("user"))
+      .def(
+          "generate",
+          [](const CausalLM& lm, const std::vector<int32_t>& prompt, int64_t max_tokens,
+             double temperature, uint64_t seed) {
+            Unlocked unlocked;
+            return unlocked.run([&] {
+              return lm.generate(
+                  prompt, {.max_tokens = max_tokens, .temperature = temperature, .seed = seed},
+                  [&](int32_t) { unlocked.check_signals(); });
+            });
+          },
+          nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("seed"),
+          "The new token ids after `prompt` (greedy when temperature is 0).")
+      .def(
+          "explain",
+          [](const CausalLM& lm, const std::string& text) {
+            nb::gil_scoped_release release;
+            return explain::run(lm, text);
+          },
+          nb::arg("text"), "explain::run: the text with every layer's attention captured.");
+}
 
 }  // namespace qkv::python

@@ -19,4 +19,6 @@ NB_MODULE(_qkv, m) {
   });
   qkv::python::bind_attention(m);
   qkv::python::bind_models(m);
+  qkv::python::bind_explain(m);
+  qkv::python::bind_train(m);
 }

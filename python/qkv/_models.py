@@ -1,0 +1,427 @@
+"""qkv.Model (a sentence encoder, sentence-transformers' way), qkv.CausalLM (a decoder LLM) and
+qkv.Explanation (one text through a model with every attention layer captured, and its HTML
+report). The models run in qkv's C++ (python/src/models.cpp, explain.cpp) without the GIL."""
+
+import html as _html
+import operator
+import os
+import secrets
+from functools import cached_property
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _qkv
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_NAMES = (DEFAULT_MODEL, "sentence-transformers/" + DEFAULT_MODEL)
+_DECODER_NAMES = ("smollm2", "SmolLM2-135M-Instruct")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _text(x, name: str) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"{name}: {type(x).__name__}; expected str")
+    return x
+
+
+def _positive(x, name: str, low: int = 1, high: Optional[int] = None) -> int:
+    if isinstance(x, bool):  # an int to Python, never meant as a count
+        raise TypeError(f"{name}: bool; expected an int")
+    try:
+        n = operator.index(x)
+    except TypeError:
+        raise TypeError(f"{name}: {type(x).__name__}; expected an int") from None
+    if n < low or (high is not None and n > high):
+        raise ValueError(f"{name} {n}; expected at least {low}" if high is None else
+                         f"{name} {n} is out of range; expected {low} to {high}")
+    return n
+
+
+# A count beyond any text or batch means "no limit": the same as the largest the C++ side takes.
+_NO_LIMIT = 2**31 - 1
+
+
+def _not_blank(text: str, name: str) -> str:
+    if not text.strip():
+        raise ValueError(f"{name} is empty; expected a sentence, e.g. \"I sat on the river bank\"")
+    return text
+
+
+class Model:
+    """A sentence encoder: text → one unit-length vector, as sentence-transformers'
+    SentenceTransformer("all-MiniLM-L6-v2") computes it (WordPiece tokens → BERT → mean over the
+    tokens → unit length), in qkv's C++ on the CPU; and the attention behind it, explained.
+
+    name_or_path: "all-MiniLM-L6-v2" (the default) is the model scripts/fetch_model installs in
+    $QKV_HOME/models (QKV_HOME defaults to ~/.cache/qkv); anything else is a BERT-family model
+    directory (config.json, model.safetensors, vocab.txt). max_length: tokens a text is cut to,
+    [CLS] and [SEP] included (256, as sentence-transformers; at most the model's positions).
+
+    >>> import qkv
+    >>> model = qkv.Model()
+    >>> e = model.encode(["This is an example sentence", "Each sentence is converted"])
+    >>> e.shape, e.dtype
+    ((2, 384), dtype('float32'))
+    >>> print(f"{e[0] @ e[1]:.2f}")      # cosine similarity: the vectors have unit length
+    0.40
+    >>> model.tokenize("Attention is all you need")
+    ['[CLS]', 'attention', 'is', 'all', 'you', 'need', '[SEP]']
+    """
+
+    def __init__(self, name_or_path: PathLike = DEFAULT_MODEL, *, max_length: int = 256):
+        path = os.fsdecode(os.fspath(name_or_path))
+        # Room for [CLS] and [SEP]; the model's positions cut it further.
+        max_length = min(_positive(max_length, "max_length", 2), _NO_LIMIT)
+        if path in _DECODER_NAMES or (path.endswith(".gguf") and not os.path.isdir(path)):
+            raise ValueError(f"{path} is a decoder LLM, not a sentence encoder; expected "
+                             f"qkv.CausalLM({path!r})")
+        if path in _DEFAULT_NAMES:
+            self.name = DEFAULT_MODEL
+            path = _qkv.default_model_dir()
+            if not os.path.isdir(path):
+                raise FileNotFoundError(
+                    f"the model {DEFAULT_MODEL} is not installed (looked in {path}); install it "
+                    "with scripts/fetch_model from qkv's repository (part of scripts/bootstrap), "
+                    "or pass a model directory: qkv.Model('path/to/model')")
+        else:
+            if not os.path.isdir(path):
+                raise FileNotFoundError(
+                    f"{path}: no such model directory; expected a BERT model directory "
+                    f"(config.json, model.safetensors, vocab.txt), or {DEFAULT_MODEL!r} for the "
+                    "one scripts/fetch_model installs")
+            self.name = os.path.basename(os.path.normpath(path))
+        try:
+            self._model = _qkv.SentenceModel(path, max_length)
+        except (ValueError, RuntimeError) as e:
+            if self.name != DEFAULT_MODEL:
+                raise
+            # As the command says it (cli/model_args.cpp): the installation is what failed.
+            raise RuntimeError(f"{e}; the installed model is damaged: delete {path} and run "
+                               "scripts/fetch_model") from None
+
+    @property
+    def path(self) -> str:
+        """The model directory."""
+        return self._model.dir
+
+    @property
+    def dim(self) -> int:
+        """The embedding's size (384 for all-MiniLM-L6-v2)."""
+        return self._model.hidden_size
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """The embedding's size, under sentence-transformers' name for it."""
+        return self.dim
+
+    @property
+    def max_length(self) -> int:
+        """Tokens a text is cut to, [CLS] and [SEP] included."""
+        return self._model.max_length
+
+    @property
+    def layers(self) -> int:
+        return self._model.layers
+
+    @property
+    def heads(self) -> int:
+        return self._model.heads
+
+    @property
+    def vocab_size(self) -> int:
+        return self._model.vocab_size
+
+    def __repr__(self) -> str:
+        return (f"qkv.Model({self.name!r}: {self.layers} layers × {self.heads} heads, "
+                f"dim {self.dim}, max_length {self.max_length}, {self.path})")
+
+    def encode(self, sentences: Union[str, Sequence[str]], batch_size: int = 32) -> np.ndarray:
+        """Sentence embeddings, as sentence-transformers' encode: a list of n texts gives a
+        float32 array (n, dim), one str a (dim,) vector; each row has unit length, so the dot
+        product of two rows is their cosine similarity.
+
+        Texts are sorted by length, longest first, and run batch_size at a time (padding stays
+        small); batch_size changes the result only within float32 rounding. The work runs on
+        qkv's threads ($QKV_NUM_THREADS) without the GIL, and stops on Ctrl-C between batches.
+
+        >>> import qkv
+        >>> qkv.Model().encode("This is an example sentence")[:3].round(4)
+        array([0.0677, 0.0635, 0.0487], dtype=float32)
+        """
+        single = isinstance(sentences, str)
+        if single:
+            texts = [sentences]
+        elif isinstance(sentences, (bytes, bytearray)):
+            raise TypeError(f"sentences: {type(sentences).__name__}; expected str or a list "
+                            "of str (decode bytes first)")
+        else:
+            try:
+                texts = list(sentences)
+            except TypeError:
+                raise TypeError(f"sentences: {type(sentences).__name__}; expected str or a "
+                                "list of str") from None
+            for i, t in enumerate(texts):
+                _text(t, f"sentences[{i}]")
+        batch_size = min(_positive(batch_size, "batch_size"), _NO_LIMIT)
+        e = self._model.encode(texts, batch_size)
+        return e[0] if single else e
+
+    def tokenize(self, text: str, text_b: Optional[str] = None) -> List[str]:
+        """The tokens the model reads for `text` — [CLS] text [SEP], or the pair
+        [CLS] text [SEP] text_b [SEP] — cut to max_length.
+
+        >>> import qkv
+        >>> qkv.Model().tokenize("unbelievable")
+        ['[CLS]', 'unbelievable', '[SEP]']
+        """
+        pairs = self._model.tokenize(_text(text, "text"),
+                                     None if text_b is None else _text(text_b, "text_b"))
+        return [t for t, _ in pairs]
+
+    def token_ids(self, text: str, text_b: Optional[str] = None) -> List[int]:
+        """The vocabulary ids of tokenize(text, text_b)."""
+        pairs = self._model.tokenize(_text(text, "text"),
+                                     None if text_b is None else _text(text_b, "text_b"))
+        return [i for _, i in pairs]
+
+    def explain(self, text: str, text_b: Optional[str] = None) -> "Explanation":
+        """`text` through the model with every layer's attention captured (computed on the
+        float64 reference path), as `qkv explain` shows it; with `text_b`, the pair
+        [CLS] text [SEP] text_b [SEP] as BERT reads it (token types 0, then 1).
+
+        >>> import qkv
+        >>> x = qkv.Model().explain("The animal didn't cross the street because it was tired")
+        >>> x.weights.shape                  # (layers, heads, tokens, tokens)
+        (6, 12, 14, 14)
+        >>> x.tokens[x.focus]                # the default focus: the first pronoun
+        'it'
+        """
+        _not_blank(_text(text, "text"), "text")
+        if text_b is not None:
+            _not_blank(_text(text_b, "text_b"), "text_b")
+        return Explanation(self._model.explain(text, text_b), self.name)
+
+
+class CausalLM:
+    """A decoder-only language model from a GGUF file, run exactly on its dequantized weights:
+    "smollm2" (the default) is SmolLM2-135M-Instruct as scripts/fetch_model smollm2 installs it;
+    anything else is a .gguf file of a Llama-architecture model. (Its examples are not run as
+    doctests: loading the model takes a second; python/tests/test_models.py runs the same.)
+
+    >>> import qkv
+    >>> lm = qkv.CausalLM()                                   # doctest: +SKIP
+    >>> lm.generate("What is the capital of France?", max_tokens=8)   # doctest: +SKIP
+    'The capital of France is Paris.'
+    """
+
+    def __init__(self, name_or_path: PathLike = "smollm2"):
+        path = os.fsdecode(os.fspath(name_or_path))
+        if path in _DECODER_NAMES:
+            path = _qkv.default_causal_lm_path()
+            if not os.path.isfile(path):
+                raise FileNotFoundError(
+                    f"the model SmolLM2-135M-Instruct is not installed (looked for {path}); "
+                    "install it with scripts/fetch_model smollm2 from qkv's repository")
+            self.name = "SmolLM2-135M-Instruct"
+        else:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{path}: no such file; expected a .gguf model file, "
+                                        "or 'smollm2' for the one scripts/fetch_model installs")
+            self.name = os.path.splitext(os.path.basename(path))[0]
+        self._model = _qkv.CausalLM(path)
+
+    @property
+    def path(self) -> str:
+        return self._model.path
+
+    def __repr__(self) -> str:
+        return f"qkv.CausalLM({self.name!r}: {self.path})"
+
+    def token_ids(self, text: str) -> List[int]:
+        """The token ids of `text` (no BOS, as the model was trained)."""
+        return self._model.tokenize(_text(text, "text"))
+
+    def token_text(self, id: int) -> str:
+        """The text token `id` stands for, a leading space included (" world"); a token that
+        holds part of a UTF-8 character shows it as U+FFFD."""
+        return self._model.token_bytes(_positive(id, "id", 0, _NO_LIMIT)).decode("utf-8",
+                                                                                 "replace")
+
+    def tokenize(self, text: str) -> List[str]:
+        """The tokens of `text`, each as token_text gives it.
+
+        >>> import qkv
+        >>> qkv.CausalLM().tokenize("Hello world")              # doctest: +SKIP
+        ['Hello', ' world']
+        """
+        return [self.token_text(i) for i in self.token_ids(text)]
+
+    def generate(self, prompt: str, max_tokens: int = 64, *, temperature: float = 0.0,
+                 seed: int = 1, chat: bool = True) -> str:
+        """The model's continuation of `prompt` (framed as one user message of its chat template
+        when `chat`), up to max_tokens new tokens or the end of the text; greedy when
+        temperature is 0, else sampled from softmax(logits / temperature) with `seed`."""
+        _text(prompt, "prompt")
+        max_tokens = min(_positive(max_tokens, "max_tokens"), _NO_LIMIT)
+        temperature = float(temperature)
+        if not (0 <= temperature < float("inf")):
+            raise ValueError(f"temperature {temperature}; expected a finite number ≥ 0")
+        text = self._model.chat_prompt(prompt) if chat else prompt
+        ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
+                                   _positive(seed, "seed", 0, 2**64 - 1))
+        return b"".join(self._model.token_bytes(i) for i in ids).decode("utf-8", "replace")
+
+    def explain(self, text: str) -> "Explanation":
+        """`text` through the model with every layer's attention captured (causal; each shared
+        key/value head repeated for the query heads that read it), and the next-token guess."""
+        return Explanation(self._model.explain(_not_blank(_text(text, "text"), "text")),
+                           self.name)
+
+
+def _stacked(name: str, doc: str) -> cached_property:
+    """An Explanation's array `name`: every layer's (heads, n, ·) capture stacked, once."""
+
+    def get(self) -> np.ndarray:
+        a = np.stack([self._e.layer(l)[name] for l in range(self.layers)])
+        a.flags.writeable = False  # a record of what the model computed
+        return a
+
+    get.__doc__ = doc
+    return cached_property(get)
+
+
+class Explanation:
+    """One text through a model with every attention layer captured: what `qkv explain` shows.
+
+    tokens: the n tokens (tokens[i] is query row i and key column j = i); token_info: each
+    token's id, surface text, word index, segment (0: A, 1: B of a pair), special, punctuation.
+
+    Arrays, one entry per layer and head, each of shape (layers, heads, n, ·), read-only:
+
+        q, k, v     (…, n, head_dim)  the heads' queries, keys and values
+        scores      (…, n, n)         q_i·k_j, before the scale
+        logits      (…, n, n)         scale·scores (causal models: −∞ above the diagonal)
+        weights     (…, n, n)         softmax(logits) over the keys: each row sums to 1
+        head_out    (…, n, head_dim)  Σ_j weights_ij·v_j, each head's output before W_O
+
+    So for any layer l and head h, weights[l, h] == softmax(q[l, h] @ k[l, h].T * scale).
+    A decoder's k and v repeat each of its kv_heads shared heads for the heads that read it.
+    hidden_states (layers + 1, n, dim): the embeddings, then each layer's output (encoders);
+    embedding (dim,): the sentence embedding (encoders; Model.encode's vector).
+
+    html() writes the self-contained report of `qkv explain --html`; in Jupyter the
+    Explanation shows that report inline.
+    """
+
+    def __init__(self, explained: Any, title: str):
+        self._e = explained
+        self.model = title
+
+    text = property(lambda self: self._e.text, doc="The text (A of a pair).")
+    text_b = property(lambda self: self._e.text_b, doc="B of a pair, else None.")
+    layers = property(lambda self: self._e.layers, doc="Attention layers.")
+    heads = property(lambda self: self._e.heads, doc="Query heads per layer.")
+    kv_heads = property(lambda self: self._e.kv_heads, doc="Key/value heads per layer.")
+    head_dim = property(lambda self: self._e.head_dim, doc="Dimensions of a head's q, k, v.")
+    scale = property(lambda self: self._e.scale, doc="The logits' scale, 1/√head_dim.")
+    causal = property(lambda self: self._e.causal, doc="Whether a token sees only those before.")
+    truncated = property(lambda self: self._e.truncated, doc="Tokens were cut to max_length.")
+
+    @cached_property
+    def token_info(self) -> List[Dict[str, Any]]:
+        return self._e.tokens
+
+    @cached_property
+    def tokens(self) -> List[str]:
+        return [t["text"] for t in self.token_info]
+
+    @property
+    def token_ids(self) -> List[int]:
+        return [t["id"] for t in self.token_info]
+
+    @cached_property
+    def focus(self) -> int:
+        """The token `qkv explain` looks from first: the first pronoun, else the last word."""
+        return self._e.focus(None)
+
+    def token_index(self, token: Union[str, int]) -> int:
+        """The index of a token named as `qkv explain --token` names it: its text ("it", "it:2"
+        for the second, "##ing"), or its index."""
+        return self._e.focus(str(token))
+
+    q = _stacked("q", "Queries, (layers, heads, n, head_dim).")
+    k = _stacked("k", "Keys, (layers, heads, n, head_dim).")
+    v = _stacked("v", "Values, (layers, heads, n, head_dim).")
+    scores = _stacked("scores", "q·k before the scale, (layers, heads, n, n).")
+    logits = _stacked("logits", "scale·scores (+ the causal mask), (layers, heads, n, n).")
+    weights = _stacked("weights", "softmax(logits) over the keys, (layers, heads, n, n).")
+    head_out = _stacked("head_out", "weights·v per head, (layers, heads, n, head_dim).")
+
+    @cached_property
+    def hidden_states(self) -> Optional[np.ndarray]:
+        first = self._e.embeddings
+        if first is None:
+            return None
+        a = np.stack([first] + [self._e.layer(l)["hidden"] for l in range(self.layers)])
+        a.flags.writeable = False
+        return a
+
+    @property
+    def embedding(self) -> Optional[np.ndarray]:
+        return self._e.embedding
+
+    @property
+    def next_tokens(self) -> List[Tuple[str, float]]:
+        """A decoder's five most likely next tokens with their probabilities."""
+        return self._e.next_tokens
+
+    @property
+    def induction(self) -> Optional[np.ndarray]:
+        """A decoder's (layers, heads) induction scores (Olsson et al. 2022), else None."""
+        return self._e.induction
+
+    def __repr__(self) -> str:
+        pair = "" if self.text_b is None else f" + {self.text_b!r}"
+        return (f"<qkv.Explanation of {self.text!r}{pair}: {len(self.tokens)} tokens, "
+                f"{self.layers} layers × {self.heads} heads ({self.model})>")
+
+    def html(self, path: Optional[PathLike] = None, *, token: Union[str, int, None] = None,
+             layer: Optional[int] = None, head: Optional[int] = None) -> Optional[str]:
+        """The report of `qkv explain --html`: one self-contained HTML page (its style, script
+        and data inline; it works offline) with every layer and head. token, layer and head pick
+        what it shows first (as --token, --layer, --head); by default the focus token and the
+        head `qkv explain` suggests. Returns the page when path is None; else writes it to
+        path, all or nothing (a temporary file renamed into place), and returns None."""
+        layer = None if layer is None else _positive(layer, "layer", 0)
+        head = None if head is None else _positive(head, "head", 0)
+        page = self._e.html(self.model, None if token is None else str(token), layer, head)
+        if path is None:
+            return page
+        path = os.fsdecode(os.fspath(path))
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{path}: the folder {folder} does not exist; expected a "
+                                    "path in an existing folder")
+        # Beside the destination, so that the rename is atomic; opened "x" (not mkstemp, whose
+        # file is private to the user) so the report gets the permissions any new file gets.
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
+                                   f"{secrets.token_hex(4)}.tmp")
+        try:
+            with open(tmp, "x", encoding="utf-8") as f:
+                f.write(page)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return None
+
+    def _repr_html_(self) -> str:
+        # The report is a whole HTML document with its own <style> and <script>. Put into the
+        # notebook's page as it is, its CSS would restyle the notebook, its element ids would
+        # clash with a second report's, and JupyterLab does not run scripts of untrusted output.
+        # An iframe's srcdoc makes it a document of its own, still with no file and no server;
+        # sandbox="allow-scripts" lets its script run but not reach the notebook.
+        return (f'<iframe srcdoc="{_html.escape(self.html(), quote=True)}" '
+                'sandbox="allow-scripts" style="width:100%;height:820px;border:none"></iframe>')

@@ -1,0 +1,153 @@
+// A captured run (explain::Explained) for Python: its tokens, every layer's q, k, v, scores,
+// logits, weights and outputs as NumPy arrays viewing the capture's own memory, and the HTML
+// report of `qkv explain --html`. python/qkv/_models.py's Explanation wraps it.
+#include "qkv/explain.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <optional>
+#include <string>
+
+#include "arrays.h"
+#include "bindings.h"
+
+namespace qkv::python {
+namespace {
+
+// Text that came from a model's vocabulary as str. A byte-level BPE token (SmolLM2) may be part
+// of a UTF-8 character, which Python's str cannot hold: such bytes show as U+FFFD, as
+// bytes.decode(errors="replace") shows them.
+nb::str text_of(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (o == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(o);
+}
+
+const AttentionCapture& layer_of(const explain::Explained& e, int64_t layer) {
+  if (layer < 0 || layer >= e.layers)
+    throw Error("layer " + std::to_string(layer) + " is out of range; this model has layers 0–" +
+                std::to_string(e.layers - 1));
+  return e.capture.layers[static_cast<std::size_t>(layer)];
+}
+
+// The token a report focuses on first: `token` as `qkv explain --token` reads it (its text,
+// "it:2" for the second, or an index), else explain::default_focus.
+int64_t focus_of(const explain::Explained& e, const std::optional<std::string>& token) {
+  if (!token) return explain::default_focus(e);
+  if (const auto found = explain::find_token(e, *token)) return *found;
+  std::string tokens;
+  for (const auto& t : e.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
+  throw Error("token '" + *token + "' is not a token of the text; expected one of: " +
+              explain::clip(tokens, 120) + " (or an index 0-" + std::to_string(e.size() - 1) + ")");
+}
+
+void check_index(const char* what, const std::optional<int64_t>& index, int64_t count) {
+  if (index && (*index < 0 || *index >= count))
+    throw Error(std::string(what) + " " + std::to_string(*index) +
+                " is out of range; this model has " + what + "s 0–" + std::to_string(count - 1));
+}
+
+}  // namespace
+
+void bind_explain(nb::module_& m) {
+  nb::class_<explain::Explained>(m, "Explained",
+                                 "explain::Explained: one captured run. Use qkv.Explanation.")
+      .def_ro("model", &explain::Explained::model)
+      .def_prop_ro("text", [](const explain::Explained& e) { return text_of(e.text); })
+      .def_prop_ro("text_b",
+                   [](const explain::Explained& e) -> nb::object {
+                     return e.pair ? nb::object(text_of(e.text_b)) : nb::none();
+                   })
+      .def_ro("truncated", &explain::Explained::truncated)
+      .def_ro("layers", &explain::Explained::layers)
+      .def_ro("heads", &explain::Explained::heads)
+      .def_ro("head_dim", &explain::Explained::head_dim)
+      .def_ro("scale", &explain::Explained::scale)
+      .def_ro("causal", &explain::Explained::causal)
+      .def_prop_ro(
+          "kv_heads",
+          [](const explain::Explained& e) { return e.kv_heads > 0 ? e.kv_heads : e.heads; })
+      .def_prop_ro("tokens",
+                   [](const explain::Explained& e) {
+                     nb::list out;
+                     for (const explain::TokenInfo& t : e.tokens) {
+                       nb::dict d;
+                       d["text"] = text_of(t.text);
+                       d["surface"] = text_of(t.surface);
+                       d["id"] = t.id;
+                       d["word"] = t.word;
+                       d["segment"] = t.segment;
+                       d["special"] = t.special;
+                       d["punctuation"] = t.punctuation;
+                       out.append(d);
+                     }
+                     return out;
+                   })
+      .def(
+          "layer",
+          [](const explain::Explained& e, int64_t layer) {
+            // [1, H, n, ·] → [H, n, ·]: views of the capture, no copies.
+            const AttentionCapture& c = layer_of(e, layer);
+            nb::dict d;
+            d["q"] = array_of(explain::unbatch(c.q));
+            d["k"] = array_of(explain::unbatch(c.k));
+            d["v"] = array_of(explain::unbatch(c.v));
+            d["scores"] = array_of(explain::unbatch(c.scores));
+            d["logits"] = array_of(explain::unbatch(c.logits));
+            d["weights"] = array_of(explain::unbatch(c.weights));
+            d["head_out"] = array_of(explain::unbatch(c.head_out));
+            const auto l = static_cast<std::size_t>(layer);
+            d["hidden"] = l < e.capture.hidden.size()
+                              ? array_of(explain::unbatch(e.capture.hidden[l]))
+                              : nb::none();
+            return d;
+          },
+          nb::arg("layer"), "One layer's capture as arrays [heads, n, ·] (hidden: [n, hidden]).")
+      .def_prop_ro("embeddings",
+                   [](const explain::Explained& e) {
+                     return array_of(explain::unbatch(e.capture.embeddings));
+                   })
+      .def_prop_ro(
+          "embedding",
+          [](const explain::Explained& e) { return array_of(explain::unbatch(e.embedding)); })
+      .def_prop_ro("induction", [](const explain::Explained& e) { return array_of(e.induction); })
+      .def_prop_ro("next_tokens",
+                   [](const explain::Explained& e) {
+                     nb::list out;
+                     for (const auto& [text, p] : e.next_tokens)
+                       out.append(nb::make_tuple(text_of(text), p));
+                     return out;
+                   })
+      .def(
+          "focus",
+          [](const explain::Explained& e, const std::optional<std::string>& token) {
+            return focus_of(e, token);
+          },
+          nb::arg("token").none(), "The token index `token` names, else the default focus.")
+      .def(
+          "html",
+          [](const explain::Explained& e, const std::string& title,
+             const std::optional<std::string>& token, std::optional<int64_t> layer,
+             std::optional<int64_t> head) {
+            check_index("layer", layer, e.layers);
+            check_index("head", head, e.heads);
+            const int64_t focus = focus_of(e, token);
+            std::string page;
+            {
+              nb::gil_scoped_release release;
+              // As `qkv explain --html` (cli/explain.cpp): the suggested head unless one is named.
+              explain::Report report = explain::report_of(e, focus, title);
+              const explain::HeadPick first =
+                  explain::suggested_head(e, focus, explain::picks(e, focus, 1));
+              report.layer = layer.value_or(first.layer);
+              report.head = head.value_or(first.head);
+              page = explain::html_report(report);
+            }
+            return text_of(page);
+          },
+          nb::arg("title"), nb::arg("token").none(), nb::arg("layer").none(),
+          nb::arg("head").none(), "The self-contained HTML report of `qkv explain --html`.");
+}
+
+}  // namespace qkv::python

@@ -1,0 +1,572 @@
+"""qkv.Model, Explanation, qkv.train and qkv.experiment: encode against transformers' float64
+goldens (tests/golden/minilm, the bound of tests/models/bert_test.cpp), the tokenizer against
+BertTokenizer's tokens, explain's arrays against the attention formula computed here in NumPy,
+the HTML report, training's summary and its reproducibility, a quick experiment, and bad inputs
+as one-line exceptions. all-MiniLM-L6-v2 must be installed (scripts/fetch_model), as for the C++
+model tests: a missing model fails here, it is not skipped."""
+
+import html
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import qkv
+from conftest import SOURCE_DIR
+
+GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "minilm")
+
+
+def golden_json(name):
+    with open(os.path.join(GOLDEN, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return qkv.Model()
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return golden_json("texts.json")
+
+
+def one_line(e):
+    message = str(e.value)
+    assert message and "\n" not in message, repr(message)
+    return message
+
+
+# ---- encode ---------------------------------------------------------------------------------
+
+# tests/models/bert_test.cpp's bound for the float32 encoder against transformers' float64 run,
+# per text: cosine ≥ 0.99999 and max |difference| ≤ 1e-5 (the worst text measures 2.6e-7 and
+# 1.9e-6 there; float32 rounding through 6 layers, far below a wrong weight or index).
+def embeddings_mismatch(got, golden):
+    """'' when every row of `got` is within the bound of its golden row, else what is not."""
+    if got.shape != golden.shape:
+        return f"shape {got.shape}, expected {golden.shape}"
+    for i, (x, y) in enumerate(zip(got.astype(np.float64), golden)):
+        cos = x @ y / (np.linalg.norm(x) * np.linalg.norm(y))
+        diff = np.abs(x - y).max()
+        if not (cos >= 0.99999 and diff <= 1e-5):
+            return f"text {i}: cosine {cos:.8f}, max |diff| {diff:.3g}"
+    return ""
+
+
+def test_encode_matches_the_transformers_float64_goldens(model, texts):
+    golden = np.load(os.path.join(GOLDEN, "embeddings_f64.npy"))
+    e = model.encode(texts)
+    assert e.dtype == np.float32 and e.shape == (55, 384)
+    assert embeddings_mismatch(e, golden) == ""
+
+
+def test_the_golden_check_rejects_a_nudged_value(model, texts):
+    golden = np.load(os.path.join(GOLDEN, "embeddings_f64.npy"))
+    e = model.encode(texts[:4])
+    assert embeddings_mismatch(e, golden[:4]) == ""
+    nudged = e.copy()
+    nudged[2, 100] = golden[2, 100] + 1.5e-5  # 1.5× the bound, one value of one text
+    assert embeddings_mismatch(nudged, golden[:4]).startswith("text 2:")
+    assert embeddings_mismatch(e[:3], golden[:4]).startswith("shape")
+
+
+def test_encode_gives_the_published_values(model):
+    # sentence-transformers/all-MiniLM-L6-v2's model card example, as bert_test.cpp checks it.
+    e = model.encode("This is an example sentence")
+    np.testing.assert_allclose(e[:3], [0.06765693, 0.06349593, 0.04871314], rtol=0, atol=2e-7)
+
+
+def test_a_str_gives_a_vector_and_a_list_a_matrix_of_unit_rows(model, texts):
+    one = model.encode(texts[1])
+    assert one.shape == (384,) and one.dtype == np.float32
+    rows = model.encode(texts[:6])
+    assert rows.shape == (6, 384)
+    # The same text alone in its batch either way: the same bits.
+    np.testing.assert_array_equal(one, model.encode([texts[1]])[0])
+    # Unit length: each of 384 entries rounded to float32 (relative 2^-24) moves the norm by at
+    # most 2^-24 relative; 1e-6 leaves room for the normalization's own rounding.
+    norms = np.linalg.norm(rows.astype(np.float64), axis=1)
+    assert np.abs(norms - 1).max() <= 1e-6, norms
+    assert model.encode([]).shape == (0, 384)
+    assert model.encode(("a", "b")).shape == (2, 384)  # any sequence of str
+
+
+def test_batch_size_changes_results_only_by_float_rounding(model, texts):
+    a = model.encode(texts[:20], batch_size=32)  # one batch padded to the longest text
+    b = model.encode(texts[:20], batch_size=1)  # no padding at all
+    c = model.encode(texts[:20], batch_size=7)
+    # Padding may change the GEMMs' shapes and so their summation order, nothing else (measured:
+    # no change at all on AVX2). Against the float64 goldens the rows are ~1.4e-7 off, float32
+    # rounding through 6 layers; another order may move them as much again: 1e-6 allows 7×.
+    assert np.abs(a - b).max() <= 1e-6
+    assert np.abs(a - c).max() <= 1e-6
+    # Each row is where its text was, whatever order the batches ran in.
+    np.testing.assert_array_equal(b[5], model.encode(texts[5]))
+
+
+def test_encode_rejects_what_is_not_text(model):
+    with pytest.raises(TypeError) as e:
+        model.encode(["fine", 3])
+    assert one_line(e) == "sentences[1]: int; expected str"
+    with pytest.raises(TypeError) as e:
+        model.encode(b"bytes")
+    assert "decode bytes first" in one_line(e)
+    with pytest.raises(TypeError) as e:
+        model.encode(42)
+    assert one_line(e) == "sentences: int; expected str or a list of str"
+    with pytest.raises(ValueError) as e:
+        model.encode("x", batch_size=0)
+    assert one_line(e) == "batch_size 0; expected at least 1"
+    with pytest.raises(TypeError) as e:
+        model.encode("x", batch_size=2.5)
+    assert one_line(e) == "batch_size: float; expected an int"
+
+
+def test_the_gil_is_released_while_encoding(model, texts):
+    """As test_attention.py's GIL test: a second thread keeps counting while encode runs."""
+    batch = texts[:20] * 2  # about 0.3 s
+    stop = threading.Event()
+    notes = []
+
+    def counter():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 1000 == 0:
+                notes.append(time.perf_counter())
+
+    t = threading.Thread(target=counter)
+    t.start()
+    time.sleep(0.02)
+    begin = time.perf_counter()
+    model.encode(batch)
+    end = time.perf_counter()
+    stop.set()
+    t.join()
+    assert end - begin > 0.03, f"encode took {end - begin:.3f} s: too short to tell"
+    during = [x for x in notes if begin + 0.01 < x < begin + (end - begin) / 2]
+    assert len(during) >= 10, f"{len(during)} notes in a call of {end - begin:.3f} s"
+
+
+# ---- the model and its tokenizer --------------------------------------------------------------
+
+def test_tokenize_matches_berts_tokenizer_on_every_golden_text(model):
+    for t in golden_json("tokens.json"):
+        assert model.tokenize(t["text"]) == t["tokens"], t["text"]
+        assert model.token_ids(t["text"]) == t["ids"], t["text"]
+
+
+def test_a_pair_is_read_as_cls_a_sep_b_sep(model):
+    assert model.tokenize("I sat", "on the bank") == \
+        ["[CLS]", "i", "sat", "[SEP]", "on", "the", "bank", "[SEP]"]
+
+
+def test_properties_and_repr(model):
+    assert (model.dim, model.layers, model.heads, model.max_length, model.vocab_size) == \
+        (384, 6, 12, 256, 30522)
+    assert model.get_sentence_embedding_dimension() == 384
+    assert model.name == "all-MiniLM-L6-v2"
+    assert repr(model).startswith("qkv.Model('all-MiniLM-L6-v2': 6 layers × 12 heads, dim 384")
+    short = qkv.Model(model.path, max_length=8)  # a directory works as well as the name
+    assert short.name == "all-MiniLM-L6-v2" and short.max_length == 8
+    assert len(short.tokenize("a b c d e f g h i j")) == 8
+    # Beyond the model's 512 positions, texts are cut to those (no error, no overflow).
+    assert qkv.Model(max_length=2**80).max_length == 512
+
+
+def test_a_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError) as e:
+        qkv.Model(tmp_path / "nowhere")
+    assert one_line(e).startswith(f"{tmp_path / 'nowhere'}: no such model directory; expected")
+    monkeypatch.setenv("QKV_HOME", str(tmp_path))  # where the default model is looked for
+    with pytest.raises(FileNotFoundError) as e:
+        qkv.Model()
+    assert "is not installed" in one_line(e) and "scripts/fetch_model" in str(e.value)
+    damaged = tmp_path / "models" / "all-MiniLM-L6-v2"
+    damaged.mkdir(parents=True)
+    (damaged / "config.json").write_text("{}")  # an installation that stopped half way
+    with pytest.raises(RuntimeError) as e:
+        qkv.Model()
+    assert one_line(e).startswith(f"{damaged} has no model.safetensors; expected")
+    assert str(e.value).endswith(f"; the installed model is damaged: delete {damaged} and run "
+                                 "scripts/fetch_model")
+    with pytest.raises(RuntimeError) as e:
+        qkv.Model(tmp_path)  # a directory, but not a model's
+    assert one_line(e) == f"{tmp_path} has no config.json; expected a BERT model directory " \
+                          "(config.json, model.safetensors, vocab.txt)"
+    with pytest.raises(ValueError) as e:
+        qkv.Model("smollm2")
+    assert "qkv.CausalLM('smollm2')" in one_line(e)
+    with pytest.raises(TypeError):
+        qkv.Model(42)
+    with pytest.raises(ValueError) as e:
+        qkv.Model(max_length=1)
+    assert one_line(e) == "max_length 1; expected at least 2"
+
+
+# ---- explain --------------------------------------------------------------------------------
+
+ANIMAL = "The animal didn't cross the street because it was too tired"
+
+
+@pytest.fixture(scope="module")
+def animal(model):
+    return model.explain(ANIMAL)
+
+
+def softmax(x):
+    x = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_explain_tokens_and_shapes(model, animal):
+    x = animal
+    n = len(x.tokens)
+    assert x.tokens == model.tokenize(ANIMAL) and n == 15  # didn ' t
+    assert x.token_ids == model.token_ids(ANIMAL)
+    assert (x.layers, x.heads, x.head_dim, x.kv_heads) == (6, 12, 32, 12)
+    assert x.scale == 1 / np.sqrt(32)
+    for name in ("q", "k", "v", "head_out"):
+        assert getattr(x, name).shape == (6, 12, n, 32), name
+    for name in ("scores", "logits", "weights"):
+        assert getattr(x, name).shape == (6, 12, n, n), name
+    assert x.hidden_states.shape == (7, n, 384) and x.embedding.shape == (384,)
+    assert x.tokens[x.focus] == "it" and x.token_index("street") == 8
+    assert not x.causal and x.text_b is None and not x.truncated
+    assert x.token_info[3] == {"text": "didn", "surface": "didn", "id": 2134, "word": 2,
+                               "segment": 0, "special": False, "punctuation": False}
+    assert repr(x) == f"<qkv.Explanation of {ANIMAL!r}: 15 tokens, 6 layers × 12 heads " \
+                      "(all-MiniLM-L6-v2)>"
+    with pytest.raises(ValueError):
+        x.weights[0, 0, 0, 0] = 1  # read-only: a record of the run
+
+
+def test_explain_weights_are_the_softmax_of_q_k(animal):
+    x = animal
+    # Each stored weight is the float64 reference's softmax rounded once to float32 (relative
+    # 2^-24); recomputed here in float64 from the same float32 q and k, the two differ by that
+    # rounding and float64 noise: 2^-23 relative (one float32 ulp) bounds it.
+    q, k = x.q.astype(np.float64), x.k.astype(np.float64)
+    ref = softmax(q @ k.swapaxes(-1, -2) * x.scale)
+    assert np.all(np.abs(x.weights - ref) <= 2.0**-23 * ref + 1e-30)
+    # So is one head taken alone, and the scores are q·k before the scale.
+    np.testing.assert_allclose(x.weights[3, 7], softmax(q[3, 7] @ k[3, 7].T / np.sqrt(32)),
+                               rtol=2.0**-23, atol=0)
+    # (A float32 rounding of each, plus float64's own error of a 32-term dot product where the
+    # score nearly cancels.)
+    dot = q @ k.swapaxes(-1, -2)
+    noise = 1e-12 * (abs(q) @ abs(k).swapaxes(-1, -2))
+    assert np.all(np.abs(x.scores - dot) <= 2.0**-24 * np.abs(dot) + noise)
+    # Rows sum to 1: n = 15 float32 terms, each off by 2^-24 relative.
+    assert np.abs(x.weights.astype(np.float64).sum(-1) - 1).max() <= 15 * 2.0**-24
+    # head_out is weights·v: the float64 sum rounded to float32 (2^-24 of it), from weights
+    # that are themselves 2^-24 off the float64 ones: 2^-23 of Σ|w||v| bounds the difference.
+    w, v = x.weights.astype(np.float64), x.v.astype(np.float64)
+    assert np.all(np.abs(x.head_out - w @ v) <= 2.0**-23 * (abs(w) @ abs(v)))
+    # A wrong head, or the weights without their scale, fails the same check.
+    assert not np.allclose(x.weights[3, 7], softmax(q[3, 8] @ k[3, 8].T / np.sqrt(32)))
+    assert not np.allclose(x.weights[3, 7], softmax(q[3, 7] @ k[3, 7].T))
+
+
+def test_explain_matches_transformers_attention_goldens(model, texts):
+    # tests/golden/minilm/attentions_1.npy: text 1's eager attention, float64, stored as float32;
+    # bert_test.cpp's bound for the capture run against it.
+    golden = np.load(os.path.join(GOLDEN, "attentions_1.npy"))
+    x = model.explain(texts[1])
+    assert golden.shape == x.weights.shape
+    assert np.abs(x.weights - golden).max() <= 1e-5
+    hidden = np.load(os.path.join(GOLDEN, "hidden_1.npy"))
+    assert np.abs(x.hidden_states - hidden).max() <= 1e-5
+    # The capture's embedding is encode's (float64 attention there, float32 here).
+    assert np.abs(x.embedding - model.encode(texts[1])).max() <= 1e-5
+
+
+def test_explain_a_pair(model):
+    x = model.explain("The dog sat on the river bank.", "It was muddy.")
+    assert x.tokens == model.tokenize("The dog sat on the river bank.", "It was muddy.")
+    assert x.text_b == "It was muddy."
+    assert [t["segment"] for t in x.token_info] == [0] * 10 + [1] * 5
+    assert x.tokens[x.focus] == "it"  # the first pronoun, of B here
+    assert "+ 'It was muddy.'" in repr(x)
+
+
+def test_html_writes_the_report_of_qkv_explain(model, tmp_path):
+    x = model.explain("I sat on the river bank")
+    path = tmp_path / "bank.html"
+    assert x.html(path, token="bank", layer=2, head=5) is None
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>") and "river bank" in page
+    assert page == x.html(token="bank", layer=2, head=5)
+    assert os.listdir(tmp_path) == ["bank.html"]  # no temporary left beside it
+    (tmp_path / "plain").write_text("")  # the permissions any new file gets (the umask's)
+    assert path.stat().st_mode == (tmp_path / "plain").stat().st_mode
+    os.unlink(tmp_path / "plain")
+    # Offline: tests/explain/html_test.cpp's checks for network references.
+    for reference in ("http", " src=", "<link", "@import", "url("):
+        assert reference not in page, reference
+    # The same page as the command writes.
+    out = tmp_path / "cli.html"
+    r = subprocess.run([sys.executable, "-m", "qkv", "explain", "I sat on the river bank",
+                        "--token", "bank", "--layer", "2", "--head", "5", "--html", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert out.read_text(encoding="utf-8") == page
+
+
+def test_repr_html_is_the_report_in_an_iframe(model):
+    x = model.explain("I sat on the river bank")
+    shown = x._repr_html_()
+    assert shown.startswith('<iframe srcdoc="') and shown.endswith("></iframe>")
+    srcdoc = shown[len('<iframe srcdoc="'):shown.index('" sandbox=')]
+    assert '"' not in srcdoc and "<" not in srcdoc  # escaped: the attribute cannot end early
+    assert html.unescape(srcdoc) == x.html()
+
+
+def test_explain_rejects_bad_input(model, animal):
+    with pytest.raises(TypeError) as e:
+        model.explain(["a list"])
+    assert one_line(e) == "text: list; expected str"
+    with pytest.raises(ValueError) as e:
+        model.explain("   ")
+    assert one_line(e).startswith("text is empty; expected a sentence")
+    with pytest.raises(ValueError) as e:
+        animal.html(layer=6)
+    assert one_line(e) == "layer 6 is out of range; this model has layers 0–5"
+    with pytest.raises(ValueError) as e:
+        animal.html(head=12)
+    assert one_line(e) == "head 12 is out of range; this model has heads 0–11"
+    with pytest.raises(FileNotFoundError) as e:
+        animal.html("/nonexistent-folder/x.html")
+    assert one_line(e) == "/nonexistent-folder/x.html: the folder /nonexistent-folder does " \
+                          "not exist; expected a path in an existing folder"
+    with pytest.raises(ValueError) as e:
+        animal.html(token="zebra")
+    assert one_line(e).startswith("token 'zebra' is not a token of the text; expected one of: ")
+
+
+# ---- train ----------------------------------------------------------------------------------
+
+TINY = dict(steps=30, layers=1, heads=2, d_model=16, batch_size=16, eval_every=10,
+            test_examples=50, target=2)
+
+
+def test_train_returns_a_summary_and_a_seed_reproduces_it():
+    heard = []
+    s = qkv.train("copy", seed=3, progress=heard.append, **TINY)
+    assert isinstance(s, qkv.TrainSummary)
+    assert (s.task, s.steps, s.test_examples, s.seed, s.path) == ("copy", 30, 50, 3, None)
+    assert [h["step"] for h in s.history] == [10, 20, 30]
+    assert all(0 <= h["accuracy"] <= 1 and h["loss"] > 0 for h in s.history)
+    assert 0 <= s.test_accuracy <= 1 and not s.stopped_early and s.reached_target is None
+    assert s.config == {"layers": 1, "heads": 2, "d_model": 16, "ffn_hidden": 64, "vocab": 23}
+    assert s.parameters > 0 and s.tokens > 0 and 0 < s.train_seconds <= s.seconds
+    # Wrong outputs are reported with what was expected (an untrained model makes many).
+    assert s.mistakes and all(m["output"] != m["target"] for m in s.mistakes)
+    # The progress callable heard every step, in order, evaluations where they ran.
+    assert [p.step for p in heard] == list(range(1, 31))
+    assert [p.step for p in heard if p.evaluated] == [10, 20, 30]
+    assert heard[-1].eval_accuracy == s.history[-1]["accuracy"]
+    # The same seed, the same numbers; another seed, others.
+    def numbers(summary):  # everything but the times
+        history = [{k: v for k, v in h.items() if k != "seconds"} for h in summary.history]
+        return history, summary.test_accuracy, summary.final_loss, summary.mistakes
+
+    again = qkv.train("copy", seed=3, **TINY)
+    assert numbers(again) == numbers(s)
+    other = qkv.train("copy", seed=4, **TINY)
+    assert other.final_loss != s.final_loss
+
+
+def test_train_saves_a_model_the_command_explains(tmp_path):
+    path = tmp_path / "copy.safetensors"
+    s = qkv.train("copy", save=path, **TINY)
+    assert s.path == str(path) and path.stat().st_size > 0
+    r = subprocess.run([sys.executable, "-m", "qkv", "explain", "--model", str(path), "--input",
+                        "abcd", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_an_exception_in_progress_stops_training():
+    def stop(p):
+        if p.step == 5:
+            raise KeyError("enough")
+
+    with pytest.raises(KeyError, match="enough"):
+        qkv.train("copy", progress=stop, **TINY)
+
+
+def test_ctrl_c_stops_training():
+    """_thread.interrupt_main() is Ctrl-C as Python sees it: a pending SIGINT, acted on only
+    where Python code runs or PyErr_CheckSignals is called. Training checks after every step,
+    without a progress callable too. The timer thread itself needs the GIL to fire, so this
+    also shows that training runs without it."""
+    import _thread
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    begin = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        qkv.train("copy", **{**TINY, "steps": 5000})  # about a minute, unless interrupted
+    elapsed = time.perf_counter() - begin
+    timer.join()
+    # Had the interrupt waited for training to end, it would have surfaced only after it.
+    assert elapsed < 5, f"stopped after {elapsed:.1f} s"
+
+
+def test_train_rejects_bad_arguments(tmp_path):
+    cases = [
+        (dict(task="nope"), ValueError, "unknown task 'nope'; expected one of reverse"),
+        (dict(task=3), TypeError, "task: int; expected str, one of reverse"),
+        (dict(steps=0), ValueError, "steps 0 is out of range; expected 1 to 10^8"),
+        (dict(d_model=30), ValueError, "d_model 30 is not divisible by heads 4; expected "),
+        (dict(lr=0), ValueError, "lr 0 is out of range; expected 0 < lr < 10"),
+        (dict(lr="fast"), TypeError, "lr: str; expected a number"),
+        (dict(layers=True), TypeError, "layers: bool; expected an int"),
+        (dict(save=tmp_path / "no" / "m.safetensors"), FileNotFoundError, "save: "),
+        (dict(progress=3), TypeError, "progress: int; expected a callable"),
+    ]
+    for kwargs, error, start in cases:
+        with pytest.raises(error) as e:
+            qkv.train(**{"task": "copy", **kwargs})
+        assert one_line(e).startswith(start), (kwargs, str(e.value))
+
+
+def test_tasks_and_experiment_names():
+    assert list(qkv.tasks()) == ["reverse", "sort", "copy", "dates", "lookup"]
+    assert all(qkv.tasks().values())
+    assert qkv.experiment_names() == ["tie-qk", "no-wv", "scale", "heads", "scores"]
+
+
+# ---- the decoder LLM -------------------------------------------------------------------------
+
+SMOL = os.path.join(SOURCE_DIR, "tests", "golden", "smollm2")
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return qkv.CausalLM()
+
+
+def test_causal_lm_tokens_match_the_transformers_goldens(lm):
+    with open(os.path.join(SMOL, "token_ids.json"), encoding="utf-8") as f:
+        for case in json.load(f)["cases"]:
+            assert lm.token_ids(case["text"]) == case["ids"], case["text"]
+    assert lm.tokenize("Hello world") == ["Hello", " world"]
+    assert repr(lm).startswith("qkv.CausalLM('SmolLM2-135M-Instruct': ")
+
+
+def test_causal_lm_explain_matches_transformers_attention(lm):
+    with open(os.path.join(SMOL, "forward.json"), encoding="utf-8") as f:
+        golden = json.load(f)["texts"][0]
+    x = lm.explain(golden["text"])
+    n = len(golden["ids"])
+    assert x.token_ids == golden["ids"] and x.causal
+    assert (x.layers, x.heads, x.kv_heads, x.head_dim) == (30, 9, 3, 64)
+    assert x.weights.shape == (30, 9, n, n) and x.k.shape == (30, 9, n, 64)
+    # tests/models/llama_test.cpp's bound against transformers: 1e-4.
+    for layer, heads in golden["attention"].items():
+        assert np.abs(x.weights[int(layer)] - np.array(heads)).max() <= 1e-4, layer
+    # Causal: a token sees itself and those before it, nothing after.
+    above = ~np.tril(np.ones((n, n), bool))
+    assert np.all(x.weights[..., above] == 0) and np.all(x.logits[..., above] == -np.inf)
+    # Query heads 0-2 share key/value head 0, repeated for each of them.
+    np.testing.assert_array_equal(x.k[:, 0], x.k[:, 2])
+    assert not np.array_equal(x.k[:, 2], x.k[:, 3])
+    q, k = x.q.astype(np.float64), x.k.astype(np.float64)
+    ref = softmax(np.where(above, -np.inf, q @ k.swapaxes(-1, -2) * x.scale))
+    assert np.all(np.abs(x.weights - ref) <= 2.0**-23 * ref)  # as for the encoder above
+    # The next token: transformers' most likely one at the last position.
+    best = golden["positions"][-1]["ids"][0]
+    assert x.next_tokens[0][0] == lm.token_text(best)
+    assert x.induction.shape == (30, 9) and x.hidden_states is None and x.embedding is None
+
+
+def test_causal_lm_generates_greedily(lm):
+    answer = lm.generate("What is the capital of France?", max_tokens=8)
+    assert "Paris" in answer and answer == lm.generate("What is the capital of France?", 8)
+    with pytest.raises(ValueError) as e:
+        lm.generate("x", temperature=-1)
+    assert one_line(e) == "temperature -1.0; expected a finite number ≥ 0"
+
+
+# ---- experiments ----------------------------------------------------------------------------
+
+def test_a_quick_experiment_returns_its_table():
+    heard = []
+    r = qkv.experiment("tie-qk", quick=True, progress=heard.append)
+    assert isinstance(r, qkv.ExperimentResult) and r.name == "tie-qk"
+    assert r.columns == ["projections", "test accuracy", "steps to 99%", "seconds"]
+    assert [row["projections"] for row in r.rows] == ["separate W_Q, W_K", "tied W_Q = W_K"]
+    for row in r.rows:
+        assert set(row) == set(r.columns)
+        assert 0 <= float(row["test accuracy"].rstrip("%")) <= 100
+    assert heard == ["separate W_Q, W_K (seed 1)", "tied W_Q = W_K (seed 1)"]
+    assert r.question and r.reading and r.seconds > 0
+    assert "separate W_Q, W_K" in str(r)
+
+
+def test_an_unknown_experiment_lists_the_known_ones():
+    with pytest.raises(ValueError) as e:
+        qkv.experiment("nope")
+    assert "tie-qk, no-wv, scale, heads, scores" in one_line(e)
+
+
+# ---- the docstrings -------------------------------------------------------------------------
+
+def test_docstring_examples_run():
+    import doctest
+    import qkv._models
+    import qkv._train
+    for module, least in ((qkv._models, 8), (qkv._train, 4)):
+        failures, tried = doctest.testmod(module)[:2]
+        assert tried >= least and failures == 0, module.__name__
+
+
+def test_the_type_stub_names_what_the_extension_has():
+    """python/qkv/_qkv.pyi is written by hand: every function, class and member of the
+    extension must be in it, with the same parameter names, and nothing else."""
+    import ast
+    import inspect
+    with open(os.path.join(SOURCE_DIR, "python", "qkv", "_qkv.pyi"), encoding="utf-8") as f:
+        stub = ast.parse(f.read())
+
+    def params(node):
+        return [a.arg for a in node.args.args if a.arg != "self"]
+
+    def signature_params(obj):
+        # nanobind writes each function's signature into its __doc__'s first line.
+        head = obj.__doc__.split("\n", 1)[0]
+        inside = head[head.index("(") + 1:head.rindex(") ->")]
+        names = [p.split(":")[0].strip() for p in inside.split(", ") if ":" in p]
+        return [n for n in names if n != "self"]
+
+    stubbed = {}
+    for node in stub.body:
+        if isinstance(node, ast.FunctionDef):
+            stubbed[node.name] = params(node)
+        elif isinstance(node, ast.ClassDef):
+            stubbed[node.name] = {m.name: params(m) for m in node.body
+                                  if isinstance(m, ast.FunctionDef)}
+    ext = qkv._qkv
+    public = {n for n in dir(ext) if not n.startswith("__")}
+    assert set(stubbed) == public
+    for name, entry in stubbed.items():
+        obj = getattr(ext, name)
+        if isinstance(entry, dict):
+            # (nanobind gives a class without a constructor an __init__ that refuses.)
+            members = {n for n in vars(obj) if not n.startswith("_")}
+            assert set(entry) - {"__init__"} == members, name
+            for member, names in entry.items():
+                m = getattr(obj, member)
+                if not isinstance(m, property):
+                    assert names == signature_params(m), f"{name}.{member}"
+        else:
+            assert entry == signature_params(obj), name
+            assert inspect.isbuiltin(obj) or callable(obj)
