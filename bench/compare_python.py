@@ -6,10 +6,11 @@ Python on the same arrays (torch.from_numpy shares the NumPy memory) with the sa
 
 What a Python user sees: each call's whole cost — argument checks, the kernel, the result array —
 not the kernel alone (that is `qkv bench attention` and compare_torch.py). The cases are qkv's own
-(`python -m qkv bench attention --list --json`), float32, forward and backward (qkv: one
-qkv.attention_backward call; torch: out.backward(dout) after an untimed forward with
-requires_grad). Before timing, each case checks that both agree: max |qkv − torch| within 1e-4 of
-max |torch| (float32, two different summation orders). A warm-up, then the median of --repeats.
+(`python -m qkv bench attention --list --json`), float32, forward and backward, each backward
+alone after an untimed forward (torch: out.backward(dout) after a forward with requires_grad;
+qkv: qkv.attention_backward given qkv.attention's SavedForward, keep_for_backward=True).
+Before timing, each case checks that both agree: max |qkv − torch| within 1e-4 of max |torch|
+(float32, two different summation orders). A warm-up, then the median of --repeats.
 The ratio is torch's time over qkv's: > 1 means qkv is faster.
 
 Needs the qkv package (pip install ., or PYTHONPATH=build/python) and torch: run it with the venv of
@@ -90,8 +91,12 @@ def main():
             with torch.inference_mode():
                 return F.scaled_dot_product_attention(tq, tk, tv, **kw)
 
+        # Both backwards are timed alone, given their forward's saved state: qkv's SavedForward
+        # (keep_for_backward), torch's autograd graph.
+        _, saved = qkv.attention(q, k, v, keep_for_backward=True, **kw)
+
         def qkv_bwd():
-            return qkv.attention_backward(dout, q, k, v, **kw)
+            return qkv.attention_backward(dout, q, k, v, saved=saved, **kw)
 
         def torch_bwd():
             a, b_, c_ = (t.detach().requires_grad_() for t in (tq, tk, tv))

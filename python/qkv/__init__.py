@@ -14,12 +14,12 @@ qkv.CausalLM runs and explains a decoder LLM (SmolLM2). qkv.train and qkv.experi
 transformers on toy tasks and return their results. `python -m qkv` is the qkv command.
 """
 
-from ._attention import AttentionGrads, attention, attention_backward
+from ._attention import AttentionGrads, SavedForward, attention, attention_backward
 from ._models import CausalLM, Explanation, Model
 from ._train import (ExperimentResult, TrainProgress, TrainSummary, experiment,
                      experiment_names, tasks, train)
 
 __version__ = "0.1.0"
-__all__ = ["attention", "attention_backward", "AttentionGrads", "Model", "CausalLM",
-           "Explanation", "train", "TrainSummary", "TrainProgress", "tasks", "experiment",
-           "ExperimentResult", "experiment_names"]
+__all__ = ["attention", "attention_backward", "AttentionGrads", "SavedForward", "Model",
+           "CausalLM", "Explanation", "train", "TrainSummary", "TrainProgress", "tasks",
+           "experiment", "ExperimentResult", "experiment_names"]

@@ -59,8 +59,8 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
               scale: Optional[float] = None, enable_gqa: bool = False, *,
               score: str = "scaled_dot", causal_alignment: str = "top_left",
               normalize: str = "softmax", params: Optional[Dict[str, np.ndarray]] = None,
-              need_weights: bool = False, path: str = "auto"
-              ) -> Union[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+              need_weights: bool = False, path: str = "auto", keep_for_backward: bool = False
+              ) -> Union[np.ndarray, tuple]:
     """Attention of `query` over `key` and `value`: softmax(scale·score(Q, K) + mask)·V.
 
     The arguments PyTorch's torch.nn.functional.scaled_dot_product_attention has mean what they
@@ -74,7 +74,10 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     Beyond PyTorch: score — "scaled_dot" (the default), "dot", "general" (params w), "additive"
     (params w_q, w_k, v: Bahdanau), "laplace", "cosine", "uniform"; causal_alignment="bottom_right"
     (the last query sees every key, as with a KV cache); normalize="none" (the scaled scores as
-    weights); need_weights=True returns (out, weights) with the weights (N, H, L, S).
+    weights); need_weights=True returns (out, weights) with the weights (N, H, L, S);
+    keep_for_backward=True returns (out, saved) (or (out, weights, saved)), where `saved` lets
+    attention_backward(..., saved=saved) skip the forward pass it would otherwise run again, as
+    PyTorch keeps what its backward needs from the forward.
 
     Arrays are read where they lie (no copy for float32/float64 arrays of any non-negative
     strides); results are new NumPy arrays of the inputs' dtype. The computation runs on qkv's
@@ -93,9 +96,22 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     q, k, v, mask, causal, scale, score, p = _prepare(query, key, value, attn_mask, is_causal,
                                                       scale, enable_gqa, score,
                                                       causal_alignment, params)
-    out, weights = _qkv.attention(q, k, v, mask, causal, scale, score, normalize, p,
-                                  need_weights, path)
-    return (out, weights) if need_weights else out
+    out, weights, saved_max, saved_sum = _qkv.attention(q, k, v, mask, causal, scale, score,
+                                                        normalize, p, need_weights, path,
+                                                        keep_for_backward)
+    result = (out, weights) if need_weights else (out,)
+    if keep_for_backward:
+        result += (SavedForward(out, saved_max, saved_sum),)
+    return result if len(result) > 1 else out
+
+
+class SavedForward(NamedTuple):
+    """What qkv.attention(..., keep_for_backward=True) keeps for qkv.attention_backward: the
+    output and, where the fused float32 kernel ran, each row's softmax as it formed it (max and
+    sum; None on the float64 reference path, whose backward runs the forward again)."""
+    out: np.ndarray
+    max: Optional[np.ndarray]
+    sum: Optional[np.ndarray]
 
 
 class AttentionGrads(NamedTuple):
@@ -111,10 +127,13 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
                        scale: Optional[float] = None, enable_gqa: bool = False, *,
                        score: str = "scaled_dot", causal_alignment: str = "top_left",
                        normalize: str = "softmax",
-                       params: Optional[Dict[str, np.ndarray]] = None) -> AttentionGrads:
+                       params: Optional[Dict[str, np.ndarray]] = None,
+                       saved: Optional[SavedForward] = None) -> AttentionGrads:
     """Gradients of a loss through qkv.attention, given grad_out = ∂loss/∂out (the output's
     shape): AttentionGrads(dq, dk, dv, dparams, dscale), each the shape and dtype of what it
-    differentiates. The arguments are qkv.attention's.
+    differentiates. The arguments are qkv.attention's; `saved`, from qkv.attention(...,
+    keep_for_backward=True) on the same inputs, spares the forward pass the backward would
+    otherwise run again (the same bits either way).
 
     >>> import numpy as np, qkv
     >>> rng = np.random.default_rng(0)
@@ -127,5 +146,9 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
                                                       scale, enable_gqa, score,
                                                       causal_alignment, params)
     dout = _array(grad_out, "grad_out")
+    if saved is not None and not isinstance(saved, SavedForward):
+        raise TypeError(f"saved: {type(saved).__name__}; expected the SavedForward that "
+                        "qkv.attention(..., keep_for_backward=True) returned")
+    out, saved_max, saved_sum = saved if saved is not None else (None, None, None)
     return AttentionGrads(*_qkv.attention_backward(dout, q, k, v, mask, causal, scale, score,
-                                                   normalize, p))
+                                                   normalize, p, out, saved_max, saved_sum))

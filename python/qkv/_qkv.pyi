@@ -11,11 +11,15 @@ from numpy.typing import NDArray
 
 def attention(q: NDArray[Any], k: NDArray[Any], v: NDArray[Any], mask: Optional[NDArray[Any]],
               causal: str, scale: Optional[float], score: str, normalize: str,
-              params: Dict[str, NDArray[Any]], need_weights: bool,
-              path: str) -> Tuple[NDArray[Any], Optional[NDArray[Any]]]: ...
+              params: Dict[str, NDArray[Any]], need_weights: bool, path: str,
+              keep_for_backward: bool
+              ) -> Tuple[NDArray[Any], Optional[NDArray[Any]], Optional[NDArray[Any]],
+                         Optional[NDArray[Any]]]: ...
 def attention_backward(dout: NDArray[Any], q: NDArray[Any], k: NDArray[Any], v: NDArray[Any],
                        mask: Optional[NDArray[Any]], causal: str, scale: Optional[float],
-                       score: str, normalize: str, params: Dict[str, NDArray[Any]]
+                       score: str, normalize: str, params: Dict[str, NDArray[Any]],
+                       out: Optional[NDArray[Any]], saved_max: Optional[NDArray[Any]],
+                       saved_sum: Optional[NDArray[Any]]
                        ) -> Tuple[NDArray[Any], NDArray[Any], NDArray[Any],
                                   Dict[str, NDArray[Any]], float]: ...
 def _view_of(a: NDArray[Any]) -> Tuple[int, List[int], List[int]]: ...

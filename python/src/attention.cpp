@@ -83,40 +83,50 @@ void bind_attention(nb::module_& m) {
       [](const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
          const std::string& causal, std::optional<double> scale, const std::string& score,
          const std::string& normalize, const nb::dict& params, bool need_weights,
-         const std::string& path) {
+         const std::string& path, bool keep_for_backward) {
         Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
         c.options.need_weights = need_weights;
+        c.options.keep_for_backward = keep_for_backward;
         c.options.path = parse(parse_path(path), "path", path, "auto, reference, fused");
         AttentionResult r;
         {
           nb::gil_scoped_release release;
           r = attention(c.q, c.k, c.v, c.options);
         }
-        return nb::make_tuple(array_of(r.out), array_of(r.weights));
+        return nb::make_tuple(array_of(r.out), array_of(r.weights), array_of(r.saved_max),
+                              array_of(r.saved_sum));
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(), nb::arg("causal"),
       nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"), nb::arg("params"),
-      nb::arg("need_weights"), nb::arg("path"),
-      "qkv::attention: (out, weights or None). Called by qkv.attention.");
+      nb::arg("need_weights"), nb::arg("path"), nb::arg("keep_for_backward"),
+      "qkv::attention: (out, weights or None, saved_max or None, saved_sum or None). Called by "
+      "qkv.attention.");
 
   m.def(
       "attention_backward",
       [](const Array& dout, const Array& q, const Array& k, const Array& v,
          const std::optional<Array>& mask, const std::string& causal, std::optional<double> scale,
-         const std::string& score, const std::string& normalize, const nb::dict& params) {
+         const std::string& score, const std::string& normalize, const nb::dict& params,
+         const std::optional<Array>& out, const std::optional<Array>& saved_max,
+         const std::optional<Array>& saved_sum) {
         Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
         const Tensor d = tensor_of(dout, "grad_out");
+        AttentionResult forward;  // qkv.attention(..., keep_for_backward=True)'s, if given
+        if (out) forward.out = tensor_of(*out, "saved.out");
+        if (saved_max) forward.saved_max = tensor_of(*saved_max, "saved.max");
+        if (saved_sum) forward.saved_sum = tensor_of(*saved_sum, "saved.sum");
         AttentionGrads g;
         {
           nb::gil_scoped_release release;
-          g = attention_backward(d, c.q, c.k, c.v, c.options);
+          g = attention_backward(d, c.q, c.k, c.v, forward, c.options);
         }
         return nb::make_tuple(array_of(g.dq), array_of(g.dk), array_of(g.dv), params_of(g.dparams),
                               g.dscale);
       },
       nb::arg("dout"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(),
       nb::arg("causal"), nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"),
-      nb::arg("params"),
+      nb::arg("params"), nb::arg("out").none(), nb::arg("saved_max").none(),
+      nb::arg("saved_sum").none(),
       "qkv::attention_backward: (dq, dk, dv, dparams, dscale). Called by "
       "qkv.attention_backward.");
 

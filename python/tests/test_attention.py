@@ -242,6 +242,30 @@ def test_backward_rejects_a_wrong_gradient():
     assert np.abs(wrong - numeric).max() > 1e-7 * np.abs(numeric).max()
 
 
+def test_backward_from_the_saved_forward_is_the_same_bits():
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 4, 33, 16)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 40, 16)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 40, 8)).astype(np.float32)
+    dout = rng.standard_normal((2, 4, 33, 8)).astype(np.float32)
+    kw = dict(is_causal=True, causal_alignment="bottom_right", enable_gqa=True)
+    out, saved = qkv.attention(q, k, v, keep_for_backward=True, **kw)
+    assert isinstance(saved, qkv.SavedForward) and saved.max.shape == (2, 4, 33)
+    np.testing.assert_array_equal(out, qkv.attention(q, k, v, **kw))
+    again = qkv.attention_backward(dout, q, k, v, **kw)
+    kept = qkv.attention_backward(dout, q, k, v, saved=saved, **kw)
+    for name in ("dq", "dk", "dv"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(again, name), err_msg=name)
+    # float64 runs the reference path: nothing saved, and the backward runs the forward again.
+    out64, saved64 = qkv.attention(q.astype(np.float64), k.astype(np.float64),
+                                   v.astype(np.float64), keep_for_backward=True, **kw)
+    assert saved64.max is None and saved64.sum is None
+    with pytest.raises(ValueError, match=r"the forward's out is \[2, 4, 33, 8\]"):
+        qkv.attention_backward(dout[:, :, :5], q[:, :, :5], k, v, saved=saved, **kw)
+    with pytest.raises(TypeError, match="saved: tuple; expected the SavedForward"):
+        qkv.attention_backward(dout, q, k, v, saved=(out, None, None), **kw)
+
+
 def test_backward_shapes_and_dscale():
     rng = np.random.default_rng(6)
     q = rng.standard_normal((2, 4, 5, 8)).astype(np.float32)

@@ -105,6 +105,23 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const AttentionResult& forward,
+                                  const AttentionOptions& options) {
+  const bool saved = forward.saved_max.defined() || forward.saved_sum.defined();
+  if (!saved) return attention_backward(dout, q, k, v, options);
+  const Dims dims = attention_detail::check_inputs(q, k, v, options);
+  const Shape out_shape = result_shape(dims, 3, {dims.Dv});
+  if (!dout.defined() || dout.dtype() == DType::b8 || dout.shape() != out_shape)
+    throw Error("dout has shape " + (dout.defined() ? shape_str(dout.shape()) : "none") +
+                "; expected a float tensor shaped like the output, " + shape_str(out_shape));
+  if (attention_detail::choose_path(q, k, v, options) != Path::fused)
+    throw Error(
+        "attention_backward: the forward saved the fused path's softmax, but these "
+        "options take the reference path; expected the forward's own options");
+  return attention_detail::fused_attention_backward(dout, q, k, v, options, dims, &forward);
+}
+
+AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionOptions& options) {
   const Dims dims = attention_detail::check_inputs(q, k, v, options);
   const Shape out_shape = result_shape(dims, 3, {dims.Dv});

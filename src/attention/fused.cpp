@@ -102,18 +102,47 @@ AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& 
   AttentionResult r;
   r.out = Tensor(leading(d, {d.Dv}), DType::f32);
   Tensor lse(leading(d, {}), DType::f32);
-  cpu::flash_forward(p.problem, r.out.data<float>(), lse.data<float>(), p.threads);
+  cpu::SoftmaxStats stats;
+  if (o.keep_for_backward) {
+    r.saved_max = Tensor(leading(d, {}), DType::f32);
+    r.saved_sum = Tensor(leading(d, {}), DType::f32);
+    stats = {r.saved_max.data<float>(), r.saved_sum.data<float>()};
+  }
+  cpu::flash_forward(p.problem, r.out.data<float>(), lse.data<float>(), p.threads, stats);
   if (o.need_logsumexp) r.logsumexp = lse;
   return r;
 }
 
 AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                        const Tensor& v, const AttentionOptions& o, const Dims& d) {
+                                        const Tensor& v, const AttentionOptions& o, const Dims& d,
+                                        const AttentionResult* forward) {
   const Prepared p = prepare(q, k, v, o, d);
-  Tensor out(leading(d, {d.Dv}), DType::f32);
-  Tensor row_max(leading(d, {}), DType::f32), row_sum(leading(d, {}), DType::f32);
+  Tensor out, row_max, row_sum;
+  if (forward != nullptr) {
+    const Shape rows = leading(d, {}), outs = leading(d, {d.Dv});
+    auto fits = [](const Tensor& t, const Shape& shape) {
+      return t.defined() && t.dtype() == DType::f32 && t.shape() == shape;
+    };
+    if (!fits(forward->out, outs) || !fits(forward->saved_max, rows) ||
+        !fits(forward->saved_sum, rows))
+      throw Error("attention_backward: the forward's out is " +
+                  (forward->out.defined() ? shape_str(forward->out.shape()) : "none") +
+                  " and its saved softmax " +
+                  (forward->saved_max.defined() ? shape_str(forward->saved_max.shape()) : "none") +
+                  "; expected float32 " + shape_str(outs) + " and " + shape_str(rows) +
+                  ", as attention() returns them for these inputs");
+    out = forward->out.contiguous();
+    row_max = forward->saved_max.contiguous();
+    row_sum = forward->saved_sum.contiguous();
+  } else {
+    out = Tensor(leading(d, {d.Dv}), DType::f32);
+    row_max = Tensor(leading(d, {}), DType::f32);
+    row_sum = Tensor(leading(d, {}), DType::f32);
+  }
+  // The kernels take the statistics as writable pointers; with `forward` they only read them.
   const cpu::SoftmaxStats stats{row_max.data<float>(), row_sum.data<float>()};
-  cpu::flash_forward(p.problem, out.data<float>(), nullptr, p.threads, stats);
+  if (forward == nullptr)
+    cpu::flash_forward(p.problem, out.data<float>(), nullptr, p.threads, stats);
   const Tensor dout32 = dout.to(DType::f32);
   AttentionGrads g;
   g.dq = Tensor(q.shape(), DType::f32);

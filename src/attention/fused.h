@@ -17,8 +17,10 @@ Path choose_path(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 
 AttentionResult fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const AttentionOptions& options, const Dims& dims);
+// With `forward` (its out, saved_max and saved_sum checked for shape), the forward pass is not run
+// again; null runs it.
 AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const AttentionOptions& options,
-                                        const Dims& dims);
+                                        const Dims& dims, const AttentionResult* forward = nullptr);
 
 }  // namespace qkv::attention_detail
