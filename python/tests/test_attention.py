@@ -5,13 +5,13 @@ read in place; bad arguments as exceptions; the GIL released while the kernels r
 
 import math
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import qkv
 from conftest import attend_numpy as ref
+from conftest import python_runs_during
 
 SCORES = ["scaled_dot", "dot", "general", "additive", "laplace", "cosine", "uniform"]
 
@@ -361,36 +361,13 @@ def test_overflow_is_nan_not_a_silent_number():
 
 def test_the_gil_is_released_while_the_kernels_run():
     """While one thread is inside qkv.attention (the float64 reference path: slow, ~0.1 s), a
-    second thread keeps running Python: it notes the time every 1,000 iterations of a loop.
-    Were the GIL held for the call, no note could fall inside it after the first switch interval
-    (5 ms) at most."""
-    rng = np.random.default_rng(9)
-    q = rng.standard_normal((1, 4, 384, 64))
-    stop = threading.Event()
-    notes = []
-
-    def counter():
-        n = 0
-        while not stop.is_set():
-            n += 1
-            if n % 1000 == 0:
-                notes.append(time.perf_counter())
-
-    t = threading.Thread(target=counter)
-    t.start()
-    time.sleep(0.02)  # the counter is running
-    begin = time.perf_counter()
-    qkv.attention(q, q, q, path="reference")
-    end = time.perf_counter()
-    stop.set()
-    t.join()
-    assert end - begin > 0.03, f"the call took {end - begin:.3f} s: too short to tell"
-    # The first half of the call: `end` is only read once this thread has the GIL back, which
-    # the counter may keep for a switch interval, so the call's last moments are not looked at.
-    during = [x for x in notes if begin + 0.01 < x < begin + (end - begin) / 2]
+    second keeps running Python (conftest.python_runs_during)."""
+    q = np.random.default_rng(9).standard_normal((1, 4, 384, 64))
+    notes, seconds = python_runs_during(lambda: qkv.attention(q, q, q, path="reference"))
+    assert seconds > 0.03, f"the call took {seconds:.3f} s: too short to tell"
     # A loop of 1,000 iterations takes well under a millisecond: free, the counter notes the
     # time dozens of times in that span; blocked by a held GIL, not once.
-    assert len(during) >= 10, f"{len(during)} notes in a call of {end - begin:.3f} s"
+    assert notes >= 10, f"{notes} notes in a call of {seconds:.3f} s"
 
 
 def test_two_threads_compute_at_once_with_correct_results():

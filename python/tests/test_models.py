@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import qkv
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, python_runs_during
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "minilm")
 
@@ -132,27 +132,9 @@ def test_encode_rejects_what_is_not_text(model):
 def test_the_gil_is_released_while_encoding(model, texts):
     """As test_attention.py's GIL test: a second thread keeps counting while encode runs."""
     batch = texts[:20] * 2  # about 0.3 s
-    stop = threading.Event()
-    notes = []
-
-    def counter():
-        n = 0
-        while not stop.is_set():
-            n += 1
-            if n % 1000 == 0:
-                notes.append(time.perf_counter())
-
-    t = threading.Thread(target=counter)
-    t.start()
-    time.sleep(0.02)
-    begin = time.perf_counter()
-    model.encode(batch)
-    end = time.perf_counter()
-    stop.set()
-    t.join()
-    assert end - begin > 0.03, f"encode took {end - begin:.3f} s: too short to tell"
-    during = [x for x in notes if begin + 0.01 < x < begin + (end - begin) / 2]
-    assert len(during) >= 10, f"{len(during)} notes in a call of {end - begin:.3f} s"
+    notes, seconds = python_runs_during(lambda: model.encode(batch))
+    assert seconds > 0.03, f"encode took {seconds:.3f} s: too short to tell"
+    assert notes >= 10, f"{notes} notes in a call of {seconds:.3f} s"
 
 
 # ---- the model and its tokenizer --------------------------------------------------------------
