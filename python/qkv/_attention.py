@@ -1,7 +1,7 @@
 """qkv.attention and qkv.attention_backward: PyTorch's scaled_dot_product_attention conventions on
 NumPy arrays, computed by qkv's C++ kernels."""
 
-from typing import Dict, NamedTuple, Optional, Tuple, Union
+from typing import Dict, NamedTuple, Optional, Union
 
 import numpy as np
 
