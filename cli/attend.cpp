@@ -1,10 +1,13 @@
 // `qkv attend`: load or pick the inputs, run the reference attention, show or write the results.
 #include "attend.h"
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <string_view>
 #include <tuple>
 
 #include "examples.h"
@@ -230,19 +233,23 @@ bool same_inputs(const explain::AttentionCall& a, const explain::AttentionCall& 
   return same_values(a.q, b.q) && same_values(a.k, b.k) && same_values(a.v, b.v);
 }
 
+// The options a run of --example uses; the others are usage errors there.
+constexpr std::array<std::string_view, 4> kExampleTakes = {"--example", "--json", "--html",
+                                                           "--digits"};
+
 int run_example(const AttendArgs& a) {
+  // An example fixes its own inputs, score, scale, mask and normalization and is always shown
+  // step by step, so everything but the views (--json, --html, --digits) would be ignored.
+  for (const std::string& option : a.given)
+    if (std::find(kExampleTakes.begin(), kExampleTakes.end(), option) == kExampleTakes.end())
+      usage("--example " + a.example + " cannot honour " + option +
+            " (an example sets its own inputs and options); expected --example NAME with only "
+            "--json, --html or --digits");
   if (a.example == "list") {
     for (const Example& e : examples())
       std::cout << pad_right(e.name, 10) << "  " << e.title << "\n";
     return 0;
   }
-  const bool other_inputs = !a.query.empty() || !a.keys.empty() || !a.values.empty() ||
-                            !a.mask.empty() || !a.params.empty() || !a.out.empty() ||
-                            !a.weights.empty() || !a.lse.empty();
-  if (other_inputs)
-    usage(
-        "--example cannot be combined with input or output files; expected --example NAME "
-        "alone (with --json or --digits)");
   const Example& e = find_example(a.example);
   check_outputs({{"--html", a.html}});
   const explain::StepOptions ro{.digits = a.digits, .top = a.top};
@@ -335,6 +342,11 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
                   "most memory the L×S matrices of --weights, --json and --html may take "
                   "(default: half the machine's memory)")
       ->type_name("SIZE");
+  cmd->parse_complete_callback([cmd, &a] {
+    a.given.clear();
+    for (const CLI::Option* option : cmd->get_options())
+      if (option->count() > 0) a.given.push_back(option->get_name());
+  });
   return cmd;
 }
 
