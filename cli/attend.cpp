@@ -344,7 +344,9 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
   cmd->add_option("--html", a.html,
                   "also write one self-contained HTML report: heatmap, lines, step view (offline)")
       ->type_name("FILE");
-  cmd->add_option("--example", a.example, "a built-in worked example, or 'list'")
+  cmd->add_option("--example", a.example,
+                  "a built-in worked example (phonebook, search, pronoun, bank, laplace, lsi, "
+                  "recommend), or 'list'; takes only --json, --html and --digits besides")
       ->type_name("NAME");
   cmd->add_option("--digits", a.digits, "decimals in printed numbers (0 to 12)")
       ->type_name("N")

@@ -595,10 +595,11 @@ TEST(QkvCli, AttendHelpShowsAnExample) {
   EXPECT_THAT(r.out, AllOf(HasSubstr("--query"), HasSubstr("--score"), HasSubstr("--causal")));
 }
 
-TEST(QkvCli, ExampleListNamesTheFiveExamples) {
+TEST(QkvCli, ExampleListNamesTheSevenExamples) {
   const CliResult r = run_qkv({"attend", "--example", "list"});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
-  for (const char* name : {"phonebook", "search", "pronoun", "bank", "laplace"})
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7) << r.describe();
+  for (const char* name : {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend"})
     EXPECT_THAT(r.out, HasSubstr(name)) << r.describe();
 }
 
@@ -611,7 +612,8 @@ TEST(QkvCli, PhonebookExampleExplainsSoftmaxAndOut) {
 }
 
 TEST(QkvCli, EveryExampleRuns) {
-  for (const char* name : {"phonebook", "search", "pronoun", "bank", "laplace"}) {
+  for (const char* name :
+       {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend"}) {
     const CliResult r = run_qkv({"attend", "--example", name});
     EXPECT_EQ(r.exit_code, 0) << r.describe();
     EXPECT_FALSE(r.out.empty()) << r.describe();

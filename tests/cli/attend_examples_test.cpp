@@ -1,6 +1,6 @@
-// tests/cli/attend_examples_test.cpp — the worked example `qkv attend --example lsi`, checked
-// against numbers worked out here from their inputs (restated below) or, for the SVD, by NumPy in
-// examples/attend/make_lsi.py — never copied from qkv's output.
+// tests/cli/attend_examples_test.cpp — the worked examples `qkv attend --example lsi` and
+// `--example recommend`, checked against numbers worked out here from their inputs (restated
+// below) or, for the SVD, by NumPy in examples/attend/make_lsi.py — never copied from qkv's output.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -109,6 +109,64 @@ TEST(AttendExamples, LsiTextShowsTheReading) {
   EXPECT_THAT(r.out, HasSubstr("W_Q = W_K = V_k"));
   EXPECT_THAT(r.out, HasSubstr("Run 3 of 3"));
   EXPECT_THAT(r.out, HasSubstr("0.99"));
+}
+
+// ---- recommend: DIN's target item against the history, softmax and raw scores
+
+constexpr std::array<std::array<double, 4>, 2> kTargets = {{{0.9, 0.3, 0, 0.5}, {0, 0, 1, 0.4}}};
+constexpr std::array<std::array<double, 4>, 5> kHistory = {
+    {{1, 0, 0, 0}, {0.9, 0.2, 0, 0}, {0.8, 0.3, 0, 0}, {0, 1, 0, 0}, {0.4, 0, 0, 0.9}}};
+
+// weights[i][j] for normalize softmax (or none) of the dot products, and out = weights · history.
+void expected(bool softmax, std::vector<double>& weights, std::vector<double>& out) {
+  weights.assign(10, 0), out.assign(8, 0);
+  for (int i = 0; i < 2; ++i) {
+    double sum = 0;
+    for (int j = 0; j < 5; ++j) {
+      double dot = 0;
+      for (int d = 0; d < 4; ++d) dot += kTargets[i][d] * kHistory[j][d];
+      weights[i * 5 + j] = softmax ? std::exp(dot) : dot;
+      sum += weights[i * 5 + j];
+    }
+    for (int j = 0; j < 5; ++j) {
+      if (softmax) weights[i * 5 + j] /= sum;
+      for (int d = 0; d < 4; ++d) out[i * 4 + d] += weights[i * 5 + j] * kHistory[j][d];
+    }
+  }
+}
+
+TEST(AttendExamples, RecommendSoftmaxAndRawScoresSideBySide) {
+  const nlohmann::json runs = example_json("recommend").at("runs");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].at("normalize"), "softmax");
+  EXPECT_EQ(runs[1].at("normalize"), "none");
+  for (int run = 0; run < 2; ++run) {
+    std::vector<double> weights, out;
+    expected(run == 0, weights, out);
+    const std::vector<double> got_w = numbers(runs[run].at("weights"));
+    const std::vector<double> got_out = numbers(runs[run].at("out"));
+    ASSERT_EQ(got_w.size(), weights.size());
+    ASSERT_EQ(got_out.size(), out.size());
+    for (std::size_t i = 0; i < weights.size(); ++i) EXPECT_NEAR(got_w[i], weights[i], 1e-12);
+    for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(got_out[i], out[i], 1e-12);
+  }
+  // The point of the example: softmax gives ChefsTable, which matches only Cosmos (0.36), an
+  // almost even blend (1 / (4 + e^0.36) = 0.184 per unmatched item); raw scores sum to 3.69 for
+  // Interstellar and 0.36 for ChefsTable.
+  const std::vector<double> soft = numbers(runs[0].at("weights"));
+  EXPECT_NEAR(soft[5], 1 / (4 + std::exp(0.36)), 1e-12);
+  const std::vector<double> raw = numbers(runs[1].at("weights"));
+  double interstellar = 0, chefs_table = 0;
+  for (int j = 0; j < 5; ++j) interstellar += raw[j], chefs_table += raw[5 + j];
+  EXPECT_NEAR(interstellar, 3.69, 1e-12);
+  EXPECT_NEAR(chefs_table, 0.36, 1e-12);
+}
+
+TEST(AttendExamples, RecommendTextShowsTheReading) {
+  const CliResult r = run_qkv({"attend", "--example", "recommend"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("DIN drops the softmax"));
+  EXPECT_THAT(r.out, HasSubstr("Run 2 of 2: normalize none"));
 }
 
 }  // namespace
