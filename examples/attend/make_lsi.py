@@ -9,9 +9,12 @@ similarity there is attention's cosine score with W_Q = W_K = V_k S_k^-1. The SV
 with NumPy, so the C++ side needs no linear algebra: it reads W from the JSON.
 
 Run from the repository root: /usr/bin/python3 examples/attend/make_lsi.py
+With --check it writes nothing and exits 1 when lsi.json differs from what it would write (a ctest,
+golden.lsi_example_is_current, so that the JSON cannot drift from the SVD that explains it).
 """
 import json
 import pathlib
+import sys
 
 import numpy as np
 
@@ -107,7 +110,23 @@ example = {
 }
 
 path = pathlib.Path(__file__).with_name("lsi.json")
-path.write_text(json.dumps(example, indent=2, ensure_ascii=False) + "\n")
+text = json.dumps(example, indent=2, ensure_ascii=False) + "\n"
+if "--check" in sys.argv[1:]:
+    # Equal up to float rounding: another LAPACK may differ in the last bits of the SVD.
+    def close(a, b):
+        if isinstance(a, float) or isinstance(b, float):
+            return abs(a - b) <= 1e-12 * max(1.0, abs(a))
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+        return a == b
+
+    if not close(json.loads(path.read_text()), example):
+        sys.exit(f"{path} is out of date; expected what make_lsi.py writes (run it to regenerate)")
+    print(f"{path.name} is current")
+    sys.exit(0)
+path.write_text(text)
 
 np.set_printoptions(precision=6, suppress=True)
 print("singular values", s)
