@@ -345,8 +345,8 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
                   "also write one self-contained HTML report: heatmap, lines, step view (offline)")
       ->type_name("FILE");
   cmd->add_option("--example", a.example,
-                  "a built-in worked example (phonebook, search, pronoun, bank, laplace, lsi, "
-                  "recommend), or 'list'; takes only --json, --html and --digits besides")
+                  "a built-in worked example such as phonebook, lsi or recommend, or 'list' for "
+                  "all seven; only --json, --html and --digits apply with it")
       ->type_name("NAME");
   cmd->add_option("--digits", a.digits, "decimals in printed numbers (0 to 12)")
       ->type_name("N")
