@@ -1,13 +1,17 @@
 // `qkv attend`: load or pick the inputs, run the reference attention, show or write the results.
 #include "attend.h"
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <string_view>
 #include <tuple>
 
 #include "examples.h"
+#include "inline_matrix.h"
 #include "memory.h"
 #include "options.h"
 #include "qkv/explain.h"
@@ -21,11 +25,14 @@ namespace {
 
 constexpr const char* kFooter =
     "Small inputs (one head, ≤ 16 queries and keys) are shown step by step; larger ones are\n"
-    "summarized. Inputs are .npy files shaped [B, H, L, D], [H, L, D] or [L, D].\n\n"
+    "summarized. Inputs are .npy files shaped [B, H, L, D], [H, L, D] or [L, D], or small\n"
+    "matrices typed inline as JSON rows (an argument starting with '['; at most 64 KiB).\n\n"
     "Examples:\n"
     "  qkv attend --example phonebook\n"
     "  qkv attend --example list\n"
     "  qkv attend --query Q.npy --keys K.npy --values V.npy --causal top-left --out O.npy\n"
+    "  qkv attend --query \"[[1,0],[0,1]]\" --keys \"[[1,0],[0,1],[1,1]]\" \\\n"
+    "             --values \"[[1],[2],[3]]\"\n"
     "  qkv attend --query Q.npy --keys K.npy --values V.npy --score additive \\\n"
     "             --params Wq.npy Wk.npy v.npy --json\n";
 
@@ -40,8 +47,11 @@ void write_all(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
                 << " KB, self-contained: open it in any browser, offline)\n";
 }
 
-// Reads a .npy given by an option; errors name the option as well as the file.
-Tensor read_input(const std::string& option, const std::string& path) {
+// Reads a .npy given by an option, or parses an inline matrix ("[[1, 0], [0, 1]]"); errors name
+// the option as well as the file.
+Tensor read_input(const std::string& option, const std::string& path,
+                  InlineUse use = InlineUse::tensor) {
+  if (is_inline_matrix(path)) return parse_inline_matrix(option, path, use);
   try {
     return read_npy(path);
   } catch (const Error& e) {
@@ -85,19 +95,19 @@ void read_params(const AttendArgs& a, explain::AttentionCall& c) {
     usage("--score " + a.score + " needs --params " + expected + " (" + std::to_string(wanted) +
           " file" + (wanted > 1 ? "s" : "") + "); got " + std::to_string(a.params.size()));
   ScoreParams& p = c.options.params;
-  if (score == Score::general) p.w = read_input("--params", a.params[0]);
+  if (score == Score::general) p.w = read_input("--params", a.params[0], InlineUse::param);
   if (score == Score::additive) {
-    p.w_q = read_input("--params", a.params[0]);
-    p.w_k = read_input("--params", a.params[1]);
-    p.v = read_input("--params", a.params[2]);
+    p.w_q = read_input("--params", a.params[0], InlineUse::param);
+    p.w_k = read_input("--params", a.params[1], InlineUse::param);
+    p.v = read_input("--params", a.params[2], InlineUse::param);
   }
 }
 
 explain::AttentionCall case_from_files(const AttendArgs& a) {
   if (a.query.empty() || a.keys.empty() || a.values.empty())
     usage(
-        "expected --query, --keys and --values (.npy files), or --example NAME; see qkv attend "
-        "--help");
+        "expected --query, --keys and --values (.npy files or inline matrices such as "
+        "\"[[1, 0], [0, 1]]\"), or --example NAME; see qkv attend --help");
   explain::AttentionCall c;
   const auto score = parse_score(a.score);
   if (!score)
@@ -119,16 +129,20 @@ explain::AttentionCall case_from_files(const AttendArgs& a) {
   c.q = read_input("--query", a.query);
   c.k = read_input("--keys", a.keys);
   c.v = read_input("--values", a.values);
-  if (!a.mask.empty()) c.options.mask = read_input("--mask", a.mask);
+  if (!a.mask.empty()) c.options.mask = read_input("--mask", a.mask, InlineUse::mask);
   read_params(a, c);
 
   ArgumentNames names;
-  names.q = "--query " + a.query, names.k = "--keys " + a.keys, names.v = "--values " + a.values;
-  names.mask = "--mask " + a.mask, names.key_lengths = "--key-lengths", names.scale = "--scale";
-  if (c.options.score == Score::general) names.w = "--params " + a.params[0];
+  const auto shown = [](const char* option, const std::string& argument) {
+    return option + (" " + shown_argument(argument));
+  };
+  names.q = shown("--query", a.query), names.k = shown("--keys", a.keys);
+  names.v = shown("--values", a.values), names.mask = shown("--mask", a.mask);
+  names.key_lengths = "--key-lengths", names.scale = "--scale";
+  if (c.options.score == Score::general) names.w = shown("--params", a.params[0]);
   if (c.options.score == Score::additive)
-    names.w_q = "--params " + a.params[0], names.w_k = "--params " + a.params[1],
-    names.v_param = "--params " + a.params[2];
+    names.w_q = shown("--params", a.params[0]), names.w_k = shown("--params", a.params[1]),
+    names.v_param = shown("--params", a.params[2]);
   check_attention(c.q, c.k, c.v, c.options, names);
 
   c.query_labels = split_commas(a.query_labels);
@@ -139,8 +153,8 @@ explain::AttentionCall case_from_files(const AttendArgs& a) {
       usage(option + " has " + std::to_string(labels.size()) + " labels but " + of + " has " +
             std::to_string(rows) + " rows; expected one label per row");
   };
-  check_labels(c.query_labels, "--query-labels", "--query " + a.query, c.q.dim(-2));
-  check_labels(c.key_labels, "--key-labels", "--keys " + a.keys, c.k.dim(-2));
+  check_labels(c.query_labels, "--query-labels", names.q, c.q.dim(-2));
+  check_labels(c.key_labels, "--key-labels", names.k, c.k.dim(-2));
   return c;
 }
 
@@ -230,19 +244,23 @@ bool same_inputs(const explain::AttentionCall& a, const explain::AttentionCall& 
   return same_values(a.q, b.q) && same_values(a.k, b.k) && same_values(a.v, b.v);
 }
 
+// The options a run of --example uses; the others are usage errors there.
+constexpr std::array<std::string_view, 4> kExampleTakes = {"--example", "--json", "--html",
+                                                           "--digits"};
+
 int run_example(const AttendArgs& a) {
+  // An example fixes its own inputs, score, scale, mask and normalization and is always shown
+  // step by step, so everything but the views (--json, --html, --digits) would be ignored.
+  for (const std::string& option : a.given)
+    if (std::find(kExampleTakes.begin(), kExampleTakes.end(), option) == kExampleTakes.end())
+      usage("--example " + a.example + " cannot honour " + option +
+            " (an example sets its own inputs and options); expected --example NAME with only "
+            "--json, --html or --digits");
   if (a.example == "list") {
     for (const Example& e : examples())
       std::cout << pad_right(e.name, 10) << "  " << e.title << "\n";
     return 0;
   }
-  const bool other_inputs = !a.query.empty() || !a.keys.empty() || !a.values.empty() ||
-                            !a.mask.empty() || !a.params.empty() || !a.out.empty() ||
-                            !a.weights.empty() || !a.lse.empty();
-  if (other_inputs)
-    usage(
-        "--example cannot be combined with input or output files; expected --example NAME "
-        "alone (with --json or --digits)");
   const Example& e = find_example(a.example);
   check_outputs({{"--html", a.html}});
   const explain::StepOptions ro{.digits = a.digits, .top = a.top};
@@ -305,7 +323,12 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
       ->type_name("M.npy");
   cmd->add_option("--key-lengths", a.key_lengths, "valid keys per batch, e.g. 3,5")
       ->type_name("N,...");
-  cmd->add_option("--params", a.params, "general: W; additive: W_q W_k v")->type_name("P.npy");
+  // Up to three values, and no splitting of "[a,b]" into a list (CLI11 does that for a vector
+  // option with extra arguments allowed), so that an inline matrix reaches us whole.
+  cmd->add_option("--params", a.params, "general: W; additive: W_q W_k v")
+      ->type_name("P.npy")
+      ->expected(1, 3)
+      ->allow_extra_args(false);
   cmd->add_option("--query-labels", a.query_labels, "a label per query row")->type_name("a,b,..");
   cmd->add_option("--key-labels", a.key_labels, "a label per key row")->type_name("x,y,..");
   cmd->add_option("--out", a.out, "write the output [B, Hq, L, Dv]")->type_name("O.npy");
@@ -321,7 +344,9 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
   cmd->add_option("--html", a.html,
                   "also write one self-contained HTML report: heatmap, lines, step view (offline)")
       ->type_name("FILE");
-  cmd->add_option("--example", a.example, "a built-in worked example, or 'list'")
+  cmd->add_option("--example", a.example,
+                  "a built-in worked example such as phonebook, lsi or recommend, or 'list' for "
+                  "all seven; only --json, --html and --digits apply with it")
       ->type_name("NAME");
   cmd->add_option("--digits", a.digits, "decimals in printed numbers (0 to 12)")
       ->type_name("N")
@@ -335,6 +360,11 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
                   "most memory the L×S matrices of --weights, --json and --html may take "
                   "(default: half the machine's memory)")
       ->type_name("SIZE");
+  cmd->parse_complete_callback([cmd, &a] {
+    a.given.clear();
+    for (const CLI::Option* option : cmd->get_options())
+      if (option->count() > 0) a.given.push_back(option->get_name());
+  });
   return cmd;
 }
 
@@ -388,11 +418,12 @@ int run_attend(const AttendArgs& a) {
 
   std::vector<std::pair<OutputPath, std::string>> outputs = npy_outputs(a, r);
   if (!a.html.empty())
-    outputs.push_back(
-        {{"--html", a.html},
-         explain::html_report(explain::report_of(
-             "qkv attend", {"queries " + a.query + ", keys " + a.keys + ", values " + a.values},
-             {c}, {r}))});
+    outputs.push_back({{"--html", a.html},
+                       explain::html_report(explain::report_of(
+                           "qkv attend",
+                           {"queries " + shown_argument(a.query) + ", keys " +
+                            shown_argument(a.keys) + ", values " + shown_argument(a.values)},
+                           {c}, {r}))});
   write_all(outputs);  // every file or none, before anything is printed
   if (a.json) {
     nlohmann::json j = explain::to_json(c, r);

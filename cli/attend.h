@@ -19,6 +19,9 @@ struct AttendArgs {
   bool json = false;
   int digits = 2;
   int top = 3;
+  // The options given on the command line, as "--score": a worked example honours only a few and
+  // must reject the rest rather than ignore them, even when their value equals the default.
+  std::vector<std::string> given;
 };
 
 CLI::App* add_attend_command(CLI::App& app, AttendArgs& args);

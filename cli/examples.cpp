@@ -93,6 +93,11 @@ Example parse(std::string_view text) {
     if (!score) malformed(e.name, "unknown score " + run.at("score").dump());
     c.options.score = *score;
     if (run.contains("scale")) c.options.scale = run.at("scale").get<double>();
+    if (run.contains("normalize")) {
+      const auto normalize = parse_normalize(run.at("normalize").get<std::string>());
+      if (!normalize) malformed(e.name, "unknown normalize " + run.at("normalize").dump());
+      c.options.normalize = *normalize;
+    }
     if (run.contains("causal")) {
       const auto causal = parse_causal(run.at("causal").get<std::string>());
       if (!causal) malformed(e.name, "unknown causal " + run.at("causal").dump());

@@ -505,6 +505,35 @@ TEST_F(AttendCli, UnknownExampleIsAnError) {
                /*add_outputs=*/false);
 }
 
+// An example sets its own inputs and options; one it would ignore is refused by name, even when
+// its value is the default (--score scaled-dot), and nothing is printed.
+TEST_F(AttendCli, ExampleWithAnOptionItIgnoresIsAUsageError) {
+  for (const std::vector<std::string>& option : {std::vector<std::string>{"--score", "additive"},
+                                                 {"--score", "scaled-dot"},
+                                                 {"--scale", "2"},
+                                                 {"--normalize", "none"},
+                                                 {"--causal", "top-left"},
+                                                 {"--key-lengths", "1"},
+                                                 {"--path", "reference"},
+                                                 {"--top", "5"},
+                                                 {"--query-labels", "a"},
+                                                 {"--memory-limit", "1G"},
+                                                 {"--query", "q.npy"},
+                                                 {"--out", "o.npy"}}) {
+    std::vector<std::string> args = {"attend", "--example", "phonebook"};
+    args.insert(args.end(), option.begin(), option.end());
+    const CliResult r =
+        expect_error(args, 2, {Has(option[0]), Has("--example"), Has("--digits")}, false);
+    EXPECT_TRUE(r.out.empty()) << r.describe();
+  }
+}
+
+TEST_F(AttendCli, ExampleTakesJsonAndDigits) {
+  const CliResult r = run_qkv({"attend", "--example", "phonebook", "--json", "--digits", "4"});
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("example"), "phonebook");
+}
+
 TEST_F(AttendCli, MissingKeysOptionIsAUsageError) {
   expect_error({"attend", "--query", q_, "--values", v_}, 2, {Has("--keys")});
 }
@@ -566,10 +595,11 @@ TEST(QkvCli, AttendHelpShowsAnExample) {
   EXPECT_THAT(r.out, AllOf(HasSubstr("--query"), HasSubstr("--score"), HasSubstr("--causal")));
 }
 
-TEST(QkvCli, ExampleListNamesTheFiveExamples) {
+TEST(QkvCli, ExampleListNamesTheSevenExamples) {
   const CliResult r = run_qkv({"attend", "--example", "list"});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
-  for (const char* name : {"phonebook", "search", "pronoun", "bank", "laplace"})
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7) << r.describe();
+  for (const char* name : {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend"})
     EXPECT_THAT(r.out, HasSubstr(name)) << r.describe();
 }
 
@@ -582,7 +612,8 @@ TEST(QkvCli, PhonebookExampleExplainsSoftmaxAndOut) {
 }
 
 TEST(QkvCli, EveryExampleRuns) {
-  for (const char* name : {"phonebook", "search", "pronoun", "bank", "laplace"}) {
+  for (const char* name :
+       {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend"}) {
     const CliResult r = run_qkv({"attend", "--example", name});
     EXPECT_EQ(r.exit_code, 0) << r.describe();
     EXPECT_FALSE(r.out.empty()) << r.describe();

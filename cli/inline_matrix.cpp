@@ -1,0 +1,136 @@
+// Inline matrices: JSON nested lists → a tensor, with one-line errors that point at the entry.
+#include "inline_matrix.h"
+
+#include <cctype>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace qkv::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// Inline matrices are for numbers a person types; .npy files are for larger inputs. (Linux caps
+// one argument at 128 KiB anyway, MAX_ARG_STRLEN, so a larger limit could never be reached.)
+constexpr std::size_t kMaxInlineBytes = std::size_t{64} << 10;
+// [H, L, D] is the deepest form the .npy path takes without a batch; [B, H, L, D] needs a file.
+constexpr std::size_t kMaxInlineDepth = 3;
+
+[[noreturn]] void fail(const std::string& option, const std::string& what) {
+  throw Error(option + " inline matrix " + what +
+              "; expected rows of numbers in JSON, e.g. \"[[1, 0], [0, 1]]\"");
+}
+
+std::string lowered(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "[1][2]": where an entry is, for messages.
+std::string at_index(const std::vector<std::size_t>& index) {
+  std::string s;
+  for (std::size_t i : index) s += "[" + std::to_string(i) + "]";
+  return s;
+}
+
+struct Walk {
+  const std::string& option;
+  InlineUse use;
+  Shape shape;  // taken from the first entry at each depth
+  std::vector<double> values;
+  int bools = 0, numbers = 0;
+  std::vector<std::size_t> index;
+
+  // Checks that `x`, found at depth index.size(), has the shape of the first entry, then flattens.
+  void visit(const json& x) {
+    const std::size_t depth = index.size();
+    if (depth < shape.size()) {
+      if (!x.is_array())
+        fail(option, "has a " + std::string(x.type_name()) + " at " + at_index(index) +
+                         " where a list of " + std::to_string(shape[depth]) + " was");
+      if (static_cast<int64_t>(x.size()) != shape[depth])
+        fail(option, "is ragged: " + (index.empty() ? std::string("the list") : at_index(index)) +
+                         " has " + std::to_string(x.size()) + " entries but the first has " +
+                         std::to_string(shape[depth]));
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        index.push_back(i);
+        visit(x[i]);
+        index.pop_back();
+      }
+      return;
+    }
+    if (x.is_boolean() && use == InlineUse::mask) {
+      ++bools;
+      values.push_back(x.get<bool>() ? 1 : 0);
+    } else if (x.is_number()) {
+      ++numbers;
+      const double v = x.get<double>();
+      // The parser refuses 1e999; this keeps any ∞ it might let through from reaching attention.
+      if (!std::isfinite(v))
+        fail(option, "has " + at_index(index) + " beyond float64's range (±1.8e308)");
+      values.push_back(v);
+    } else {
+      fail(option, "has a " + std::string(x.type_name()) + " at " + at_index(index) +
+                       (x.is_array() ? " where a number was (rows nest deeper than the first)"
+                                     : " where a number was"));
+    }
+    if (bools > 0 && numbers > 0)
+      fail(option, "mixes true/false with numbers (at " + at_index(index) +
+                       "); a mask is all bool (may attend) or all numbers (added)");
+  }
+};
+
+}  // namespace
+
+bool is_inline_matrix(const std::string& argument) {
+  const std::size_t first = argument.find_first_not_of(" \t\n\r");
+  return first != std::string::npos && argument[first] == '[';
+}
+
+std::string shown_argument(const std::string& argument) {
+  if (!is_inline_matrix(argument) || argument.size() <= 40) return argument;
+  return argument.substr(0, 37) + "...";
+}
+
+Tensor parse_inline_matrix(const std::string& option, const std::string& text, InlineUse use) {
+  if (text.size() > kMaxInlineBytes)
+    fail(option, "is " + grouped(static_cast<int64_t>(text.size())) +
+                     " characters, over the limit of " +
+                     grouped(static_cast<int64_t>(kMaxInlineBytes)) + " (use a .npy file)");
+  const std::string low = lowered(text);
+  if (low.find("nan") != std::string::npos || low.find("inf") != std::string::npos)
+    fail(option, "has NaN or Infinity, which JSON cannot hold (a .npy file can)");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(option, "is not valid JSON (at character " + std::to_string(e.byte) + ")");
+  } catch (const json::out_of_range&) {  // e.g. 1e999
+    fail(option, "has a number beyond float64's range (±1.8e308)");
+  }
+  Walk walk{option, use};
+  for (const json* x = &j; x->is_array(); x = &(*x)[0]) {
+    if (x->empty())
+      fail(option, "has an empty list" +
+                       (walk.shape.empty()
+                            ? std::string()
+                            : " at " + at_index(std::vector<std::size_t>(walk.shape.size(), 0))));
+    walk.shape.push_back(static_cast<int64_t>(x->size()));
+  }
+  if (walk.shape.empty()) fail(option, "is a " + std::string(j.type_name()) + ", not a list");
+  if (walk.shape.size() > kMaxInlineDepth)
+    fail(option, "nests " + std::to_string(walk.shape.size()) +
+                     " lists deep; at most 3 ([H, L, D]; [B, H, L, D] needs a .npy file)");
+  walk.visit(j);
+  Shape shape = walk.shape;
+  if (shape.size() == 1 && use != InlineUse::param) shape.insert(shape.begin(), 1);  // one row
+  if (walk.bools == 0) return Tensor::from(shape, walk.values);
+  Tensor mask(shape, DType::b8);
+  bool* out = mask.data<bool>();
+  for (std::size_t i = 0; i < walk.values.size(); ++i) out[i] = walk.values[i] != 0;
+  return mask;
+}
+
+}  // namespace qkv::cli
