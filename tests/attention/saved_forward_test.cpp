@@ -51,9 +51,9 @@ TEST(SavedForward, TheBackwardFromTheForwardsSoftmaxIsBitwiseTheBackwardThatReco
   off.saved_sum = forward.saved_sum.clone();
   off.saved_sum.data<float>()[5] *= 1.01f;
   const AttentionGrads wrong = attention_backward(dout, q, k, v, off, o);
-  EXPECT_NE(std::memcmp(wrong.dq.data<float>(), again.dq.data<float>(),
-                        again.dq.numel() * sizeof(float)),
-            0);
+  EXPECT_NE(
+      std::memcmp(wrong.dq.data<float>(), again.dq.data<float>(), again.dq.numel() * sizeof(float)),
+      0);
 }
 
 TEST(SavedForward, WithoutASavedSoftmaxTheForwardRunsAgain) {
