@@ -245,6 +245,23 @@ class GRU : public Module {
   std::shared_ptr<Saved> saved_;
 };
 
+// Bahdanau's annotations: a forward and a reverse GRU over the same x, concatenated,
+// h_j = [→h_j; ←h_j]: [B, T, in] → [B, T, 2H] (the forward's H features first).
+class BidirectionalGRU : public Module {
+ public:
+  BidirectionalGRU(std::string name, int64_t in, int64_t hidden, Rng& rng,
+                   DType dtype = DType::f32);
+  Tensor forward(const Tensor& x, const Tensor& h0_forward = {}, const Tensor& h0_backward = {},
+                 const std::vector<int64_t>& lengths = {});
+  struct Grads {
+    Tensor dx, dh0_forward, dh0_backward;
+  };
+  Grads backward(const Tensor& dy);  // dy: [B, T, 2H]
+  void collect(std::vector<Parameter*>& out) override;
+
+  GRU forward_gru, backward_gru;  // name.forward.*, name.backward.*
+};
+
 enum class NormPosition { pre, post };  // LayerNorm before each sublayer (pre) or after (post)
 
 struct BlockOptions {

@@ -1,4 +1,4 @@
-// nn::GRUCell and nn::GRU: values against a naive GRU written here from the
+// nn::GRUCell, nn::GRU and nn::BidirectionalGRU: values against a naive GRU written here from the
 // equations of Bahdanau et al. 2014, Appendix A.1.1 (not from src/); backward through time against
 // float64 finite differences (docs/CONVENTIONS.md §1.3), with and without per-batch lengths;
 // float32 against float64 within the bound of §1.1, the naive GRU run in float32 setting it.
@@ -271,6 +271,61 @@ TEST(GRULayer, GradientCheckRejectsAWrongGradient) {
   auto loss = [&] { return dot_loss(r, gru.forward(x)); };
   EXPECT_GT(gradient_error(x, g.dx, loss), 1e-4);
   EXPECT_GT(gradient_error(gru.cell.weight_hh.value, gru.cell.weight_hh.grad, loss), 1e-4);
+}
+
+TEST(BidirectionalGRULayer, ConcatenatesTheTwoDirections) {
+  Rng rng(41);
+  BidirectionalGRU bi("enc", 3, 2, rng, DType::f64);
+  const Tensor x = random_f64({2, 4, 3}, 42);
+  const std::vector<int64_t> lengths = {4, 3};
+  const Tensor y = bi.forward(x, {}, {}, lengths);
+  ASSERT_EQ(y.shape(), (Shape{2, 4, 4}));
+  const Tensor f = bi.forward_gru.forward(x, {}, lengths),
+               b = bi.backward_gru.forward(x, {}, lengths);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t t = 0; t < 4; ++t)
+      for (int64_t j = 0; j < 2; ++j) {
+        EXPECT_EQ(y.at<double>(i, t, j), f.at<double>(i, t, j));
+        EXPECT_EQ(y.at<double>(i, t, 2 + j), b.at<double>(i, t, j));
+      }
+  // The reverse direction's annotation of position 0 has read the whole (real) sequence: it is
+  // the last state of a forward GRU, with the same weights, over the sequence reversed.
+  GRU ahead("a", 3, 2, false, rng, DType::f64);
+  ahead.cell.weight_ih.value = bi.backward_gru.cell.weight_ih.value;
+  ahead.cell.weight_hh.value = bi.backward_gru.cell.weight_hh.value;
+  Tensor reversed({1, 3, 3}, DType::f64);
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t k = 0; k < 3; ++k) reversed.at<double>(0, t, k) = x.at<double>(1, 2 - t, k);
+  const Tensor last = ahead.forward(reversed);
+  for (int64_t j = 0; j < 2; ++j) EXPECT_EQ(y.at<double>(1, 0, 2 + j), last.at<double>(0, 2, j));
+  EXPECT_EQ(y.at<double>(1, 3, 0), 0.0);  // padding
+  EXPECT_EQ(bi.parameters().size(), 6u);
+  EXPECT_EQ(bi.parameters()[3]->name, "enc.backward.weight_ih");
+}
+
+TEST(BidirectionalGRULayer, GradientsMatchFiniteDifferences) {
+  Rng rng(51);
+  BidirectionalGRU bi("enc", 3, 2, rng, DType::f64);
+  randomize_bias(bi.forward_gru.cell, 52);
+  randomize_bias(bi.backward_gru.cell, 53);
+  Tensor x = random_f64({3, 4, 3}, 54), hf = random_f64({3, 2}, 55), hb = random_f64({3, 2}, 56);
+  const Tensor r = random_f64({3, 4, 4}, 57);
+  const std::vector<int64_t> lengths = {4, 3, 1};
+  bi.forward(x, hf, hb, lengths);
+  const BidirectionalGRU::Grads g = bi.backward(r);
+  auto loss = [&] { return dot_loss(r, bi.forward(x, hf, hb, lengths)); };
+  double worst = 0;
+  const double ex = gradient_error(x, g.dx, loss), ef = gradient_error(hf, g.dh0_forward, loss),
+               eb = gradient_error(hb, g.dh0_backward, loss);
+  for (double e : {ex, ef, eb}) EXPECT_LE(e, test::kGradTolerance);
+  for (Parameter* p : bi.parameters()) {
+    const double e = gradient_error(p->value, p->grad, loss);
+    EXPECT_LE(e, test::kGradTolerance) << p->name;
+    worst = std::max(worst, e);
+  }
+  RecordProperty("error_dx", test::sci(ex));
+  RecordProperty("error_dh0", test::sci(std::max(ef, eb)));
+  RecordProperty("error_parameters", test::sci(worst));
 }
 
 // A decoder's loop: three GRUCell steps, each state fed to the next, the backward taken in
