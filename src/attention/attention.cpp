@@ -71,6 +71,17 @@ Tensor finish(Tensor t, const Shape& shape, DType dtype) {
   return (dtype == DType::f64 ? t : t.to(dtype)).reshape(shape);
 }
 
+// The inputs checked as the forward checks them, and dout shaped like the output.
+Dims check_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const AttentionOptions& options) {
+  const Dims dims = attention_detail::check_inputs(q, k, v, options);
+  const Shape out_shape = result_shape(dims, 3, {dims.Dv});
+  if (!dout.defined() || dout.dtype() == DType::b8 || dout.shape() != out_shape)
+    throw Error("dout has shape " + (dout.defined() ? shape_str(dout.shape()) : "none") +
+                "; expected a float tensor shaped like the output, " + shape_str(out_shape));
+  return dims;
+}
+
 }  // namespace
 
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -109,11 +120,7 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
                                   const AttentionOptions& options) {
   const bool saved = forward.saved_max.defined() || forward.saved_sum.defined();
   if (!saved) return attention_backward(dout, q, k, v, options);
-  const Dims dims = attention_detail::check_inputs(q, k, v, options);
-  const Shape out_shape = result_shape(dims, 3, {dims.Dv});
-  if (!dout.defined() || dout.dtype() == DType::b8 || dout.shape() != out_shape)
-    throw Error("dout has shape " + (dout.defined() ? shape_str(dout.shape()) : "none") +
-                "; expected a float tensor shaped like the output, " + shape_str(out_shape));
+  const Dims dims = check_backward(dout, q, k, v, options);
   if (attention_detail::choose_path(q, k, v, options) != Path::fused)
     throw Error(
         "attention_backward: the forward saved the fused path's softmax, but these "
@@ -123,11 +130,7 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
 
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionOptions& options) {
-  const Dims dims = attention_detail::check_inputs(q, k, v, options);
-  const Shape out_shape = result_shape(dims, 3, {dims.Dv});
-  if (!dout.defined() || dout.dtype() == DType::b8 || dout.shape() != out_shape)
-    throw Error("dout has shape " + (dout.defined() ? shape_str(dout.shape()) : "none") +
-                "; expected a float tensor shaped like the output, " + shape_str(out_shape));
+  const Dims dims = check_backward(dout, q, k, v, options);
   if (attention_detail::choose_path(q, k, v, options) == Path::fused)
     return attention_detail::fused_attention_backward(dout, q, k, v, options, dims);
   const Prepared p = prepare(q, k, v, options);
