@@ -8,6 +8,7 @@
 #include <random>
 
 #include "qkv/attention.h"
+#include "simd_targets.h"
 
 namespace qkv {
 namespace {
@@ -26,7 +27,10 @@ void expect_same_bits(const Tensor& a, const Tensor& b, const char* what) {
   EXPECT_EQ(std::memcmp(a.data<float>(), b.data<float>(), a.numel() * sizeof(float)), 0) << what;
 }
 
-TEST(SavedForward, TheBackwardFromTheForwardsSoftmaxIsBitwiseTheBackwardThatRecomputesIt) {
+// On every SIMD target the kernels were compiled for (tests/simd_targets.h).
+QKV_PER_SIMD_TARGET(SavedForwardSimd);
+
+TEST_P(SavedForwardSimd, TheBackwardFromTheForwardsSoftmaxIsBitwiseTheBackwardThatRecomputesIt) {
   std::mt19937_64 rng(11);
   // GQA, causal bottom-right, a bool mask with a fully masked row, L ≠ S, odd sizes.
   const Tensor q = normal({2, 4, 37, 24}, rng), k = normal({2, 2, 53, 24}, rng),

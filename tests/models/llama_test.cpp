@@ -12,6 +12,7 @@
 
 #include "core/gguf.h"
 #include "models/model_files.h"
+#include "simd_targets.h"
 
 namespace qkv {
 namespace {
@@ -47,7 +48,11 @@ TEST(SmolLM2, ConfigFromTheGgufMetadata) {
 
 // Logits within 1e-3 relative to the logit scale of the position, attention weights within 1e-4
 // (issue 14's bounds): float32 through 30 layers, two implementations.
-TEST(SmolLM2, LogitsAndAttentionMatchTransformers) {
+// The decoder's goldens on every SIMD target compiled in (tests/simd_targets.h): its matrix
+// products and fused attention dispatch there.
+QKV_PER_SIMD_TARGET(SmolLM2Simd);
+
+TEST_P(SmolLM2Simd, LogitsAndAttentionMatchTransformers) {
   const nlohmann::json golden = test::read_golden_json("forward.json", "smollm2");
   for (const nlohmann::json& text : golden["texts"]) {
     SCOPED_TRACE(text["text"].get<std::string>());
@@ -83,7 +88,7 @@ TEST(SmolLM2, LogitsAndAttentionMatchTransformers) {
   }
 }
 
-TEST(SmolLM2, CacheTokenByTokenGivesTheSameLogits) {
+TEST_P(SmolLM2Simd, CacheTokenByTokenGivesTheSameLogits) {
   const std::vector<int32_t> ids{504, 3575, 282, 4649, 314};
   KvCache whole;
   const Tensor all = llama_forward(smol().weights, smol().config, ids, whole);
@@ -101,7 +106,7 @@ TEST(SmolLM2, CacheTokenByTokenGivesTheSameLogits) {
   EXPECT_LE(d, 1e-4 * scale);
 }
 
-TEST(SmolLM2, LastLogitsOnlyIsTheLastRowOfAll) {
+TEST_P(SmolLM2Simd, LastLogitsOnlyIsTheLastRowOfAll) {
   const std::vector<int32_t> ids{504, 3575, 282, 4649, 314};
   KvCache whole, last;
   const Tensor all = llama_forward(smol().weights, smol().config, ids, whole);
