@@ -18,7 +18,6 @@ most likely logit and the next one at each step (relative to the step's largest 
 a test can tell a near tie from a difference. `make test` only reads the JSON.
 """
 
-import json
 import os
 
 import tokenizers
@@ -26,7 +25,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM
 
-from make_smollm2_token_goldens import GGUF, MODEL, load_tokenizers, qkv_home
+from make_smollm2_token_goldens import GGUF, MODEL, load_tokenizers, qkv_home, write_cases_json
 
 GREEDY_TOKENS = 8
 
@@ -98,14 +97,7 @@ def main():
         "cases": cases,
     }
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smollm2", "chat_prompts.json")
-    # One case a line, as token_ids.json.
-    head = json.dumps({k: v for k, v in golden.items() if k != "cases"}, ensure_ascii=False,
-                      indent=1)
-    lines = [json.dumps(case, ensure_ascii=False) for case in cases]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(head[:-2] + ',\n "cases": [\n  ' + ",\n  ".join(lines) + "\n ]\n}\n")
-    with open(path, encoding="utf-8") as f:
-        assert json.load(f) == golden
+    write_cases_json(path, golden)  # one case a line, as token_ids.json
     print(f"wrote {path}: {len(cases)} conversations")
 
 

@@ -164,15 +164,20 @@ def main():
     out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smollm2")
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "token_ids.json")
-    # One case a line, so that a change shows as the cases it touches.
+    write_cases_json(path, golden)
+    print(f"wrote {path}: {len(cases)} texts, {differ} where transformers' GGUF loader differs")
+
+
+def write_cases_json(path, golden):
+    """Writes `golden` (a dict whose "cases" is a list) as JSON with one case a line, so that a
+    change shows as the cases it touches, and checks that it reads back equal."""
     head = json.dumps({k: v for k, v in golden.items() if k != "cases"}, ensure_ascii=False,
                       indent=1)
-    lines = [json.dumps(case, ensure_ascii=False) for case in cases]
+    lines = [json.dumps(case, ensure_ascii=False) for case in golden["cases"]]
     with open(path, "w", encoding="utf-8") as f:
         f.write(head[:-2] + ',\n "cases": [\n  ' + ",\n  ".join(lines) + "\n ]\n}\n")
     with open(path, encoding="utf-8") as f:
         assert json.load(f) == golden
-    print(f"wrote {path}: {len(cases)} texts, {differ} where transformers' GGUF loader differs")
 
 
 if __name__ == "__main__":
