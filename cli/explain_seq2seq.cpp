@@ -137,18 +137,31 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     }
     nlohmann::json src = nlohmann::json::array();
     for (const char ch : source) src.push_back(std::string(1, ch));
-    std::cout << nlohmann::json{{"model", path},      {"task", c.task},   {"input", source},
-                                {"output", output},   {"layer", layer},   {"head", head},
-                                {"entropy", entropy}, {"source", src},    {"steps", labels},
-                                {"alignment", rows},  {"heads", per_head}}
+    std::cout << nlohmann::json{{"model", path},
+                                {"architecture", std::string(to_string(c.architecture))},
+                                {"task", c.task},
+                                {"input", source},
+                                {"output", output},
+                                {"layer", layer},
+                                {"head", head},
+                                {"entropy", entropy},
+                                {"source", src},
+                                {"steps", labels},
+                                {"alignment", rows},
+                                {"heads", per_head}}
                      .dump()
               << "\n";
     return 0;
   }
   const bool color = args.color || (!args.no_color && ::isatty(STDOUT_FILENO) == 1 &&
                                     std::getenv("NO_COLOR") == nullptr);
-  std::cout << c.task << " model: " << c.layers << " + " << c.layers << " layers, " << c.heads
-            << " heads, d_model " << c.d_model;
+  const bool rnn = c.architecture == Seq2SeqArchitecture::rnnsearch;
+  if (rnn)
+    std::cout << c.task << " model: RNNsearch (Bahdanau et al. 2014), bidirectional GRU encoder "
+              << c.d_model / 2 << " + " << c.d_model / 2 << ", GRU decoder " << c.d_model;
+  else
+    std::cout << c.task << " model: " << c.layers << " + " << c.layers << " layers, " << c.heads
+              << " heads, d_model " << c.d_model;
   const auto steps_it = metadata.find("qkv.steps");
   const auto acc_it = metadata.find("qkv.test_accuracy");
   if (steps_it != metadata.end() && acc_it != metadata.end())
@@ -160,11 +173,19 @@ int run_explain_seq2seq(const ExplainArgs& args) {
                     ? " (no end token within the model's limit)"
                     : "")
             << "\n\n";
-  std::cout << "Cross-attention of decoder layer " << layer << ", head " << head
-            << (args.head ? "" : ", the sharpest of its " + std::to_string(h) + " (lowest entropy)")
-            << ":\nwhere each output character looks in the input (row: output; column: input)\n\n";
+  if (rnn)
+    std::cout << "Additive attention, the alignment of Bahdanau et al.'s Figure 3:\n";
+  else
+    std::cout << "Cross-attention of decoder layer " << layer << ", head " << head
+              << (args.head ? ""
+                            : ", the sharpest of its " + std::to_string(h) + " (lowest entropy)")
+              << ":\n";
+  std::cout << "where each output character looks in the input (row: output; column: input)\n\n";
   std::cout << explain::render_alignment(source, labels, shown, {.color = color});
-  if (!args.head) {
+  if (rnn) {
+    std::cout << "\n" << explain::render_rnnsearch(model->capture(source));
+    std::cout << "--json prints every weight; --html FILE the report.\n";
+  } else if (!args.head) {
     std::cout << "\nentropy by head (nats; 0: all on one character):";
     for (int64_t k = 0; k < h; ++k)
       std::cout << "  h" << k << " " << fixed(entropy[static_cast<std::size_t>(k)], 2);

@@ -75,11 +75,17 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   cmd->add_option("--task", args.task, "the task (see the list below)")
       ->required()
       ->option_text("TASK");
+  cmd->add_option("--model", args.model,
+                  "transformer (default) or rnnsearch (Bahdanau et al. 2014's GRUs + additive "
+                  "attention)")
+      ->option_text("NAME");
   cmd->add_option("--steps", args.steps, "steps at most, ≥ 1 (default 4000; dates, lookup 6000)")
       ->option_text("N");
-  cmd->add_option("--layers", args.layers, "encoder blocks, as many decoder blocks (default 2)")
+  cmd->add_option("--layers", args.layers,
+                  "encoder blocks, as many decoder blocks (default 2; transformer only)")
       ->option_text("L");
-  cmd->add_option("--heads", args.heads, "attention heads (default 4)")->option_text("H");
+  cmd->add_option("--heads", args.heads, "attention heads (default 4; transformer only)")
+      ->option_text("H");
   cmd->add_option("--d-model", args.d_model, "model width, a multiple of --heads (default 64)")
       ->option_text("D");
   cmd->add_option("--batch", args.batch, "examples a step (default 64)")->option_text("B");
@@ -103,18 +109,24 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   cmd->add_flag("--json", args.json, "print the summary as JSON");
   cmd->add_option("--threads", args.threads, "threads (default $QKV_NUM_THREADS, else all cores)")
       ->option_text("N");
-  cmd->footer("\nTasks (character-level; 1 in 10 sources is held out and never trained on):\n" +
-              task_list() +
-              "\nThe model: a pre-norm encoder–decoder transformer, one character embedding,\n"
-              "sinusoidal positions; AdamW with warmup, cosine decay to lr/10 at --steps and\n"
-              "gradient clipping at 1; label smoothing 0.1. Accuracy is exact-sequence: the\n"
-              "whole output must match. Training stops early once a held-out evaluation shows\n"
-              "--target beyond doubt. Same --seed and --threads, same numbers.\n\n"
-              "Examples:\n"
-              "  qkv train --task reverse\n"
-              "  qkv train --task dates --out dates.safetensors\n"
-              "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
-              "  qkv train --task copy --steps 300 --layers 1 --d-model 32 --json\n");
+  cmd->footer(
+      "\nTasks (character-level; 1 in 10 sources is held out and never trained on):\n" +
+      task_list() +
+      "\nThe transformer: a pre-norm encoder–decoder transformer, one character embedding,\n"
+      "sinusoidal positions; AdamW with warmup, cosine decay to lr/10 at --steps and\n"
+      "gradient clipping at 1; label smoothing 0.1. Accuracy is exact-sequence: the\n"
+      "whole output must match. Training stops early once a held-out evaluation shows\n"
+      "--target beyond doubt. Same --seed and --threads, same numbers.\n\n"
+      "RNNsearch (--model rnnsearch, Bahdanau et al. 2014): a bidirectional GRU reads the\n"
+      "source into annotations h_j; a GRU decoder's state s_{i-1} is the query of an\n"
+      "additive attention, e_ij = v_a·tanh(W_a s_{i-1} + U_a h_j), whose keys and values\n"
+      "are both the h_j. --d-model sets the width (annotations and decoder state).\n\n"
+      "Examples:\n"
+      "  qkv train --task reverse\n"
+      "  qkv train --task dates --out dates.safetensors\n"
+      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
+      "  qkv train --task dates --model rnnsearch --out rnnsearch.safetensors\n"
+      "  qkv train --task copy --steps 300 --layers 1 --d-model 32 --json\n");
   return cmd;
 }
 
@@ -131,8 +143,20 @@ int run_train(const TrainArgs& args) {
   in_range("--d-model", args.d_model, 1, 4096, "1 to 4096 (leave it out for the default)");
   in_range("--eval-every", args.eval_every, 1, 100'000'000, "1 to 10^8");
   in_range("--threads", args.threads, 1, 4096, "1 to 4096");
+  const auto architecture = parse_architecture(args.model);
+  if (!architecture)
+    throw Error("--model " + printable(args.model) +
+                " is not a model qkv trains; expected "
+                "transformer or rnnsearch");
+  const bool rnn = *architecture == Seq2SeqArchitecture::rnnsearch;
+  if (rnn && (args.layers || args.heads))
+    throw Error(std::string(args.layers ? "--layers" : "--heads") +
+                " does not apply to --model rnnsearch (one bidirectional GRU encoder, one GRU "
+                "decoder, one additive attention); expected only --d-model to size it");
   const Seq2SeqConfig config =
-      config_for(task, args.layers, args.heads, args.d_model.value_or(d.d_model));
+      rnn ? rnnsearch_config_for(task, args.d_model.value_or(d.d_model))
+          : config_for(task, args.layers.value_or(2), args.heads.value_or(4),
+                       args.d_model.value_or(d.d_model));
   config.validate();
   TrainOptions options;
   options.steps = args.steps.value_or(d.steps);
@@ -185,7 +209,8 @@ int run_train(const TrainArgs& args) {
     nlohmann::json j = {
         {"task", s.task},
         {"model",
-         {{"layers", c.layers},
+         {{"architecture", std::string(to_string(c.architecture))},
+          {"layers", c.layers},
           {"heads", c.heads},
           {"d_model", c.d_model},
           {"ffn_hidden", c.hidden()},
@@ -215,9 +240,15 @@ int run_train(const TrainArgs& args) {
     return 0;
   }
   std::cout << wrap("qkv train " + task.name() + ": " + task.description(), 80, 2) << "\n\n";
-  std::cout << "  model      " << c.layers << " encoder + " << c.layers << " decoder blocks, "
-            << c.heads << " heads, d_model " << c.d_model << ", " << grouped(s.parameters)
-            << " parameters\n";
+  if (c.architecture == Seq2SeqArchitecture::rnnsearch)
+    std::cout << "  model      RNNsearch: bidirectional GRU encoder (" << c.d_model / 2 << " + "
+              << c.d_model / 2 << " units), GRU decoder (" << c.d_model
+              << "), additive attention,\n             " << grouped(s.parameters)
+              << " parameters\n";
+  else
+    std::cout << "  model      " << c.layers << " encoder + " << c.layers << " decoder blocks, "
+              << c.heads << " heads, d_model " << c.d_model << ", " << grouped(s.parameters)
+              << " parameters\n";
   std::cout << "  training   " << grouped(s.steps) << " steps × " << options.batch_size
             << " examples";
   const std::string target = percent(options.target_accuracy, 0);

@@ -13,9 +13,10 @@ namespace qkv::cli {
 // be in range: no value of an option means "the default".
 struct TrainArgs {
   std::string task;
-  std::optional<int64_t> steps;  // the task's default
-  int64_t layers = 2, heads = 4;
-  std::optional<int64_t> d_model;  // the task's default
+  std::string model = "transformer";     // or rnnsearch
+  std::optional<int64_t> steps;          // the task's default
+  std::optional<int64_t> layers, heads;  // transformer: 2, 4
+  std::optional<int64_t> d_model;        // the task's default
   int64_t batch = 64;
   double lr = 1e-3;
   uint64_t seed = 1;

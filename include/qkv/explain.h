@@ -124,6 +124,11 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
 std::string render_alignment(const std::string& source, const std::vector<std::string>& outputs,
                              const Tensor& weights, const Style& style);
 
+// RNNsearch (a capture with architecture rnnsearch): which vectors are its query (s_{i−1}), keys
+// and values (both h_j), the sharpest output step worked number by number, and the mapping onto a
+// transformer's W_Q, W_K, W_V.
+std::string render_rnnsearch(const Seq2SeqCapture& c);
+
 // ---- text for terminals ----
 // Text helpers for terminal output (explain layer): numbers, display widths, labelled matrices.
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -293,30 +294,45 @@ int days_in_month(int year, int month);
 // 0 = Sunday … 6 = Saturday (proleptic Gregorian).
 int weekday_of(const Date& date);
 
-// the encoder–decoder transformer `qkv train` trains (Vaswani et al.
-// 2017), pre-norm, character-level, one vocabulary shared by source and target:
+// The encoder–decoder models `qkv train` trains, character-level, one vocabulary shared by source
+// and target. Two architectures (Seq2SeqConfig::architecture):
 //
+// transformer (Vaswani et al. 2017), pre-norm:
 //   x = Embedding(src)·√d + PE          y = Embedding(tgt_in)·√d + PE      (tgt_in = BOS target)
 //   memory = LayerNorm(EncoderBlockᴺ(x))
 //   logits = Linear(LayerNorm(DecoderBlockᴺ(y, memory)))                    → target EOS
+//
+// rnnsearch (Bahdanau, Cho and Bengio 2014, "Neural machine translation by jointly learning to
+// align and translate"), d = d_model:
+//   h_j = [→h_j; ←h_j] = BidirectionalGRU(E_x src)_j        annotations, d/2 a direction
+//   s_0 = tanh(W_s ←h_1)
+//   e_ij = v_aᵀ tanh(W_a s_{i−1} + U_a h_j),  α_ij = softmax_j(e_ij),  c_i = Σ_j α_ij h_j
+//   s_i = GRU([E_y y_{i−1}; c_i], s_{i−1})
+//   logits_i = W_o tanh(O [s_i; E_y y_{i−1}; c_i])
+// The attention is qkv::attention with the additive score: query s_{i−1}, keys = values = h_j.
 //
 // forward/backward follow nn.h: forward saves what backward needs; backward accumulates into the
 // parameters' gradients. Greedy decoding is batched and can hand back the cross-attention
 // weights of one decoder layer for every output step (the alignment of Bahdanau et al. 2014,
 // Figure 3). Models are saved as safetensors with their configuration in the metadata.
 
+enum class Seq2SeqArchitecture { transformer, rnnsearch };
+std::string_view to_string(Seq2SeqArchitecture architecture);
+std::optional<Seq2SeqArchitecture> parse_architecture(std::string_view name);
+
 struct Seq2SeqConfig {
+  Seq2SeqArchitecture architecture = Seq2SeqArchitecture::transformer;
   std::string task;  // the task it was made for ("reverse", "dates", ...)
   TaskOptions task_options;
   std::string characters;  // the vocabulary's characters (ids 3, 4, ...; 0–2: PAD, BOS, EOS)
-  int64_t layers = 2;      // encoder blocks, and as many decoder blocks
-  int64_t heads = 4;
-  int64_t d_model = 64;
-  int64_t ffn_hidden = 0;                    // 0: 4·d_model
+  int64_t layers = 2;      // encoder blocks, and as many decoder blocks (rnnsearch: 1)
+  int64_t heads = 4;       // rnnsearch: 1
+  int64_t d_model = 64;    // rnnsearch: the annotations' and the decoder state's width (even)
+  int64_t ffn_hidden = 0;  // 0: 4·d_model
   int64_t max_source = 32, max_target = 16;  // longest source; longest target (EOS not counted)
   double dropout = 0.0;
   // Every attention layer's variant (score, tie_qk, identity_v, kv_heads) — what `qkv experiment`
-  // varies; d_model, heads and dropout are taken from the fields above.
+  // varies; d_model, heads and dropout are taken from the fields above. rnnsearch: additive.
   nn::MultiHeadAttentionOptions attention;
 
   int64_t hidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * d_model; }
@@ -335,6 +351,8 @@ Seq2SeqConfig config_from_metadata(const std::string& text, const std::string& p
 
 // A config sized for `task` (vocabulary and lengths from it).
 Seq2SeqConfig config_for(const Task& task, int64_t layers, int64_t heads, int64_t d_model);
+// RNNsearch's: one layer, one head, the additive score.
+Seq2SeqConfig rnnsearch_config_for(const Task& task, int64_t d_model);
 
 // Examples as padded id batches.
 struct Batch {
@@ -359,6 +377,9 @@ struct Seq2SeqCapture {
   std::vector<std::string> target_tokens;
   std::vector<std::string> output_tokens;  // the generated tokens, "</s>" included when produced
   // The configuration the captures ran with (each capture holds its score, scale and mask).
+  // rnnsearch: one cross "layer" (the additive attention, query s_{i−1}, keys = values = h_j), no
+  // encoder or decoder self-attention.
+  Seq2SeqArchitecture architecture = Seq2SeqArchitecture::transformer;
   int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
   bool tie_qk = false, identity_v = false;
   // One per layer. encoder: self-attention over the source (padding-free, so nothing masked).
@@ -368,14 +389,13 @@ struct Seq2SeqCapture {
   std::vector<AttentionCapture> encoder, decoder_self, cross;
 };
 
+// A model of either architecture; make_seq2seq builds the one its config names.
 class Seq2Seq : public nn::Module {
  public:
-  Seq2Seq(const Seq2SeqConfig& config, nn::Rng& rng, DType dtype = DType::f32);
-
   // logits: [B, T, V]. Saves what backward needs.
-  Tensor forward(const Batch& batch, bool training, nn::Rng& rng);
+  virtual Tensor forward(const Batch& batch, bool training, nn::Rng& rng) = 0;
   // dlogits: [B, T, V] (∂loss/∂logits); accumulates every parameter's gradient.
-  void backward(const Tensor& dlogits);
+  virtual void backward(const Tensor& dlogits) = 0;
 
   struct Decoded {
     std::vector<std::string> outputs;
@@ -386,12 +406,15 @@ class Seq2Seq : public nn::Module {
   };
   // Greedy decoding, batched; at most config.max_target + 1 steps. alignment_layer: a decoder
   // layer (0-based; −1 for none; ≥ layers: the last).
-  Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer = -1,
-                        int64_t batch_size = 256);
+  virtual Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer,
+                                int64_t batch_size) = 0;
+  Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer = -1) {
+    return greedy_decode(sources, alignment_layer, 256);
+  }
 
   // Greedy-decodes `source`, then runs one teacher-forced pass of the encoder and the decoder
   // over the source and BOS + the output with capture on. Errors as greedy_decode's.
-  Seq2SeqCapture capture(const std::string& source);
+  virtual Seq2SeqCapture capture(const std::string& source) = 0;
 
   // The parameters and the config (in the metadata, with `extra` entries) to `path`, atomically.
   void save(const std::string& path, const std::map<std::string, std::string>& extra = {});
@@ -399,26 +422,18 @@ class Seq2Seq : public nn::Module {
   static std::unique_ptr<Seq2Seq> load(const std::string& path,
                                        std::map<std::string, std::string>* metadata = nullptr);
 
-  void collect(std::vector<nn::Parameter*>& out) override;
   const Seq2SeqConfig& config() const { return config_; }
   const Vocabulary& vocab() const { return vocab_; }
 
- private:
-  Tensor encode(const Batch& batch, bool training, nn::Rng& rng);
-  Tensor decode(const Batch& batch, const Tensor& memory, bool training, nn::Rng& rng,
-                int need_weights_layer = -1);
+ protected:
+  explicit Seq2Seq(const Seq2SeqConfig& config);  // validates it
 
   Seq2SeqConfig config_;
   Vocabulary vocab_;
-  DType dtype_;
-  nn::Embedding embedding_;
-  std::vector<std::unique_ptr<nn::EncoderBlock>> encoder_;
-  std::vector<std::unique_ptr<nn::DecoderBlock>> decoder_;
-  nn::LayerNorm encoder_norm_, decoder_norm_;
-  nn::Linear output_;
-  Tensor positions_;  // [max(max_source, max_target + 1), d_model]
-  // Saved by forward for backward.
-  int64_t batch_ = 0, source_length_ = 0, target_length_ = 0, embed_length_ = 0;
 };
+
+// A fresh model of config.architecture, initialized from `rng`.
+std::unique_ptr<Seq2Seq> make_seq2seq(const Seq2SeqConfig& config, nn::Rng& rng,
+                                      DType dtype = DType::f32);
 
 }  // namespace qkv

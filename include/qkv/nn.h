@@ -262,6 +262,36 @@ class BidirectionalGRU : public Module {
   GRU forward_gru, backward_gru;  // name.forward.*, name.backward.*
 };
 
+// Bahdanau et al. 2014's attention for a decoder that asks one query at a time, over memory h
+// [B, S, Dk] (the keys and also the values):
+//   e_j = v_aᵀ tanh(W_a s + U_a h_j),  α = softmax over the real keys j < length,  c = Σ_j α_j h_j
+// It equals qkv::attention with the additive score (params w_q = W_a, w_k = U_a, v = v_a; keys =
+// values = h; tested), but U_a h_j is computed once per source, not once per step (App. A.1.2:
+// "U_a h_j … can be pre-computed"). Each forward saves its step; each backward takes back the
+// latest, as GRUCell's; memory_backward then returns ∂h from every step.
+class AdditiveAttention : public Module {
+ public:
+  AdditiveAttention(std::string name, int64_t query_dim, int64_t memory_dim, int64_t hidden,
+                    Rng& rng, DType dtype = DType::f32);
+  // memory: [B, S, Dk]; lengths: one per batch entry (empty: all S). Forgets saved steps.
+  void set_memory(const Tensor& memory, const std::vector<int64_t>& lengths = {});
+  // s: [B, Dq] → the context c [B, Dk]; weights (optional) receives α [B, S] (0 at padding).
+  Tensor forward(const Tensor& s, Tensor* weights = nullptr);
+  Tensor backward(const Tensor& dcontext);  // → ∂s [B, Dq] of the latest step not taken back
+  Tensor memory_backward();                 // → ∂h [B, S, Dk] from every step taken back
+  void collect(std::vector<Parameter*>& out) override;
+
+  Parameter w_a;  // [A, Dq], N(0, 1/Dq)
+  Linear u_a;     // [A, Dk], no bias
+  Parameter v_a;  // [A], N(0, 1/A)
+
+ private:
+  struct Step;
+  Tensor memory_, projected_, dmemory_, dprojected_;  // h, U_a h, and their gradients
+  std::vector<int64_t> lengths_;
+  std::vector<std::shared_ptr<Step>> saved_;
+};
+
 enum class NormPosition { pre, post };  // LayerNorm before each sublayer (pre) or after (post)
 
 struct BlockOptions {

@@ -32,7 +32,7 @@ std::unique_ptr<Seq2Seq> tiny_model(DType dtype = DType::f32,
   config.ffn_hidden = 12;
   config.attention = attention;
   nn::Rng init(seed);
-  return std::make_unique<Seq2Seq>(config, init, dtype);
+  return make_seq2seq(config, init, dtype);
 }
 
 TEST(Seq2SeqCapture, NamesTheTokensOnEveryAxisAndTheConfig) {

@@ -65,7 +65,8 @@ TEST(Seq2SeqModel, GradientsMatchFiniteDifferencesEndToEnd) {
   Seq2SeqConfig config = tiny_config(task, 2, 8);
   config.ffn_hidden = 12;
   nn::Rng init(3), rng(4), data(5);
-  Seq2Seq model(config, init, DType::f64);
+  const std::unique_ptr<Seq2Seq> made = make_seq2seq(config, init, DType::f64);
+  Seq2Seq& model = *made;
   const Batch batch = make_batch(model.vocab(), task.batch(data, Split::train, 3));
   const Tensor logits = model.forward(batch, false, rng);
   const Tensor r = test::random_f64(logits.shape(), 9);

@@ -108,6 +108,17 @@ Report report_of(const Seq2SeqCapture& c, const std::string& title) {
   const bool ended = !c.output_tokens.empty() && c.output_tokens.back() == "</s>";
   r.texts.emplace_back(ended ? "output" : "output (no end token within the model's limit)",
                        c.output);
+  if (c.architecture == Seq2SeqArchitecture::rnnsearch) {
+    // Bahdanau et al.'s one attention: no encoder or decoder self-attention to show.
+    r.blocks.push_back(seq2seq_block(
+        c.cross, "additive attention (RNNsearch)",
+        "each output step asks with the decoder's state s_{i−1} (query); the bidirectional GRU's "
+        "annotations h_j of the source characters answer — they are the keys and also the values "
+        "(no W_V): c_i = Σ_j α_ij h_j",
+        outputs, source));
+    r.layer = 0;
+    return r;
+  }
   r.blocks.push_back(seq2seq_block(c.cross, "cross-attention",
                                    "each output step (query) reads the source characters (keys, "
                                    "values) through the encoder",

@@ -15,7 +15,8 @@ namespace {
 constexpr const char* kConfigKey = "qkv.config";
 
 nlohmann::json to_json(const Seq2SeqConfig& c) {
-  return {{"task", c.task},
+  return {{"architecture", std::string(to_string(c.architecture))},
+          {"task", c.task},
           {"task_options",
            {{"min_length", c.task_options.min_length},
             {"max_length", c.task_options.max_length},
@@ -91,6 +92,13 @@ Seq2SeqConfig from_json(const nlohmann::json& j, const std::string& path) {
   const ConfigReader r(path);
   if (!j.is_object()) r.fail("", ConfigReader::shown(j), "a JSON object");
   Seq2SeqConfig c;
+  if (j.contains("architecture")) {  // files from before rnnsearch have none: transformers
+    const std::string name = r.string(j, "architecture");
+    const auto architecture = parse_architecture(name);
+    if (!architecture)
+      r.fail("\"architecture\"", ConfigReader::shown(name), "transformer or rnnsearch");
+    c.architecture = *architecture;
+  }
   c.task = r.string(j, "task");
   const auto& o = r.at(j, "task_options", "\"task_options\"", "an object");
   c.task_options = {.min_length = r.integer(o, "min_length", "task_options."),
@@ -193,6 +201,18 @@ void Seq2SeqConfig::validate(const std::string& source) const {
     if (characters.find(characters[i], i + 1) != std::string::npos)
       bad("characters", "characters", std::string("a string with '") + characters[i] + "' twice",
           "distinct characters");
+  if (architecture == Seq2SeqArchitecture::rnnsearch) {
+    // One bidirectional GRU encoder, one GRU decoder, one additive attention between them.
+    check("layers", "--layers", layers, 1, 1);
+    check("heads", "--heads", heads, 1, 1);
+    if (d_model % 2 != 0 || d_model < 2)
+      bad("d_model", "--d-model", std::to_string(d_model),
+          "an even width (rnnsearch's annotations are d_model/2 a direction)");
+    if (attention.score != Score::additive || attention.tie_qk || attention.identity_v ||
+        attention.kv_heads > 1)
+      bad("attention", "attention", "a variant",
+          "rnnsearch's own: the additive score, no tie_qk, identity_v or kv_heads");
+  }
   const int64_t kv = attention.kv_heads;
   if (kv < 0 || kv > heads || (kv > 0 && heads % kv != 0))
     bad("attention.kv_heads", "kv_heads", std::to_string(kv),
@@ -211,6 +231,13 @@ Seq2SeqConfig config_for(const Task& task, int64_t layers, int64_t heads, int64_
   c.d_model = d_model;
   c.max_source = task.max_source_length();
   c.max_target = task.max_target_length();
+  return c;
+}
+
+Seq2SeqConfig rnnsearch_config_for(const Task& task, int64_t d_model) {
+  Seq2SeqConfig c = config_for(task, 1, 1, d_model);
+  c.architecture = Seq2SeqArchitecture::rnnsearch;
+  c.attention.score = Score::additive;
   return c;
 }
 

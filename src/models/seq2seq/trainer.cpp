@@ -40,7 +40,7 @@ bool confidently_at(double accuracy, int64_t n, double target) {
 
 std::unique_ptr<Seq2Seq> make_model(const Seq2SeqConfig& config, uint64_t seed, DType dtype) {
   nn::Rng rng = stream(seed, 0);
-  return std::make_unique<Seq2Seq>(config, rng, dtype);
+  return make_seq2seq(config, rng, dtype);
 }
 
 std::vector<Example> validation_set(const Task& task, int64_t n) {

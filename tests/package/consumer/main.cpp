@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 int main() {
@@ -23,8 +24,8 @@ int main() {
       qkv::make_task("reverse", {.min_length = 2, .max_length = 6, .symbols = 4});
   qkv::Seq2SeqConfig config = qkv::config_for(task, 1, 2, 8);
   qkv::nn::Rng rng(7);
-  qkv::Seq2Seq model(config, rng);
-  const qkv::Seq2SeqCapture c = model.capture("abc");
+  const std::unique_ptr<qkv::Seq2Seq> model = qkv::make_seq2seq(config, rng);
+  const qkv::Seq2SeqCapture c = model->capture("abc");
   const qkv::AttentionCapture& cross = c.cross.at(0);
   double row = 0;  // the first query's cross-attention weights over the source sum to 1
   for (int64_t j = 0; j < cross.weights.dim(-1); ++j) row += cross.weights.value(j);
