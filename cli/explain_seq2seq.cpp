@@ -157,16 +157,18 @@ int run_explain_seq2seq(const ExplainArgs& args) {
                                     std::getenv("NO_COLOR") == nullptr);
   const bool rnn = c.architecture == Seq2SeqArchitecture::rnnsearch;
   if (rnn)
-    std::cout << c.task << " model: RNNsearch (Bahdanau et al. 2014), bidirectional GRU encoder "
-              << c.d_model / 2 << " + " << c.d_model / 2 << ", GRU decoder " << c.d_model;
+    std::cout << c.task << " model: RNNsearch (Bahdanau et al. 2014)\n  bidirectional GRU encoder "
+              << c.d_model / 2 << " + " << c.d_model / 2 << " units, GRU decoder " << c.d_model
+              << " units";
   else
     std::cout << c.task << " model: " << c.layers << " + " << c.layers << " layers, " << c.heads
               << " heads, d_model " << c.d_model;
   const auto steps_it = metadata.find("qkv.steps");
   const auto acc_it = metadata.find("qkv.test_accuracy");
   if (steps_it != metadata.end() && acc_it != metadata.end())
-    std::cout << "; trained " << steps_it->second << " steps, held-out accuracy "
-              << fixed(100 * std::atof(acc_it->second.c_str()), 1) << "%";
+    std::cout << (rnn ? ";\n  trained " : "; trained ") << steps_it->second
+              << " steps, held-out accuracy " << fixed(100 * std::atof(acc_it->second.c_str()), 1)
+              << "%";
   std::cout << "\n\n  input   \"" << printable(source) << "\"\n  output  \"" << printable(output)
             << "\""
             << (d.ids.front().empty() || d.ids.front().back() != Vocabulary::kEos

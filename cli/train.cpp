@@ -242,9 +242,8 @@ int run_train(const TrainArgs& args) {
   std::cout << wrap("qkv train " + task.name() + ": " + task.description(), 80, 2) << "\n\n";
   if (c.architecture == Seq2SeqArchitecture::rnnsearch)
     std::cout << "  model      RNNsearch: bidirectional GRU encoder (" << c.d_model / 2 << " + "
-              << c.d_model / 2 << " units), GRU decoder (" << c.d_model
-              << "), additive attention,\n             " << grouped(s.parameters)
-              << " parameters\n";
+              << c.d_model / 2 << " units),\n             GRU decoder (" << c.d_model
+              << "), additive attention, " << grouped(s.parameters) << " parameters\n";
   else
     std::cout << "  model      " << c.layers << " encoder + " << c.layers << " decoder blocks, "
               << c.heads << " heads, d_model " << c.d_model << ", " << grouped(s.parameters)

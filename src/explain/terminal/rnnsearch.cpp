@@ -61,19 +61,20 @@ std::string render_rnnsearch(const Seq2SeqCapture& c) {
   out += "  output  c_i = Σ_j α_ij h_j, read by the decoder with y_{i-1} to make s_i\n\n";
 
   const std::string& written = c.output_tokens[static_cast<std::size_t>(step)];
-  out += "Worked, for output " + std::to_string(step) + " " + quoted_token(written) +
-         " (its sharpest step):\n";
-  out += "  query s_" + std::to_string(step) + " = " + vector_start(a.q, step, 6) + "\n";
+  // Numbered from 1, as in the paper: output i is asked for with s_{i−1} (s_0 from ←h_1).
+  const std::string i = std::to_string(step + 1), before = std::to_string(step);
+  out += "Worked, for output i = " + i + ", " + quoted_token(written) + " (its sharpest step):\n";
+  out += "  query s_" + before + " = " + vector_start(a.q, step, 6) + "\n";
   std::vector<int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t x, int64_t y) { return w(step, x) > w(step, y); });
   const int64_t shown = std::min<int64_t>(5, n);
-  out += "     j  input  key h_j (first 4)                 e_ij     α_ij\n";
+  out += "     j  input  key h_j (first 4)                 e_" + i + "j    α_" + i + "j\n";
   for (int64_t r = 0; r < shown; ++r) {
     const int64_t j = order[static_cast<std::size_t>(r)];
     const double e = a.logits.value(step * n + j);
-    out += "  " + pad_left(std::to_string(j), 4) + "  " +
+    out += "  " + pad_left(std::to_string(j + 1), 4) + "  " +
            pad_right(quoted_token(c.source_tokens[static_cast<std::size_t>(j)]), 5) + "  " +
            pad_right(vector_start(a.k, j, 4), 32) + pad_left(fixed(e, 2), 7) + "  " +
            pad_left(weight(w(step, j)), 5) + " " + bar(w(step, j), 10) + "\n";
@@ -81,11 +82,11 @@ std::string render_rnnsearch(const Seq2SeqCapture& c) {
   if (n > shown) {
     double rest = 0;
     for (int64_t r = shown; r < n; ++r) rest += w(step, order[static_cast<std::size_t>(r)]);
-    out +=
-        "        (" + std::to_string(n - shown) + " more keys, together α " + weight(rest) + ")\n";
+    out += "        (" + std::to_string(n - shown) + (n - shown == 1 ? " more key" : " more keys") +
+           ", together α " + weight(rest) + ")\n";
   }
-  out += "  context c_" + std::to_string(step) +
-         " = Σ_j α_ij h_j = " + vector_start(a.head_out, step, 4) + "\n\n";
+  out += "  context c_" + i + " = Σ_j α_" + i + "j h_j = " + vector_start(a.head_out, step, 4) +
+         "\n\n";
   out += wrap(
       "In a transformer's terms: there the query, the keys and the values are W_Q x, W_K x and "
       "W_V x, three projections of token vectors. Here W_a plays W_Q's part (on the decoder "
