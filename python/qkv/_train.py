@@ -106,16 +106,20 @@ def _number(x, name: str) -> float:
     return float(x)
 
 
-def train(task: str = "reverse", *, steps: Optional[int] = None, layers: int = 2,
-          heads: int = 4, d_model: int = 64, batch_size: int = 64, lr: float = 1e-3,
+def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[int] = None,
+          layers: Optional[int] = None, heads: Optional[int] = None, d_model: int = 64,
+          batch_size: int = 64, lr: float = 1e-3,
           seed: int = 1, target: float = 0.99, eval_every: Optional[int] = None,
           test_examples: int = 1000, save: Union[str, "os.PathLike[str]", None] = None,
           progress: Optional[Callable[[TrainProgress], Any]] = None) -> TrainSummary:
     """Trains a small encoder–decoder transformer on `task` (see qkv.tasks()) as `qkv train`
     does, and returns its TrainSummary.
 
-    The model: `layers` encoder and as many decoder blocks, pre-norm, `heads` heads of width
-    d_model / heads, character embeddings, sinusoidal positions. Training: AdamW at peak `lr`
+    model="transformer": `layers` (default 2) encoder and as many decoder blocks, pre-norm,
+    `heads` (default 4) heads of width d_model / heads, character embeddings, sinusoidal
+    positions. model="rnnsearch": Bahdanau et al. 2014's bidirectional GRU encoder (d_model/2
+    units a direction) and GRU decoder (d_model) with additive attention, whose query is the
+    decoder state s_{i−1} and whose keys and values are the annotations h_j. Training: AdamW at peak `lr`
     with warmup and cosine decay, gradient clipping at 1, label smoothing 0.1, batch_size
     examples a step, for `steps` steps (default 4000; dates and lookup 6000), stopping early
     once a held-out evaluation (every eval_every steps; default min(100, steps / 10)) shows
@@ -137,9 +141,23 @@ def train(task: str = "reverse", *, steps: Optional[int] = None, layers: int = 2
         _qkv.task_description(task)  # qkv's ValueError: "unknown task 'x'; expected one of ..."
     steps = _int(_DEFAULT_STEPS.get(task, 4000) if steps is None else steps, "steps", 1,
                  10**8, "1 to 10^8")
-    layers = _int(layers, "layers", 1, 64, "1 to 64")
-    heads = _int(heads, "heads", 1, 256, "1 to 256")
+    if model not in ("transformer", "rnnsearch"):
+        raise ValueError(f"model {model!r} is not a model qkv trains; expected 'transformer' or "
+                         "'rnnsearch'")
     d_model = _int(d_model, "d_model", 1, 4096, "1 to 4096")
+    if model == "rnnsearch":
+        for name, value in (("layers", layers), ("heads", heads)):
+            if value is not None:
+                raise ValueError(f"{name} does not apply to model='rnnsearch' (one bidirectional "
+                                 "GRU encoder, one GRU decoder, one additive attention); expected "
+                                 "only d_model to size it")
+        if d_model % 2:
+            raise ValueError(f"d_model {d_model} is odd; expected an even width (rnnsearch's "
+                             "annotations are d_model/2 a direction)")
+    layers = _int(2 if layers is None else layers, "layers", 1, 64, "1 to 64")
+    heads = _int(4 if heads is None else heads, "heads", 1, 256, "1 to 256")
+    if model == "rnnsearch":
+        layers = heads = 1
     if d_model % heads:
         raise ValueError(f"d_model {d_model} is not divisible by heads {heads}; expected "
                          f"d_model = heads · d_k, e.g. d_model={(d_model // heads + 1) * heads}")
@@ -165,7 +183,7 @@ def train(task: str = "reverse", *, steps: Optional[int] = None, layers: int = 2
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: {type(progress).__name__}; expected a callable")
     hear = None if progress is None else (lambda p: progress(TrainProgress(**p)))
-    s = _qkv.train(task, steps, layers, heads, d_model, batch_size, lr, seed, target,
+    s = _qkv.train(task, model, steps, layers, heads, d_model, batch_size, lr, seed, target,
                    eval_every, test_examples, path or "", hear)
     return TrainSummary(task=s["task"], steps=s["steps"], test_accuracy=s["test_accuracy"],
                         test_examples=s["test_examples"], final_loss=s["final_loss"],

@@ -56,6 +56,7 @@ nb::dict summary_of(const TrainSummary& s, const Seq2Seq& model) {
   }
   const Seq2SeqConfig& c = model.config();
   nb::dict config;
+  config["architecture"] = std::string(to_string(c.architecture));
   config["layers"] = c.layers;
   config["heads"] = c.heads;
   config["d_model"] = c.d_model;
@@ -91,12 +92,14 @@ void bind_train(nb::module_& m) {
 
   m.def(
       "train",
-      [](const std::string& task_name, int64_t steps, int64_t layers, int64_t heads,
-         int64_t d_model, int64_t batch_size, double lr, uint64_t seed, double target,
-         int64_t eval_every, int64_t test_examples, const std::string& out,
-         const nb::object& progress) {
+      [](const std::string& task_name, const std::string& architecture, int64_t steps,
+         int64_t layers, int64_t heads, int64_t d_model, int64_t batch_size, double lr,
+         uint64_t seed, double target, int64_t eval_every, int64_t test_examples,
+         const std::string& out, const nb::object& progress) {
         const Task task = make_task(task_name);  // an unknown name lists the known ones
-        const Seq2SeqConfig config = config_for(task, layers, heads, d_model);
+        const Seq2SeqConfig config = architecture == "rnnsearch"
+                                         ? rnnsearch_config_for(task, d_model)
+                                         : config_for(task, layers, heads, d_model);
         config.validate();
         const TrainOptions options{.steps = steps,
                                    .batch_size = batch_size,
@@ -127,8 +130,8 @@ void bind_train(nb::module_& m) {
         }
         return summary_of(s, *model);
       },
-      nb::arg("task"), nb::arg("steps"), nb::arg("layers"), nb::arg("heads"), nb::arg("d_model"),
-      nb::arg("batch_size"), nb::arg("lr"), nb::arg("seed"), nb::arg("target"),
+      nb::arg("task"), nb::arg("model"), nb::arg("steps"), nb::arg("layers"), nb::arg("heads"),
+      nb::arg("d_model"), nb::arg("batch_size"), nb::arg("lr"), nb::arg("seed"), nb::arg("target"),
       nb::arg("eval_every"), nb::arg("test_examples"), nb::arg("out"), nb::arg("progress").none(),
       "qkv::train on a fresh model; the summary as a dict. Called by qkv.train.");
 

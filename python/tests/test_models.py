@@ -348,7 +348,8 @@ def test_train_returns_a_summary_and_a_seed_reproduces_it():
     assert [h["step"] for h in s.history] == [10, 20, 30]
     assert all(0 <= h["accuracy"] <= 1 and h["loss"] > 0 for h in s.history)
     assert 0 <= s.test_accuracy <= 1 and not s.stopped_early and s.reached_target is None
-    assert s.config == {"layers": 1, "heads": 2, "d_model": 16, "ffn_hidden": 64, "vocab": 23}
+    assert s.config == {"architecture": "transformer", "layers": 1, "heads": 2, "d_model": 16,
+                        "ffn_hidden": 64, "vocab": 23}
     assert s.parameters > 0 and s.tokens > 0 and 0 < s.train_seconds <= s.seconds
     # Wrong outputs are reported with what was expected (an untrained model makes many).
     assert s.mistakes and all(m["output"] != m["target"] for m in s.mistakes)
@@ -552,3 +553,24 @@ def test_the_type_stub_names_what_the_extension_has():
         else:
             assert entry == signature_params(obj), name
             assert inspect.isbuiltin(obj) or callable(obj)
+
+
+def test_train_rnnsearch_saves_a_model_whose_attention_the_command_explains(tmp_path):
+    path = tmp_path / "rnn.safetensors"
+    s = qkv.train("copy", model="rnnsearch", steps=20, d_model=16, batch_size=16,
+                  test_examples=20, save=path)
+    assert s.config["architecture"] == "rnnsearch"
+    assert (s.config["layers"], s.config["heads"], s.config["d_model"]) == (1, 1, 16)
+    assert s.steps == 20
+    out = subprocess.run([sys.executable, "-m", "qkv", "explain", "--model", str(path),
+                          "--input", "abcdef"], capture_output=True, text=True, check=True).stdout
+    assert "query   s_{i-1}" in out and "There is no W_V" in out
+
+
+def test_train_rnnsearch_refuses_transformer_sizes():
+    with pytest.raises(ValueError, match="layers does not apply to model='rnnsearch'"):
+        qkv.train("copy", model="rnnsearch", layers=2)
+    with pytest.raises(ValueError, match="d_model 15 is odd"):
+        qkv.train("copy", model="rnnsearch", d_model=15)
+    with pytest.raises(ValueError, match="'lstm' is not a model qkv trains"):
+        qkv.train("copy", model="lstm")
