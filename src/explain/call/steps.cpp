@@ -138,7 +138,8 @@ std::string explain_steps(const AttentionCall& c, const AttentionResult& r, cons
   int step = 1;
 
   if (!c.projections.empty() && !o.same_inputs_as_before) {
-    s << section("Projections: each token's vector times a learned matrix");
+    s << section(
+        "Projections: each token's vector times a matrix (learned in a model; here given)");
     const auto features =
         c.input_columns.empty() ? dims(c.projections[0].input, "x") : c.input_columns;
     for (const Projection& p : c.projections) {
