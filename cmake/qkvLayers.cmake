@@ -11,7 +11,7 @@ set(QKV_PUBLIC_HEADERS_core tensor.h npy.h files.h threads.h)
 set(QKV_PUBLIC_HEADERS_kernels attention_types.h)
 set(QKV_PUBLIC_HEADERS_attention attention.h)
 set(QKV_PUBLIC_HEADERS_nn nn.h)
-set(QKV_PUBLIC_HEADERS_models model.h train.h)
+set(QKV_PUBLIC_HEADERS_models model.h train.h perceiver.h)
 set(QKV_PUBLIC_HEADERS_explain explain.h)
 
 # Every header of include/qkv/ must be given a layer above.
