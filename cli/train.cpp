@@ -72,6 +72,7 @@ std::string progress_line(const TrainProgress& p, bool with_bar) {
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "train", "train a small encoder–decoder transformer on a toy task; watch attention form");
+  cmd->add_option("--model", args.model, "transformer (default) or perceiver")->option_text("NAME");
   cmd->add_option("--task", args.task, "the task (see the list below)")
       ->required()
       ->option_text("TASK");
@@ -101,6 +102,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   cmd->add_option("--out", args.out, "save the model (safetensors) for qkv explain --model")
       ->option_text("FILE");
   cmd->add_flag("--json", args.json, "print the summary as JSON");
+  add_perceiver_options(cmd, args.perceiver);
   cmd->add_option("--threads", args.threads, "threads (default $QKV_NUM_THREADS, else all cores)")
       ->option_text("N");
   cmd->footer("\nTasks (character-level; 1 in 10 sources is held out and never trained on):\n" +
@@ -114,11 +116,20 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
               "  qkv train --task reverse\n"
               "  qkv train --task dates --out dates.safetensors\n"
               "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
-              "  qkv train --task copy --steps 300 --layers 1 --d-model 32 --json\n");
+              "  qkv train --task copy --steps 300 --layers 1 --d-model 32 --json\n"
+              "\n--model perceiver (Jaegle et al. 2021): --latents N learned queries cross-attend\n"
+              "to an input of --length symbols (keys and values from the input), then --layers\n"
+              "latent self-attention blocks; task count: how many '#' among the letters.\n"
+              "  qkv train --model perceiver --task count --out count.safetensors\n"
+              "  qkv explain --model count.safetensors --html latents.html\n");
   return cmd;
 }
 
 int run_train(const TrainArgs& args) {
+  if (args.model == "perceiver") return run_train_perceiver(args);
+  if (args.model != "transformer")
+    throw Error("--model " + args.model +
+                " is not a model qkv train makes; expected transformer or perceiver");
   const Task task = make_task(args.task);  // an unknown name lists the known ones
   const TaskDefaults d = defaults_for(task.name());
   auto in_range = [](const char* flag, const auto& value, int64_t lo, int64_t hi,

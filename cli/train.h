@@ -7,11 +7,14 @@
 #include <optional>
 #include <string>
 
+#include "train_perceiver.h"
+
 namespace qkv::cli {
 
 // Unset optionals take their defaults (the task's, the machine's); a value given, 0 included, must
 // be in range: no value of an option means "the default".
 struct TrainArgs {
+  std::string model = "transformer";  // or perceiver (cli/train_perceiver.cpp)
   std::string task;
   std::optional<int64_t> steps;  // the task's default
   int64_t layers = 2, heads = 4;
@@ -25,6 +28,7 @@ struct TrainArgs {
   std::string out;
   bool json = false;
   std::optional<int> threads;  // $QKV_NUM_THREADS, else all cores
+  PerceiverTrainArgs perceiver;
 };
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
