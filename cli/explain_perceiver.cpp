@@ -105,11 +105,14 @@ int run_explain_perceiver(const ExplainArgs& args) {
             << "\n\n";
   const double uniform = static_cast<double>(e.count) / static_cast<double>(e.length);
   std::cout << "  What each latent gathers: its cross-attention weight on the '" << e.counted
-            << "' (all heads' mean,\n  then per head; a uniform look would put "
-            << fixed(uniform, 3) << " there), how many positions it\n"
-            << "  spreads over (exp entropy), and the positions it weighs most:\n\n";
+            << "' (all heads' mean,\n  and how many times a uniform look's " << fixed(uniform, 4)
+            << "; then per head), how many positions\n"
+            << "  it spreads over (exp entropy), and the positions it weighs most:\n\n";
   explain::Table t;
-  t.column_labels = {"on '" + std::string(1, e.counted) + "'", "", "per head", "spread", "top"};
+  t.column_labels = {
+      "on '" + std::string(1, e.counted) + "'", "× uniform", "", "per head", "spread", "top"};
+  double most = 0;  // the bars are drawn against the latent that gathers the most
+  for (const LatentGather& g : e.gathers) most = std::max(most, g.counted_mean);
   for (std::size_t n = 0; n < e.gathers.size(); ++n) {
     const LatentGather& g = e.gathers[n];
     std::string heads, top;
@@ -118,8 +121,10 @@ int run_explain_perceiver(const ExplainArgs& args) {
       top += (top.empty() ? "" : " ") + std::string(1, input[static_cast<std::size_t>(l)]) + "@" +
              std::to_string(l);
     t.row_labels.push_back("latent " + std::to_string(n));
-    t.cells.push_back({share(g.counted_mean), bar(g.counted_mean, 10), heads,
-                       grouped(std::llround(g.effective_positions)), top});
+    const std::string times =
+        uniform > 0 ? fixed(g.counted_mean / uniform, 1) + "×" : std::string("—");
+    t.cells.push_back({share(g.counted_mean), times, bar(most > 0 ? g.counted_mean / most : 0, 10),
+                       heads, grouped(std::llround(g.effective_positions)), top});
   }
   std::cout << render(t);
   if (!args.html.empty())

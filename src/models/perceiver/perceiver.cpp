@@ -264,6 +264,10 @@ std::unique_ptr<Perceiver> Perceiver::load(const std::string& path,
 }
 
 bool is_perceiver_file(const std::string& path) {
+  // Only *.safetensors files are opened: a GGUF model of hundreds of MB is never read here.
+  const std::string ext = ".safetensors";
+  if (path.size() <= ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0)
+    return false;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;
   try {

@@ -18,8 +18,14 @@ PerceiverTask make_perceiver_task(const std::string& name, int64_t length) {
   t.length = length;
   t.classes = 10;
   t.alphabet = "abcdefghijklmnopqrstuvwxyz#";
-  t.description = "count the '#' among " + std::to_string(length) +
-                  " letters a–z: 0 to 9 of them, the class is how many";
+  const std::string digits = std::to_string(length);  // 1024 → "1,024", as summaries print sizes
+  std::string letters;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) letters += ',';
+    letters += digits[i];
+  }
+  t.description =
+      "count the '#' among " + letters + " letters a–z: 0 to 9 of them, the class is how many";
   return t;
 }
 
