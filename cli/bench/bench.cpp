@@ -168,7 +168,9 @@ int run_bench(const BenchArgs& a) {
   if (attention) return run_bench_attention(a.attention);
   if (model) return run_bench_model(a.model);
   if (perceiver) return run_bench_perceiver(a.perceiver);
-  throw Error("qkv bench: expected a target: attention or model, e.g. qkv bench attention --quick");
+  throw Error(
+      "qkv bench: expected a target: attention, model or perceiver, e.g. qkv bench attention "
+      "--quick");
 }
 
 }  // namespace qkv::cli
