@@ -40,7 +40,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       ->check(CLI::Range(1, 3))
       ->option_text("K");
   cmd->add_option("--input", args.input,
-                  "with --model FILE.safetensors from qkv train: the source to decode")
+                  "with --model FILE.safetensors from qkv train: the source to decode (a "
+                  "Perceiver's: its input, or @FILE; default a held-out example)")
       ->option_text("TEXT");
   cmd->add_flag("--json", args.json,
                 "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
@@ -66,7 +67,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "  qkv explain \"The animal didn't cross the street.\" \"It was too tired.\" --html "
       "pair.html\n"
       "  qkv train --task dates --out dates.safetensors\n"
-      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n");
+      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
+      "  qkv explain --model count.safetensors --html latents.html   (qkv train --model "
+      "perceiver)\n");
   return cmd;
 }
 
