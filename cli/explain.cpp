@@ -11,6 +11,7 @@
 #include "finite.h"
 #include "qkv/explain.h"
 #include "qkv/files.h"
+#include "qkv/perceiver.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -39,7 +40,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       ->check(CLI::Range(1, 3))
       ->option_text("K");
   cmd->add_option("--input", args.input,
-                  "with --model FILE.safetensors from qkv train: the source to decode")
+                  "with --model FILE.safetensors from qkv train: the source to decode (a "
+                  "Perceiver's: its input, or @FILE; default a held-out example)")
       ->option_text("TEXT");
   cmd->add_flag("--json", args.json,
                 "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
@@ -65,7 +67,9 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "  qkv explain \"The animal didn't cross the street.\" \"It was too tired.\" --html "
       "pair.html\n"
       "  qkv train --task dates --out dates.safetensors\n"
-      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n");
+      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
+      "  qkv explain --model count.safetensors --html latents.html   (qkv train --model "
+      "perceiver)\n");
   return cmd;
 }
 
@@ -77,6 +81,7 @@ void check_index(const char* flag, const std::optional<int64_t>& index, int64_t 
 }
 
 int run_explain(const ExplainArgs& args) {
+  if (is_perceiver_file(args.model.dir)) return run_explain_perceiver(args);
   if (args.input || model_kind(args.model.dir) == ModelKind::seq2seq) {
     if (args.text_b)
       throw Error("a second text \"" + clip(*args.text_b, 40) +

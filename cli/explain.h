@@ -30,6 +30,8 @@ int run_explain(const ExplainArgs& args);
 // --model FILE.safetensors saved by `qkv train`: the model's output on --input and its
 // cross-attention alignment (source across, output down).
 int run_explain_seq2seq(const ExplainArgs& args);
+// --model FILE.safetensors saved by `qkv train --model perceiver`: what each latent gathers.
+int run_explain_perceiver(const ExplainArgs& args);
 // Throws a usage error "--layer 9 is out of range; this model has layers 0–5" when `index` is
 // given and outside [0, count); `what` names the count ("layers", "decoder layers", "heads").
 void check_index(const char* flag, const std::optional<int64_t>& index, int64_t count,

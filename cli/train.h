@@ -7,13 +7,15 @@
 #include <optional>
 #include <string>
 
+#include "train_perceiver.h"
+
 namespace qkv::cli {
 
 // Unset optionals take their defaults (the task's, the machine's); a value given, 0 included, must
 // be in range: no value of an option means "the default".
 struct TrainArgs {
   std::string task;
-  std::string model = "transformer";     // or rnnsearch
+  std::string model = "transformer";     // rnnsearch; perceiver (cli/train_perceiver.cpp)
   std::optional<int64_t> steps;          // the task's default
   std::optional<int64_t> layers, heads;  // transformer: 2, 4
   std::optional<int64_t> d_model;        // the task's default
@@ -26,6 +28,7 @@ struct TrainArgs {
   std::string out;
   bool json = false;
   std::optional<int> threads;  // $QKV_NUM_THREADS, else all cores
+  PerceiverTrainArgs perceiver;
 };
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);

@@ -11,8 +11,8 @@ set(QKV_PUBLIC_HEADERS_core tensor.h npy.h files.h threads.h)
 set(QKV_PUBLIC_HEADERS_kernels attention_types.h)
 set(QKV_PUBLIC_HEADERS_attention attention.h)
 set(QKV_PUBLIC_HEADERS_nn nn.h)
-set(QKV_PUBLIC_HEADERS_models model.h train.h)
-set(QKV_PUBLIC_HEADERS_explain explain.h)
+set(QKV_PUBLIC_HEADERS_models model.h train.h perceiver.h)
+set(QKV_PUBLIC_HEADERS_explain explain.h perceiver_report.h)
 
 # Every header of include/qkv/ must be given a layer above.
 file(GLOB qkv_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/qkv CONFIGURE_DEPENDS

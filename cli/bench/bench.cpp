@@ -21,7 +21,8 @@ constexpr const char* kBenchFooter =
     "  qkv bench attention --case long      L = S = 65536, one head, forward only\n"
     "  qkv bench model                      all-MiniLM-L6-v2: latency and sentences/s\n"
     "  qkv bench model --model smollm2      SmolLM2-135M: prompt and generated tokens/s\n"
-    "  qkv bench model --quick --json       a smoke test\n";
+    "  qkv bench model --quick --json       a smoke test\n"
+    "  qkv bench perceiver                  N×L cross-attention against L×L self-attention\n";
 
 constexpr const char* kAttentionFooter =
     "Cases (B = 1; --quick divides L and S by 16):\n"
@@ -135,6 +136,17 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
           "Llama-architecture .gguf file")
       ->option_text("DIR|smollm2|FILE");
   a.model_command = model;
+
+  CLI::App* perceiver = bench->add_subcommand(
+      "perceiver",
+      "latent queries' cost: N×L cross-attention against L×L self-attention, L = 1k to 16k");
+  perceiver->allow_extras(false);
+  add_common_options(perceiver, a.perceiver.common);
+  perceiver->add_option("--latents", a.perceiver.latents, "latent queries N (default 32)")
+      ->type_name("N");
+  perceiver->footer(
+      "\nExamples:\n  qkv bench perceiver\n  qkv bench perceiver --latents 64 --json\n");
+  a.perceiver_command = perceiver;
   a.bench_command = bench;
   return bench;
 }
@@ -145,16 +157,20 @@ int run_bench(const BenchArgs& a) {
   if (a.bench_command) extra = a.bench_command->remaining();
   const bool attention = a.attention_command && a.attention_command->parsed();
   const bool model = a.model_command && a.model_command->parsed();
-  if (!extra.empty() && (attention || model))
+  const bool perceiver = a.perceiver_command && a.perceiver_command->parsed();
+  if (!extra.empty() && (attention || model || perceiver))
     throw Error("qkv bench: '" + extra.front() +
                 "' is not an option of qkv bench; options go after the target, e.g. qkv bench "
                 "attention --json");
   if (!extra.empty())
     throw Error("qkv bench: '" + extra.front() +
-                "' is not a target; expected attention or model (see qkv bench --help)");
+                "' is not a target; expected attention, model or perceiver (see qkv bench --help)");
   if (attention) return run_bench_attention(a.attention);
   if (model) return run_bench_model(a.model);
-  throw Error("qkv bench: expected a target: attention or model, e.g. qkv bench attention --quick");
+  if (perceiver) return run_bench_perceiver(a.perceiver);
+  throw Error(
+      "qkv bench: expected a target: attention, model or perceiver, e.g. qkv bench attention "
+      "--quick");
 }
 
 }  // namespace qkv::cli

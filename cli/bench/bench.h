@@ -34,12 +34,19 @@ struct BenchModelArgs {
   std::string dump_corpus;  // --dump-corpus FILE: write the throughput's texts there
 };
 
+struct BenchPerceiverArgs {
+  BenchCommon common;
+  int64_t latents = 32;  // N
+};
+
 struct BenchArgs {
   BenchAttentionArgs attention;
   BenchModelArgs model;
+  BenchPerceiverArgs perceiver;
   CLI::App* bench_command = nullptr;      // set by add_bench_command
   CLI::App* attention_command = nullptr;  // set by add_bench_command
   CLI::App* model_command = nullptr;      // set by add_bench_command
+  CLI::App* perceiver_command = nullptr;  // set by add_bench_command
 };
 
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
@@ -49,5 +56,6 @@ int run_bench(const BenchArgs& args);
 int run_bench_attention(const BenchAttentionArgs& args);
 int run_bench_model(const BenchModelArgs& args);      // a sentence encoder, or…
 int run_bench_causal_lm(const BenchModelArgs& args);  // …a decoder (--model smollm2 or a .gguf)
+int run_bench_perceiver(const BenchPerceiverArgs& args);
 
 }  // namespace qkv::cli

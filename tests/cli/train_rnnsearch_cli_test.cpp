@@ -35,7 +35,7 @@ TEST(TrainRnnSearchCli, RefusesTransformerOptionsAndUnknownModels) {
       "--heads does not apply to --model rnnsearch");
   expect_one_line_error(
       run_qkv({"train", "--task", "copy", "--model", "lstm"}), 2,
-      "--model lstm is not a model qkv trains; expected transformer or rnnsearch");
+      "--model lstm is not a model qkv trains; expected transformer, rnnsearch or perceiver");
   expect_one_line_error(
       run_qkv({"train", "--task", "copy", "--model", "rnnsearch", "--d-model", "15"}), 2,
       "expected an even width");

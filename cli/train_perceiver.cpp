@@ -1,0 +1,175 @@
+// `qkv train --model perceiver`: options, the progress bar, the summary (text or JSON), saving.
+#include "train_perceiver.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "progress.h"
+#include "qkv/files.h"
+#include "qkv/perceiver.h"
+#include "qkv/threads.h"
+#include "text.h"
+#include "train.h"
+
+namespace qkv::cli {
+
+namespace {
+
+std::string seconds_str(double s) {
+  if (!std::isfinite(s) || s < 0) return "—";
+  const long n = std::lround(s);
+  return n < 60 ? std::to_string(n) + "s"
+                : std::to_string(n / 60) + "m" + (n % 60 < 10 ? "0" : "") + std::to_string(n % 60) +
+                      "s";
+}
+
+std::string percent(double x) { return fixed(100 * x, 1) + "%"; }
+
+std::string progress_line(const PerceiverProgress& p, bool with_bar) {
+  const double rate = p.seconds > 0 ? static_cast<double>(p.step) / p.seconds : 0;
+  const double eta = rate > 0 ? static_cast<double>(p.steps - p.step) / rate : NAN;
+  std::string line = "step " + std::to_string(p.step) + "/" + std::to_string(p.steps);
+  if (with_bar)
+    line += " ▕" +
+            pad_right(bar(static_cast<double>(p.step) / static_cast<double>(p.steps), 20), 20) +
+            "▏";
+  line += "  loss " + fixed(p.loss, 3) + "  batch " + percent(p.accuracy);
+  line += "  held-out " + (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—"));
+  line += "  " + fixed(rate, 1) + " steps/s  ETA " + seconds_str(eta);
+  return line;
+}
+
+void in_range(const char* flag, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi)
+    throw Error(std::string(flag) + " " + std::to_string(value) + " is out of range; expected " +
+                std::to_string(lo) + " to " + std::to_string(hi));
+}
+
+}  // namespace
+
+void add_perceiver_options(CLI::App* cmd, PerceiverTrainArgs& args) {
+  cmd->add_option("--length", args.length, "perceiver: symbols of each input (default 1024)")
+      ->option_text("L");
+  cmd->add_option("--latents", args.latents, "perceiver: learned latent queries (default 16)")
+      ->option_text("N");
+}
+
+int run_train_perceiver(const TrainArgs& args) {
+  const PerceiverTask task = make_perceiver_task(args.task, args.perceiver.length);
+  in_range("--latents", args.perceiver.latents, 1, 4096);
+  in_range("--batch", args.batch, 1, 65536);
+  if (args.steps) in_range("--steps", *args.steps, 1, 100'000'000);
+  if (args.eval_every) in_range("--eval-every", *args.eval_every, 1, 100'000'000);
+  if (args.threads) in_range("--threads", *args.threads, 1, 4096);
+  in_range("--test-examples", args.test_examples, 0, 1'000'000);
+  const PerceiverConfig config{.length = task.length,
+                               .vocab = static_cast<int64_t>(task.alphabet.size()),
+                               .classes = task.classes,
+                               .latents = args.perceiver.latents,
+                               .d_model = args.d_model.value_or(64),
+                               .heads = args.heads.value_or(4),
+                               .blocks = args.layers.value_or(2),
+                               .task = task.name};
+  config.validate();
+  PerceiverTrainOptions options;
+  options.steps = args.steps.value_or(options.steps);
+  options.batch_size = args.batch;
+  options.lr = args.lr;
+  options.seed = args.seed;
+  options.target_accuracy = args.target;
+  options.eval_every = args.eval_every.value_or(options.eval_every);
+  options.test_examples = args.test_examples;
+  check_outputs({{"--out", args.out}});
+
+  const int threads = resolve_num_threads(args.threads.value_or(0));
+  ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  openblas_set_num_threads(threads);
+
+  nn::Rng init(options.seed);
+  Perceiver model(config, init);
+  Progress bar;
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const int64_t every = std::max<int64_t>(1, options.steps / 10);
+  const PerceiverTrainSummary s =
+      train_perceiver(model, task, options, [&](const PerceiverProgress& p) {
+        if (tty) {
+          if (p.step == 1 || p.step % 5 == 0 || p.evaluated) bar.show(progress_line(p, true));
+        } else if (p.step % every == 0) {
+          std::cerr << progress_line(p, false) << "\n";
+        }
+      });
+  bar.clear();
+  try {
+    if (!args.out.empty())
+      model.save(args.out, {{"qkv.steps", std::to_string(s.steps)},
+                            {"qkv.seed", std::to_string(options.seed)},
+                            {"qkv.test_accuracy", fixed(s.test_accuracy, 4)}});
+  } catch (const Error& e) {
+    throw Error("--out " + std::string(e.what()), e.kind());
+  }
+
+  if (args.json) {
+    nlohmann::json history = nlohmann::json::array();
+    for (const PerceiverEvalPoint& e : s.history)
+      history.push_back(
+          {{"step", e.step}, {"accuracy", e.accuracy}, {"loss", e.loss}, {"seconds", e.seconds}});
+    const nlohmann::json j = {
+        {"model", "perceiver"},
+        {"task", s.task},
+        {"config",
+         {{"length", config.length},
+          {"latents", config.latents},
+          {"d_model", config.d_model},
+          {"heads", config.heads},
+          {"blocks", config.blocks},
+          {"classes", config.classes},
+          {"parameters", s.parameters}}},
+        {"training",
+         {{"steps", s.steps},
+          {"max_steps", options.steps},
+          {"batch", options.batch_size},
+          {"lr", options.lr},
+          {"seed", options.seed},
+          {"threads", threads},
+          {"target", options.target_accuracy},
+          {"stopped_early", s.stopped_early},
+          {"final_loss", s.final_loss}}},
+        {"test_accuracy", s.test_accuracy},
+        {"test_examples", s.test_examples},
+        {"chance", s.chance},
+        {"wall_seconds", s.wall_seconds},
+        {"train_seconds", s.train_seconds},
+        {"history", history},
+        {"out", args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out)}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::cout << wrap("qkv train --model perceiver " + task.name + ": " + task.description, 80, 2)
+            << "\n\n";
+  std::cout << "  model      " << config.latents << " latent queries (d " << config.d_model << ", "
+            << config.heads << " heads) cross-attend to " << grouped(config.length)
+            << " symbols,\n             then " << config.blocks << " latent self-attention block"
+            << (config.blocks == 1 ? "" : "s") << "; " << grouped(s.parameters) << " parameters\n";
+  std::cout << "  training   " << grouped(s.steps) << " steps × " << options.batch_size
+            << " examples" << (s.stopped_early ? ", stopped early: held-out ≥ target" : "") << "\n";
+  std::cout << "  loss       " << fixed(s.final_loss, 3) << " (cross-entropy; chance "
+            << fixed(std::log(1 / s.chance), 3) << ")\n";
+  if (s.test_examples > 0)
+    std::cout << "  held-out   " << percent(s.test_accuracy) << " accuracy on "
+              << grouped(s.test_examples) << " test examples (chance " << percent(s.chance)
+              << ")\n";
+  std::cout << "  time       " << fixed(s.wall_seconds, 1) << " s wall ("
+            << fixed(s.train_seconds, 1) << " s in training steps), " << threads
+            << (threads == 1 ? " thread\n" : " threads\n");
+  if (!args.out.empty())
+    std::cout << "\nwrote " << printable(args.out) << "; see what each latent gathers with\n"
+              << "  qkv explain --model " << printable(args.out) << "\n";
+  return 0;
+}
+
+}  // namespace qkv::cli

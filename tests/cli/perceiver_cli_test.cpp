@@ -1,0 +1,124 @@
+// `qkv train --model perceiver`, `qkv explain` on the Perceiver it saved, and `qkv bench
+// perceiver`: errors (one line, exit 2), a tiny deterministic run with --json, what the latents
+// gather in the terminal, as JSON and as HTML.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli_expect.h"
+#include "cli/cli_runner.h"
+
+namespace qkv {
+namespace {
+
+using testing::expect_one_line_error;
+using ::testing::HasSubstr;
+using testing::run_qkv;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("qkv-perceiver-cli-" + name)).string();
+}
+
+std::vector<std::string> tiny(std::vector<std::string> more) {
+  std::vector<std::string> args = {
+      "train", "--model", "perceiver", "--task",          "count", "--length",  "32", "--latents",
+      "4",     "--steps", "20",        "--layers",        "1",     "--heads",   "2",  "--d-model",
+      "16",    "--batch", "8",         "--test-examples", "20",    "--threads", "1"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(PerceiverCli, BadModelTaskAndSizesExit2) {
+  expect_one_line_error(
+      run_qkv({"train", "--model", "perceptron", "--task", "count"}), 2,
+      "--model perceptron is not a model qkv trains; expected transformer, rnnsearch or perceiver");
+  expect_one_line_error(run_qkv({"train", "--model", "perceiver", "--task", "reverse"}), 2,
+                        "--task reverse is not a Perceiver task; expected count");
+  expect_one_line_error(
+      run_qkv({"train", "--model", "perceiver", "--task", "count", "--length", "4"}), 2,
+      "--length 4 is out of range");
+  expect_one_line_error(
+      run_qkv({"train", "--model", "perceiver", "--task", "count", "--latents", "0"}), 2,
+      "--latents 0 is out of range");
+  expect_one_line_error(run_qkv({"train", "--model", "perceiver", "--task", "count", "--d-model",
+                                 "30", "--heads", "4"}),
+                        2, "--d-model 30 is not a multiple of --heads 4");
+}
+
+TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
+  const std::string out = temp_path("count.safetensors");
+  const auto a = run_qkv(tiny({"--json", "--out", out}));
+  ASSERT_EQ(a.exit_code, 0) << a.describe();
+  const auto b = run_qkv(tiny({"--json"}));
+  ASSERT_EQ(b.exit_code, 0) << b.describe();
+  const nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["model"], "perceiver");
+  EXPECT_EQ(ja["config"]["length"], 32);
+  EXPECT_EQ(ja["config"]["latents"], 4);
+  EXPECT_EQ(ja["training"]["steps"], 20);
+  EXPECT_DOUBLE_EQ(ja["chance"].get<double>(), 0.1);
+  EXPECT_EQ(ja["training"]["final_loss"], jb["training"]["final_loss"]);  // same seed, same run
+  EXPECT_EQ(ja["test_accuracy"], jb["test_accuracy"]);
+
+  // The terminal view: one row a latent, the prediction and the true count.
+  const auto text = run_qkv({"explain", "--model", out});
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  EXPECT_THAT(text.out, HasSubstr("4 latent queries × 2 heads over 32 symbols"));
+  EXPECT_THAT(text.out, HasSubstr("latent 3"));
+  EXPECT_THAT(text.out, HasSubstr("prediction"));
+
+  // A given input: its count is reported, and each latent's shares add up to at most 1.
+  const std::string input = "abc#efghijklmnopqrstuvw#yzabcd#f";
+  const std::string html = temp_path("latents.html");
+  const auto j = run_qkv({"explain", "--model", out, "--input", input, "--json", "--html", html});
+  ASSERT_EQ(j.exit_code, 0) << j.describe();
+  const nlohmann::json e = nlohmann::json::parse(j.out);
+  EXPECT_EQ(e["count"], 3);
+  ASSERT_EQ(e["latents"].size(), 4u);
+  for (const auto& latent : e["latents"]) {
+    EXPECT_GE(latent["counted_share"].get<double>(), 0.0);
+    EXPECT_LE(latent["counted_share"].get<double>(), 1.0 + 1e-9);
+    EXPECT_EQ(latent["top"].size(), 3u);  // --top's default
+  }
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(page, HasSubstr("<canvas id=map>"));
+  EXPECT_THAT(page, ::testing::Not(HasSubstr("http")));  // offline: nothing fetched
+
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc"}), 2,
+                        "--input has 3 symbols; the model reads 32");
+  expect_one_line_error(
+      run_qkv({"explain", "--model", out, "--input", "ABC#efghijklmnopqrstuvw#yzabcd#f"}), 2,
+      "--input has 'A' at position 0");
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--layer", "0", "--head", "0"}), 2,
+                        "not available for a Perceiver");
+  std::filesystem::remove(out);
+  std::filesystem::remove(html);
+}
+
+TEST(PerceiverCli, BenchQuickPrintsCrossAndSelfCosts) {
+  const auto r = run_qkv({"bench", "perceiver", "--quick", "--json", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  std::istringstream lines(r.out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const double l = j["L"].get<double>(), n = j["N"].get<double>();
+    EXPECT_DOUBLE_EQ(j["flop_ratio"].get<double>(), l / n);  // 4·L²·d / 4·N·L·d
+    EXPECT_DOUBLE_EQ(j["self_gflop"].get<double>(), 4 * l * l * 64 / 1e9);
+    EXPECT_DOUBLE_EQ(j["cross_gflop"].get<double>(), 4 * n * l * 64 / 1e9);
+    // Times are not compared: on a shared machine one time slice outweighs a 0.2 ms run.
+    EXPECT_GT(j["cross_ms"].get<double>(), 0.0);
+    EXPECT_GT(j["self_ms"].get<double>(), 0.0);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+}
+
+}  // namespace
+}  // namespace qkv
