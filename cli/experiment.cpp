@@ -1,6 +1,9 @@
 // `qkv experiment NAME`: train small models side by side and read the table.
 #include "experiment.h"
 
+#include <unistd.h>
+
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +36,28 @@ std::string render_rows(const std::vector<std::string>& columns,
   return out;
 }
 
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "—";
+  const long s = std::lround(seconds);
+  return s < 60 ? std::to_string(s) + "s"
+                : std::to_string(s / 60) + "m" + (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) +
+                      "s";
+}
+
+// "experiment heads: run 3/8, 4 head(s) (seed 1), step 400/1000, ETA 1m20s". The ETA assumes
+// the runs left take as long a step as the ones done (the widths and scores differ, so it is
+// rough).
+std::string experiment_progress_line(const std::string& name, const ExperimentProgress& p) {
+  const double done =
+      (static_cast<double>(p.run - 1) +
+       static_cast<double>(p.step) / static_cast<double>(std::max<int64_t>(p.steps, 1))) /
+      static_cast<double>(std::max<int64_t>(p.runs, 1));
+  const double eta = done > 0 ? p.seconds * (1 - done) / done : NAN;
+  return "experiment " + name + ": run " + std::to_string(p.run) + "/" + std::to_string(p.runs) +
+         ", " + p.label + ", step " + std::to_string(p.step) + "/" + std::to_string(p.steps) +
+         ", ETA " + duration(eta);
+}
+
 }  // namespace
 
 CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
@@ -41,7 +66,9 @@ CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "experiment", "answer a design question by measurement: train small models side by side");
   cmd->add_option("name", args.name, "the experiment: " + names)->required();
-  cmd->add_flag("--quick", args.quick, "smaller tasks and fewer steps (about a minute)");
+  cmd->add_flag("--quick", args.quick,
+                "smaller tasks and fewer steps (under a minute); it reads the same direction as "
+                "the full run, or says it is a smoke run");
   cmd->add_flag("--json", args.json, "print the table and the reading as JSON");
   cmd->footer(
       "\nExperiments:\n"
@@ -57,11 +84,18 @@ CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
 }
 
 int run_experiment_command(const ExperimentArgs& args) {
+  // On a terminal one line rewritten in place every few steps; otherwise (a log, a pipe) a line
+  // as each training run starts. Both name the run, its step and the experiment's ETA.
   Progress progress;
-  const ExperimentResult r =
-      run_experiment(args.name, {.quick = args.quick, .progress = [&](const std::string& line) {
-                                   progress.show("experiment " + args.name + ": training " + line);
-                                 }});
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  ExperimentOptions options{.quick = args.quick};
+  options.step_progress = [&](const ExperimentProgress& p) {
+    const bool first = p.step == 1;
+    if (!(tty ? first || p.step % 10 == 0 : first)) return;
+    progress.show(experiment_progress_line(args.name, p));
+    if (!tty) std::cerr << experiment_progress_line(args.name, p) << "\n";
+  };
+  const ExperimentResult r = run_experiment(args.name, options);
   progress.clear();
   if (args.json) {
     nlohmann::json rows = nlohmann::json::array();
@@ -72,11 +106,14 @@ int run_experiment_command(const ExperimentArgs& args) {
     }
     std::cout << nlohmann::json{{"experiment", r.name}, {"question", r.question},
                                 {"setup", r.setup},     {"rows", rows},
-                                {"reading", r.reading}, {"seconds", r.seconds}}
+                                {"reading", r.reading}, {"seconds", r.seconds},
+                                {"quick", args.quick},  {"smoke", r.smoke}}
                      .dump()
               << "\n";
     return 0;
   }
+  if (r.smoke)
+    std::cout << "SMOKE RUN: too short to show the effect; its numbers mean nothing.\n\n";
   std::cout << "qkv experiment " << r.name << "\n\n"
             << wrap(r.question, 80, 0) << "\n\n"
             << wrap("Setup: " + r.setup, 80, 2) << "\n\n"

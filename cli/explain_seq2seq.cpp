@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "explain.h"
+#include "explain_phonebook.h"
 #include "finite.h"
 #include "qkv/explain.h"
 #include "qkv/files.h"
@@ -103,11 +105,16 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   }
   const int64_t head =
       args.head.value_or(std::min_element(entropy.begin(), entropy.end()) - entropy.begin());
+  // The lookup task's model read as a phonebook: the binding, the key match, the value read back.
+  std::vector<std::string> phonebook;
+  std::optional<Seq2SeqCapture> captured;
+  if (c.task == "lookup" || !args.html.empty()) captured = model->capture(source);
+  if (c.task == "lookup") phonebook = phonebook_reading(*captured);
   if (!args.html.empty()) {
     // Opens on the cross-attention of the layer and head shown in the terminal.
-    explain::Report report =
-        explain::report_of(model->capture(source), std::filesystem::path(path).filename().string() +
-                                                       " (" + c.task + " model)");
+    explain::Report report = explain::report_of(
+        *captured, std::filesystem::path(path).filename().string() + " (" + c.task + " model)");
+    for (const std::string& line : phonebook) report.texts.emplace_back("phonebook", line);
     report.layer = layer;
     report.head = head;
     const std::string html = explain::html_report(report);
@@ -184,8 +191,13 @@ int run_explain_seq2seq(const ExplainArgs& args) {
               << ":\n";
   std::cout << "where each output character looks in the input (row: output; column: input)\n\n";
   std::cout << explain::render_alignment(source, labels, shown, {.color = color});
+  if (!phonebook.empty()) {
+    std::cout << "\nThe phonebook, read off the attention:\n";
+    for (const std::string& line : phonebook) std::cout << "  " << line << "\n";
+  }
   if (rnn) {
-    std::cout << "\n" << explain::render_rnnsearch(model->capture(source));
+    if (!captured) captured = model->capture(source);
+    std::cout << "\n" << explain::render_rnnsearch(*captured);
     std::cout << "--json prints every weight; --html FILE the report.\n";
   } else if (!args.head) {
     std::cout << "\nentropy by head (nats; 0: all on one character):";

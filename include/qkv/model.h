@@ -239,8 +239,8 @@ struct Example {
 
 // Sizes of the sequence tasks (reverse, sort, copy); 0 keeps the task's default.
 struct TaskOptions {
-  int64_t min_length = 0;  // default 8
-  int64_t max_length = 0;  // default 16
+  int64_t min_length = 0;  // default 8 (lookup: pairs, default 3)
+  int64_t max_length = 0;  // default 16 (lookup: pairs, default 8)
   int64_t symbols = 0;     // default 20 (the letters a, b, c, ...; at most 26)
 };
 

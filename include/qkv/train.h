@@ -107,9 +107,20 @@ std::vector<Example> test_set(const Task& task, int64_t n);
 //   heads    1, 2, 4, 8 heads at the same d_model
 //   scores   scaled-dot, additive, general, laplace, cosine scoring on one task
 
+// Where an experiment stands, after every training step: which run of how many, its step.
+struct ExperimentProgress {
+  std::string label;            // the run, e.g. "tied W_Q = W_K (seed 1)"
+  int64_t run = 0, runs = 0;    // 1-based index of this training run, and how many there are
+  int64_t step = 0, steps = 0;  // this run's steps done, and its steps
+  double seconds = 0;           // since the experiment began
+};
+
 struct ExperimentOptions {
-  bool quick = false;  // smaller tasks and fewer steps: about a minute, for smoke tests
-  std::function<void(const std::string&)> progress;  // hears a line per training run
+  // Smaller tasks and fewer steps, chosen so that each experiment still reads the same direction
+  // as its full run (tests/golden/experiments holds the full runs; a test compares them).
+  bool quick = false;
+  std::function<void(const std::string&)> progress;              // hears a line per training run
+  std::function<void(const ExperimentProgress&)> step_progress;  // hears every training step
 };
 
 struct ExperimentResult {
@@ -118,6 +129,8 @@ struct ExperimentResult {
   std::vector<std::vector<std::string>> rows;  // formatted cells
   std::string reading;                         // one paragraph: what the table says
   double seconds = 0;
+  // A --quick run too short to show the effect (its setup says why): its numbers mean nothing.
+  bool smoke = false;
 };
 
 std::vector<std::string> experiment_names();

@@ -205,8 +205,10 @@ def experiment(name: str, *, quick: bool = False,
         heads    1, 2, 4, 8 heads at the same d_model
         scores   scaled-dot, additive, general, laplace, cosine on one task
 
-    quick: smaller tasks and fewer steps (seconds, for a smoke test; the numbers then say
-    little). progress: called with a line naming each training run as it starts.
+    quick: shorter sequences and fewer steps (under a minute); tie-qk, no-wv, scale and heads
+    then read the same direction as their full runs (tests/golden/experiments), scores is a smoke
+    run whose numbers say little. progress: called with a line naming each training run as it
+    starts.
 
     (The doctest skips this example, which trains for seconds; python/tests/test_models.py runs
     the same.)

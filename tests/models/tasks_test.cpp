@@ -193,6 +193,19 @@ TEST(Lookup, TheAnswerIsTheQueriedKeysValue) {
   }
 }
 
+TEST(Lookup, ItsLengthsCountThePairs) {
+  const Task two = make_task("lookup", {.min_length = 2, .max_length = 2});
+  EXPECT_EQ(two.max_source_length(), 9);  // "a3 b7 ? b"
+  nn::Rng rng(5);
+  for (const Example& e : two.batch(rng, Split::train, 100)) {
+    ASSERT_EQ(e.source.size(), 9u) << e.source;
+    EXPECT_EQ(e.target, std::string(1, e.source[e.source[0] == e.source[8] ? 1 : 4])) << e.source;
+  }
+  EXPECT_EQ(make_task("lookup").max_source_length(), 27);  // 8 pairs, "? k"
+  EXPECT_THROW(make_task("lookup", {.min_length = 5, .max_length = 27}), Error);
+  EXPECT_THROW(make_task("lookup", {.min_length = 6, .max_length = 4}), Error);
+}
+
 TEST(Tasks, ExactAccuracyCountsWholeSequences) {
   const std::vector<Example> examples = {{"ab", "ba"}, {"abc", "cba"}, {"a", "a"}, {"b", "b"}};
   EXPECT_DOUBLE_EQ(exact_accuracy({"ba", "cb", "a", "b"}, examples), 0.75);

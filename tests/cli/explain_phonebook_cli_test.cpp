@@ -1,0 +1,63 @@
+// `qkv explain --model lookup.safetensors --input "a3 b7 c1 ? b"`: the phonebook read off a lookup
+// model's attention (cli/explain_phonebook.cpp) in the terminal and in the HTML report. The model
+// here is trained for 20 steps only, so the lines' structure is asserted, not a learned lookup.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "cli/cli_runner.h"
+
+namespace qkv {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::run_qkv;
+
+TEST(ExplainPhonebookCli, ALookupModelIsReadAsAPhonebook) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string model = dir + "/qkv-phonebook-lookup.safetensors";
+  const std::string html = dir + "/qkv-phonebook-report.html";
+  std::filesystem::remove(model);
+  const auto train =
+      run_qkv({"train", "--task", "lookup", "--steps", "20", "--d-model", "16", "--batch", "16",
+               "--test-examples", "10", "--threads", "1", "--out", model});
+  ASSERT_EQ(train.exit_code, 0) << train.describe();
+
+  const auto r = run_qkv({"explain", "--model", model, "--input", "a3 b7 c1 ? b", "--html", html});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("The phonebook, read off the attention:"));
+  // The binding: each number against the key before it, a weight in [0, 1].
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("bind +encoder layer [01], head [0-3]: each number attends to the key "
+                        "before it\n +3→a [01]\\.[0-9]{2} +7→b [01]\\.[0-9]{2} +1→c "
+                        "[01]\\.[0-9]{2}\n")))
+      << r.out;
+  // The match: the query 'b' against the three entries, the asked one marked.
+  EXPECT_THAT(r.out, HasSubstr("match  decoder layer "));
+  EXPECT_THAT(r.out, HasSubstr(": the query 'b' against each entry"));
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +a3 [01]\\.[0-9]{2} \\(-?[0-9.]+\\) +b7 "
+                                                  "[01]\\.[0-9]{2} \\(-?[0-9.]+\\) ← +c1 ")))
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr("of what that head reads back (Σ weight·‖v‖) is the entry \"b7\""));
+  EXPECT_THAT(r.out, HasSubstr("the model answers \""));
+  EXPECT_THAT(r.out, HasSubstr("SQL    SELECT number FROM book WHERE name = 'b'"));
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  EXPECT_THAT(page.str(), HasSubstr("SELECT number FROM book WHERE name = 'b'"));
+
+  // A source that is not a phonebook (no "? key" at its end) gets the alignment only.
+  const auto plain = run_qkv({"explain", "--model", model, "--input", "a3 b7 c1"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.describe();
+  EXPECT_THAT(plain.out, Not(HasSubstr("The phonebook")));
+  std::filesystem::remove(model);
+  std::filesystem::remove(html);
+}
+
+}  // namespace
+}  // namespace qkv

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The full runs of every `qkv experiment`, committed as tests/golden/experiments/NAME.json, so
+# that a test can check the --quick runs read the same direction without spending ctest's time
+# on full runs (tests/cli/experiment_readings_test.cpp). Each run is deterministic for a given
+# seed (and the same for any thread count); this machine took about 25 minutes for all five.
+#
+#   tests/golden/make_experiment_readings.sh [build/qkv] [NAME ...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+qkv=${1:-build/qkv}
+shift || true
+names=("$@")
+if [ ${#names[@]} -eq 0 ]; then names=(tie-qk no-wv scale heads scores); fi
+mkdir -p tests/golden/experiments
+for name in "${names[@]}"; do
+  out=tests/golden/experiments/$name.json
+  "$qkv" experiment "$name" --json > "$out.tmp"
+  python3 -m json.tool --indent 1 --no-ensure-ascii "$out.tmp" > "$out"
+  rm "$out.tmp"
+  echo "wrote $out" >&2
+done
