@@ -1,8 +1,8 @@
 // tests/distributed/ring_attention_mpi.cpp — ring attention (src/distributed) as P MPI processes
 // (run_mpi.sh starts it under mpirun; ctest for P = 2 and 4).
 //
-// Every rank builds the same whole problem from a seed and its oracles — the float64 reference R and
-// the plain fp32 naive result N (tests/kernels/cpu/fp32_naive.h) — takes its own rows by
+// Every rank builds the same whole problem from a seed and its oracles — the float64 reference R
+// and the plain fp32 naive result N (tests/kernels/cpu/fp32_naive.h) — takes its own rows by
 // ring_positions(), runs the ring, and checks its rows against R by the tolerance rule of
 // docs/CONVENTIONS.md (DESIGN §3): max|X − R| ≤ 2·max|N − R| + 1e-6 for outputs, 4·… for gradients,
 // the max over every rank (MPI_Allreduce) so that all ranks reach the same verdict. The
@@ -155,9 +155,9 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
   const RingCase rc = GetParam();
   const int P = world_size(), rank = world_rank();
   // Uneven blocks, one of them a single row where there are four ranks.
-  const std::vector<int64_t> lengths =
-      P == 2 ? std::vector<int64_t>{53, 94}
-             : P == 4 ? std::vector<int64_t>{31, 1, 70, 45} : std::vector<int64_t>(P, 37);
+  const std::vector<int64_t> lengths = P == 2   ? std::vector<int64_t>{53, 94}
+                                       : P == 4 ? std::vector<int64_t>{31, 1, 70, 45}
+                                                : std::vector<int64_t>(P, 37);
   int64_t N = 0;
   for (int64_t n : lengths) N += n;
   const int64_t B = 2, D = 16, Dv = 12;
@@ -180,16 +180,15 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
   }();
   const Tensor q = rows_of(c.q, B, rc.Hq, N, D, all), k = rows_of(c.k, B, rc.Hkv, N, D, all),
                v = rows_of(c.v, B, rc.Hkv, N, Dv, all);
-  const qkv::AttentionOptions single{.causal = c.causal, .keep_for_backward = true,
-                                     .path = qkv::Path::fused, .num_threads = 1};
+  const qkv::AttentionOptions single{
+      .causal = c.causal, .keep_for_backward = true, .path = qkv::Path::fused, .num_threads = 1};
   const qkv::AttentionResult F = qkv::attention(q, k, v, single);
   const qkv::AttentionGrads FG =
       qkv::attention_backward(rows_of(dout, B, rc.Hq, N, Dv, all), q, k, v, F, single);
 
   // This rank's rows through the ring.
   const auto mine = qkv::distributed::ring_positions(rc.layout, lengths, rank);
-  const qkv::distributed::RingOptions o{.causal = rc.causal, .layout = rc.layout,
-                                        .num_threads = 1};
+  const qkv::distributed::RingOptions o{.causal = rc.causal, .layout = rc.layout, .num_threads = 1};
   const Tensor ql = rows_of(c.q, B, rc.Hq, N, D, mine), kl = rows_of(c.k, B, rc.Hkv, N, D, mine),
                vl = rows_of(c.v, B, rc.Hkv, N, Dv, mine);
   const auto ring = qkv::distributed::ring_attention(MPI_COMM_WORLD, ql, kl, vl, o);
@@ -217,27 +216,27 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
     EXPECT_LE(error, ch.factor * naive + 1e-6)
         << ch.name << ": ring max|X − R| = " << error << ", fp32 naive max|N − R| = " << naive;
     if (rank == 0)
-      std::printf("  P=%d %s %-3s max|ring − R| %.2e  max|N − R| %.2e  max|fused − R| %.2e  "
-                  "max|ring − fused| %.2e\n",
-                  P, describe(rc, lengths).c_str(), ch.name, error, naive, fused_error, vs_fused);
+      std::printf(
+          "  P=%d %s %-3s max|ring − R| %.2e  max|N − R| %.2e  max|fused − R| %.2e  "
+          "max|ring − fused| %.2e\n",
+          P, describe(rc, lengths).c_str(), ch.name, error, naive, fused_error, vs_fused);
   }
   // The logsumexp, row by row (−∞ nowhere here: top-left causal leaves every row key 0).
   const double lse_error = max_over_ranks(max_error(ring.logsumexp, lse_r, N, mine));
   EXPECT_LE(lse_error, 2 * max_difference(lse_n, lse_r) + 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Ring, RingVsSingleProcess,
-    ::testing::Values(RingCase{false, RingLayout::contiguous, 4, 4, 11},
-                      RingCase{true, RingLayout::contiguous, 4, 2, 12},
-                      RingCase{true, RingLayout::zigzag, 4, 1, 13},
-                      RingCase{false, RingLayout::zigzag, 2, 2, 14}),
-    [](const auto& info) {
-      const RingCase& rc = info.param;
-      return std::string(rc.causal ? "causal_" : "full_") +
-             (rc.layout == RingLayout::zigzag ? "zigzag_" : "contiguous_") + "hq" +
-             std::to_string(rc.Hq) + "_hkv" + std::to_string(rc.Hkv);
-    });
+INSTANTIATE_TEST_SUITE_P(Ring, RingVsSingleProcess,
+                         ::testing::Values(RingCase{false, RingLayout::contiguous, 4, 4, 11},
+                                           RingCase{true, RingLayout::contiguous, 4, 2, 12},
+                                           RingCase{true, RingLayout::zigzag, 4, 1, 13},
+                                           RingCase{false, RingLayout::zigzag, 2, 2, 14}),
+                         [](const auto& info) {
+                           const RingCase& rc = info.param;
+                           return std::string(rc.causal ? "causal_" : "full_") +
+                                  (rc.layout == RingLayout::zigzag ? "zigzag_" : "contiguous_") +
+                                  "hq" + std::to_string(rc.Hq) + "_hkv" + std::to_string(rc.Hkv);
+                         });
 
 // A wrong shape on one rank is an error on every rank (none waits for a rank that threw).
 TEST(RingErrors, MismatchedHeadsOnOneRankThrowOnEveryRank) {
