@@ -44,7 +44,8 @@ RingResult ring_attention(MPI_Comm comm, const Tensor& q, const Tensor& k, const
                                 kBlockTag);
     }
     const double start = MPI_Wtime();
-    attend_block(sh, qc.data<float>(), current.data(), S, pieces_of(s, o, owner), running);
+    attend_block(sh, qc.data<float>(), current.data(), S, pieces_of(s, o, owner), running,
+                 [&] { exchange.test(); });
     r.traffic.compute_seconds += MPI_Wtime() - start;
     exchange.wait();
     std::swap(current, next);
@@ -107,7 +108,10 @@ RingGrads ring_attention_backward(MPI_Comm comm, const Tensor& dout, const Tenso
     std::fill(mine.begin(), mine.begin() + floats, 0.0f);
     const double start = MPI_Wtime();
     attend_block_backward(sh, qc.data<float>(), current.data(), S, pieces_of(s, o, owner), global,
-                          doutc.data<float>(), g.dq.data<float>(), mine.data());
+                          doutc.data<float>(), g.dq.data<float>(), mine.data(), [&] {
+                            blocks.test(), grad_in.test();
+                            grad_sends[(t + 1) % 2].test();
+                          });
     g.traffic.compute_seconds += MPI_Wtime() - start;
     grad_in.wait();
     if (t > 0)

@@ -44,16 +44,33 @@ void add_rows(const float* part, int64_t heads, int64_t L, int64_t width, int64_
   }
 }
 
+// Full pieces cut into chunks of query rows, so that `progress` runs every few milliseconds (rows
+// are independent; a diagonal piece stays whole, its causal alignment being its first row's).
+constexpr int64_t kChunkRows = 512;
+std::vector<BlockPiece> in_chunks(const std::vector<BlockPiece>& pieces) {
+  std::vector<BlockPiece> chunks;
+  for (const BlockPiece& p : pieces) {
+    if (p.diagonal) {
+      chunks.push_back(p);
+      continue;
+    }
+    for (int64_t r = 0; r < p.rows; r += kChunkRows)
+      chunks.push_back({p.q0 + r, std::min(kChunkRows, p.rows - r), p.k0, p.keys, false});
+  }
+  return chunks;
+}
+
 }  // namespace
 
 RunningSoftmax::RunningSoftmax(const RingShape& s)
     : out(s.B * s.Hq * s.L * s.Dv, 0.0f), max(s.B * s.Hq * s.L, -kInf), sum(s.B * s.Hq * s.L, 0) {}
 
 void attend_block(const RingShape& s, const float* q, const float* kv, int64_t S,
-                  const std::vector<BlockPiece>& pieces, RunningSoftmax& running) {
+                  const std::vector<BlockPiece>& pieces, RunningSoftmax& running,
+                  const std::function<void()>& progress) {
   const int64_t heads = s.B * s.Hq;
   std::vector<float> out, max, sum;
-  for (const BlockPiece& p : pieces) {
+  for (const BlockPiece& p : in_chunks(pieces)) {
     const cpu::FlashProblem f = piece_problem(s, q, kv, S, p);
     // Natural-log units per unit of a kept max (the kernels keep raw scores when they can).
     const double u = cpu::flash::max_unit(f);
@@ -83,6 +100,7 @@ void attend_block(const RingShape& s, const float* q, const float* kv, int64_t S
           m = m_new, l = static_cast<float>(a + c);
         }
       }
+    progress();
   }
 }
 
@@ -92,12 +110,13 @@ void attend_block(const RingShape& s, const float* q, const float* kv, int64_t S
 // pieces, dQ over this rank's pieces, dK and dV over every rank's.
 void attend_block_backward(const RingShape& s, const float* q, const float* kv, int64_t S,
                            const std::vector<BlockPiece>& pieces, const RunningSoftmax& forward,
-                           const float* dout, float* dq, float* dkv) {
+                           const float* dout, float* dq, float* dkv,
+                           const std::function<void()>& progress) {
   const int64_t heads = s.B * s.Hq, kv_heads = s.B * s.Hkv;
   std::vector<float> out, dout_part, max, sum, dq_part, dk_part, dv_part;
   float* dk = dkv;
   float* dv = dkv + kv_heads * S * s.Dk;
-  for (const BlockPiece& p : pieces) {
+  for (const BlockPiece& p : in_chunks(pieces)) {
     const cpu::FlashProblem f = piece_problem(s, q, kv, S, p);
     out.resize(heads * p.rows * s.Dv), dout_part.resize(out.size());
     max.resize(heads * p.rows), sum.resize(heads * p.rows);
@@ -113,6 +132,7 @@ void attend_block_backward(const RingShape& s, const float* q, const float* kv, 
     add_rows(dq_part.data(), heads, s.L, s.Dk, p.q0, p.rows, dq);
     add_rows(dk_part.data(), kv_heads, S, s.Dk, p.k0, p.keys, dk);
     add_rows(dv_part.data(), kv_heads, S, s.Dv, p.k0, p.keys, dv);
+    progress();
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "distributed/ring_layout.h"
@@ -30,14 +31,19 @@ struct RunningSoftmax {
 // over `pieces`, merged into `running`: out ← (a·out + c·out_b) / (a + c) with a = sum·e^{u(max −
 // m)}, c = sum_b·e^{u(max_b − m)}, m = max(max, max_b) (Milakov & Gimelshein 2018, the online
 // softmax).
+// `progress` runs between chunks of query rows: MPI moves a message only inside MPI calls (on one
+// machine OpenMPI copies a large one when the receiver's library next runs), so the step's
+// exchange is tested there to travel during the compute rather than after it.
 void attend_block(const RingShape& s, const float* q, const float* kv, int64_t S,
-                  const std::vector<BlockPiece>& pieces, RunningSoftmax& running);
+                  const std::vector<BlockPiece>& pieces, RunningSoftmax& running,
+                  const std::function<void()>& progress);
 
 // The block's gradients given the global forward (out, max, sum: RunningSoftmax's final state) and
 // dout, all contiguous over this rank's rows: dq [B, Hq, L, Dk] += this block's part; the block's
 // dk then dv, packed like kv, += this rank's part.
 void attend_block_backward(const RingShape& s, const float* q, const float* kv, int64_t S,
                            const std::vector<BlockPiece>& pieces, const RunningSoftmax& forward,
-                           const float* dout, float* dq, float* dkv);
+                           const float* dout, float* dq, float* dkv,
+                           const std::function<void()>& progress);
 
 }  // namespace qkv::distributed

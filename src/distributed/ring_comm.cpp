@@ -125,6 +125,13 @@ void RingExchange::wait() {
   requests_.clear();
 }
 
+void RingExchange::test() {
+  if (requests_.empty()) return;
+  int done = 0;
+  MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
+  if (done) requests_.clear();
+}
+
 void pack_block(const Tensor& k, const Tensor& v, float* to) {
   const Tensor kc = k.contiguous(), vc = v.contiguous();
   to = std::copy(kc.data<float>(), kc.data<float>() + kc.numel(), to);
