@@ -54,8 +54,7 @@ RingResult ring_attention(MPI_Comm comm, const Tensor& q, const Tensor& k, const
   r.out = tensor_of({sh.B, sh.Hq, sh.L, sh.Dv}, running.out);
   r.saved_max = tensor_of(rows, running.max);
   r.saved_sum = tensor_of(rows, running.sum);
-  // lse = u·m + log l in natural units, u as the kernels keep m (kernels/cpu/flash_common.h).
-  const double u = sh.scale > 0 && sh.scale <= 1 ? sh.scale : 1.0;
+  const double u = max_unit(sh);
   r.logsumexp = Tensor(rows, DType::f32);
   for (size_t i = 0; i < running.max.size(); ++i) {
     const float m = running.max[i];

@@ -62,6 +62,12 @@ std::vector<BlockPiece> in_chunks(const std::vector<BlockPiece>& pieces) {
 
 }  // namespace
 
+double max_unit(const RingShape& s) {
+  cpu::FlashProblem f;  // as piece_problem makes them: no bias
+  f.scale = s.scale;
+  return cpu::flash::max_unit(f);
+}
+
 RunningSoftmax::RunningSoftmax(const RingShape& s)
     : out(s.B * s.Hq * s.L * s.Dv, 0.0f), max(s.B * s.Hq * s.L, -kInf), sum(s.B * s.Hq * s.L, 0) {}
 

@@ -27,6 +27,10 @@ struct RunningSoftmax {
   explicit RunningSoftmax(const RingShape& s);
 };
 
+// Natural-log units per unit of RunningSoftmax::max: the kernels keep raw scores q·k where they
+// can (kernels/cpu/flash_common.h), so lse = unit·max + log sum.
+double max_unit(const RingShape& s);
+
 // Attention of this rank's queries `q` (contiguous [B, Hq, L, Dk]) to the block `kv` of S rows,
 // over `pieces`, merged into `running`: out ← (a·out + c·out_b) / (a + c) with a = sum·e^{u(max −
 // m)}, c = sum_b·e^{u(max_b − m)}, m = max(max, max_b) (Milakov & Gimelshein 2018, the online

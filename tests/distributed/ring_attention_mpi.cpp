@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -136,13 +137,15 @@ struct RingCase {
   RingLayout layout;
   int64_t Hq, Hkv;
   uint64_t seed;
+  std::optional<double> scale = {};  // above 1 the kernels keep logits, not raw scores, as max
 };
 
 std::string describe(const RingCase& rc, const std::vector<int64_t>& lengths) {
   std::string s = std::string("causal=") + (rc.causal ? "top-left" : "none") +
                   " layout=" + (rc.layout == RingLayout::zigzag ? "zigzag" : "contiguous") +
                   " Hq=" + std::to_string(rc.Hq) + " Hkv=" + std::to_string(rc.Hkv) +
-                  " seed=" + std::to_string(rc.seed) + " lengths=";
+                  " seed=" + std::to_string(rc.seed) +
+                  " scale=" + (rc.scale ? std::to_string(*rc.scale) : "default") + " lengths=";
   for (int64_t n : lengths) s += std::to_string(n) + ",";
   return s;
 }
@@ -163,6 +166,7 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
   const int64_t B = 2, D = 16, Dv = 12;
   Case c = qkv_test::make_case(qkv::Score::scaled_dot, B, rc.Hq, rc.Hkv, N, N, D, D, Dv, rc.seed);
   c.causal = rc.causal ? qkv::Causal::top_left : qkv::Causal::none;
+  c.scale = rc.scale;
   qkv_test::round_to_float(c);
   qkv_test::Normal rng(rc.seed + 1);
   std::vector<double> dout = rng.vec(B * rc.Hq * N * Dv);
@@ -180,15 +184,19 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
   }();
   const Tensor q = rows_of(c.q, B, rc.Hq, N, D, all), k = rows_of(c.k, B, rc.Hkv, N, D, all),
                v = rows_of(c.v, B, rc.Hkv, N, Dv, all);
-  const qkv::AttentionOptions single{
-      .causal = c.causal, .keep_for_backward = true, .path = qkv::Path::fused, .num_threads = 1};
+  const qkv::AttentionOptions single{.scale = rc.scale,
+                                     .causal = c.causal,
+                                     .keep_for_backward = true,
+                                     .path = qkv::Path::fused,
+                                     .num_threads = 1};
   const qkv::AttentionResult F = qkv::attention(q, k, v, single);
   const qkv::AttentionGrads FG =
       qkv::attention_backward(rows_of(dout, B, rc.Hq, N, Dv, all), q, k, v, F, single);
 
   // This rank's rows through the ring.
   const auto mine = qkv::distributed::ring_positions(rc.layout, lengths, rank);
-  const qkv::distributed::RingOptions o{.causal = rc.causal, .layout = rc.layout, .num_threads = 1};
+  const qkv::distributed::RingOptions o{
+      .scale = rc.scale, .causal = rc.causal, .layout = rc.layout, .num_threads = 1};
   const Tensor ql = rows_of(c.q, B, rc.Hq, N, D, mine), kl = rows_of(c.k, B, rc.Hkv, N, D, mine),
                vl = rows_of(c.v, B, rc.Hkv, N, Dv, mine);
   const auto ring = qkv::distributed::ring_attention(MPI_COMM_WORLD, ql, kl, vl, o);
@@ -215,6 +223,9 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
     const double fused_error = max_difference(values(ch.fused), ch.reference);
     EXPECT_LE(error, ch.factor * naive + 1e-6)
         << ch.name << ": ring max|X − R| = " << error << ", fp32 naive max|N − R| = " << naive;
+    // The single process under the same rule: this program's problem is the one the ring solved.
+    EXPECT_LE(fused_error, ch.factor * naive + 1e-6)
+        << ch.name << ": single-process fused max|F − R| = " << fused_error;
     if (rank == 0)
       std::printf(
           "  P=%d %s %-3s max|ring − R| %.2e  max|N − R| %.2e  max|fused − R| %.2e  "
@@ -230,7 +241,8 @@ INSTANTIATE_TEST_SUITE_P(Ring, RingVsSingleProcess,
                          ::testing::Values(RingCase{false, RingLayout::contiguous, 4, 4, 11},
                                            RingCase{true, RingLayout::contiguous, 4, 2, 12},
                                            RingCase{true, RingLayout::zigzag, 4, 1, 13},
-                                           RingCase{false, RingLayout::zigzag, 2, 2, 14}),
+                                           RingCase{false, RingLayout::zigzag, 2, 2, 14},
+                                           RingCase{true, RingLayout::zigzag, 4, 2, 15, 1.5}),
                          [](const auto& info) {
                            const RingCase& rc = info.param;
                            return std::string(rc.causal ? "causal_" : "full_") +
