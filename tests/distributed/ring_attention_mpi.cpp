@@ -138,6 +138,9 @@ struct RingCase {
   int64_t Hq, Hkv;
   uint64_t seed;
   std::optional<double> scale = {};  // above 1 the kernels keep logits, not raw scores, as max
+  // The keys split unlike the queries (the ranks' key blocks in reverse order of size): rank r's
+  // queries and keys are then different positions.
+  bool keys_split_otherwise = false;
 };
 
 std::string describe(const RingCase& rc, const std::vector<int64_t>& lengths) {
@@ -145,7 +148,8 @@ std::string describe(const RingCase& rc, const std::vector<int64_t>& lengths) {
                   " layout=" + (rc.layout == RingLayout::zigzag ? "zigzag" : "contiguous") +
                   " Hq=" + std::to_string(rc.Hq) + " Hkv=" + std::to_string(rc.Hkv) +
                   " seed=" + std::to_string(rc.seed) +
-                  " scale=" + (rc.scale ? std::to_string(*rc.scale) : "default") + " lengths=";
+                  " scale=" + (rc.scale ? std::to_string(*rc.scale) : "default") +
+                  (rc.keys_split_otherwise ? " keys in reversed blocks" : "") + " lengths=";
   for (int64_t n : lengths) s += std::to_string(n) + ",";
   return s;
 }
@@ -195,10 +199,13 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
 
   // This rank's rows through the ring.
   const auto mine = qkv::distributed::ring_positions(rc.layout, lengths, rank);
+  std::vector<int64_t> key_lengths = lengths;
+  if (rc.keys_split_otherwise) std::reverse(key_lengths.begin(), key_lengths.end());
+  const auto mine_k = qkv::distributed::ring_positions(rc.layout, key_lengths, rank);
   const qkv::distributed::RingOptions o{
       .scale = rc.scale, .causal = rc.causal, .layout = rc.layout, .num_threads = 1};
-  const Tensor ql = rows_of(c.q, B, rc.Hq, N, D, mine), kl = rows_of(c.k, B, rc.Hkv, N, D, mine),
-               vl = rows_of(c.v, B, rc.Hkv, N, Dv, mine);
+  const Tensor ql = rows_of(c.q, B, rc.Hq, N, D, mine), kl = rows_of(c.k, B, rc.Hkv, N, D, mine_k),
+               vl = rows_of(c.v, B, rc.Hkv, N, Dv, mine_k);
   const auto ring = qkv::distributed::ring_attention(MPI_COMM_WORLD, ql, kl, vl, o);
   const auto grads = qkv::distributed::ring_attention_backward(
       MPI_COMM_WORLD, rows_of(dout, B, rc.Hq, N, Dv, mine), ql, kl, vl, ring, o);
@@ -211,15 +218,16 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
     const Tensor& fused;
     int64_t width;
     double factor;
+    const std::vector<int64_t>& rows;  // this rank's positions in the tensor's sequence
   };
   const std::vector<double> lse_r = R.lse, lse_n = Nf.lse;
-  for (const Check& ch : {Check{"out", ring.out, R.out, Nf.out, F.out, Dv, 2},
-                          Check{"dq", grads.dq, RG.dq, NG.dq, FG.dq, D, 4},
-                          Check{"dk", grads.dk, RG.dk, NG.dk, FG.dk, D, 4},
-                          Check{"dv", grads.dv, RG.dv, NG.dv, FG.dv, Dv, 4}}) {
-    const double error = max_over_ranks(max_error(ch.got, ch.reference, N, mine));
+  for (const Check& ch : {Check{"out", ring.out, R.out, Nf.out, F.out, Dv, 2, mine},
+                          Check{"dq", grads.dq, RG.dq, NG.dq, FG.dq, D, 4, mine},
+                          Check{"dk", grads.dk, RG.dk, NG.dk, FG.dk, D, 4, mine_k},
+                          Check{"dv", grads.dv, RG.dv, NG.dv, FG.dv, Dv, 4, mine_k}}) {
+    const double error = max_over_ranks(max_error(ch.got, ch.reference, N, ch.rows));
     const double naive = max_difference(ch.naive, ch.reference);
-    const double vs_fused = max_over_ranks(max_error(ch.got, values(ch.fused), N, mine));
+    const double vs_fused = max_over_ranks(max_error(ch.got, values(ch.fused), N, ch.rows));
     const double fused_error = max_difference(values(ch.fused), ch.reference);
     EXPECT_LE(error, ch.factor * naive + 1e-6)
         << ch.name << ": ring max|X − R| = " << error << ", fp32 naive max|N − R| = " << naive;
@@ -242,12 +250,17 @@ INSTANTIATE_TEST_SUITE_P(Ring, RingVsSingleProcess,
                                            RingCase{true, RingLayout::contiguous, 4, 2, 12},
                                            RingCase{true, RingLayout::zigzag, 4, 1, 13},
                                            RingCase{false, RingLayout::zigzag, 2, 2, 14},
-                                           RingCase{true, RingLayout::zigzag, 4, 2, 15, 1.5}),
+                                           RingCase{true, RingLayout::zigzag, 4, 2, 15, 1.5},
+                                           RingCase{
+                                               true, RingLayout::contiguous, 2, 1, 16, {}, true},
+                                           RingCase{false, RingLayout::zigzag, 4, 2, 17, {}, true}),
                          [](const auto& info) {
                            const RingCase& rc = info.param;
                            return std::string(rc.causal ? "causal_" : "full_") +
                                   (rc.layout == RingLayout::zigzag ? "zigzag_" : "contiguous_") +
-                                  "hq" + std::to_string(rc.Hq) + "_hkv" + std::to_string(rc.Hkv);
+                                  "hq" + std::to_string(rc.Hq) + "_hkv" + std::to_string(rc.Hkv) +
+                                  (rc.scale ? "_scale_above_1" : "") +
+                                  (rc.keys_split_otherwise ? "_keys_split_otherwise" : "");
                          });
 
 // A wrong shape on one rank is an error on every rank (none waits for a rank that threw).
