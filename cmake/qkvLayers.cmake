@@ -6,6 +6,10 @@
 # a compile error ("No such file or directory"); tests/layers/ checks that it is.
 
 set(QKV_LAYERS core kernels attention nn models explain)
+# Side layers branch off the chain: they see a layer and those to its left, and no layer sees them.
+# distributed (ring attention over MPI) sits above attention; it is built only where MPI is found.
+set(QKV_SIDE_LAYERS distributed)
+set(QKV_SIDE_BASE_distributed attention)
 # The layer each public header belongs to: a layer sees its own and those of the layers before it.
 set(QKV_PUBLIC_HEADERS_core tensor.h npy.h files.h threads.h)
 set(QKV_PUBLIC_HEADERS_kernels attention_types.h)
@@ -13,13 +17,14 @@ set(QKV_PUBLIC_HEADERS_attention attention.h)
 set(QKV_PUBLIC_HEADERS_nn nn.h)
 set(QKV_PUBLIC_HEADERS_models model.h train.h perceiver.h)
 set(QKV_PUBLIC_HEADERS_explain explain.h perceiver_report.h)
+set(QKV_PUBLIC_HEADERS_distributed distributed.h)
 
 # Every header of include/qkv/ must be given a layer above.
 file(GLOB qkv_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/qkv CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/include/qkv/*.h)
 foreach(header ${qkv_public_headers})
   set(found FALSE)
-  foreach(layer ${QKV_LAYERS})
+  foreach(layer ${QKV_LAYERS} ${QKV_SIDE_LAYERS})
     if(header IN_LIST QKV_PUBLIC_HEADERS_${layer})
       set(found TRUE)
     endif()
@@ -34,8 +39,14 @@ endforeach()
 set(qkv_seen_folders "")
 set(qkv_seen_headers "")
 set(qkv_previous_layer "")
+# qkv_layer(<side layer> BASE <layer>): a side layer, on top of <layer> (built before it).
 function(qkv_layer layer)
-  cmake_parse_arguments(arg "" "" "SOURCES" ${ARGN})
+  cmake_parse_arguments(arg "" "BASE" "SOURCES" ${ARGN})
+  if(arg_BASE)
+    set(qkv_seen_folders ${QKV_LAYER_FOLDERS_${arg_BASE}})
+    set(qkv_seen_headers ${QKV_LAYER_HEADERS_${arg_BASE}})
+    set(qkv_previous_layer ${arg_BASE})
+  endif()
   list(APPEND qkv_seen_folders ${layer})
   list(APPEND qkv_seen_headers ${QKV_PUBLIC_HEADERS_${layer}})
   set(root ${PROJECT_BINARY_DIR}/layers/${layer})
@@ -65,8 +76,13 @@ function(qkv_layer layer)
     target_link_options(qkv_${layer} PUBLIC -fsanitize=address,undefined)
   endif()
 
+  set(QKV_LAYER_ROOT_${layer} ${root} PARENT_SCOPE)
+  set(QKV_LAYER_FOLDERS_${layer} ${qkv_seen_folders} PARENT_SCOPE)
+  set(QKV_LAYER_HEADERS_${layer} ${qkv_seen_headers} PARENT_SCOPE)
+  if(arg_BASE)
+    return()  # the chain goes on from where it was
+  endif()
   set(qkv_seen_folders ${qkv_seen_folders} PARENT_SCOPE)
   set(qkv_seen_headers ${qkv_seen_headers} PARENT_SCOPE)
   set(qkv_previous_layer ${layer} PARENT_SCOPE)
-  set(QKV_LAYER_ROOT_${layer} ${root} PARENT_SCOPE)
 endfunction()

@@ -22,7 +22,23 @@ constexpr const char* kBenchFooter =
     "  qkv bench model                      all-MiniLM-L6-v2: latency and sentences/s\n"
     "  qkv bench model --model smollm2      SmolLM2-135M: prompt and generated tokens/s\n"
     "  qkv bench model --quick --json       a smoke test\n"
-    "  qkv bench perceiver                  N×L cross-attention against L×L self-attention\n";
+    "  qkv bench perceiver                  N×L cross-attention against L×L self-attention\n"
+    "  mpirun -np 4 qkv bench ring          ring attention over MPI on 4 processes\n";
+
+constexpr const char* kRingFooter =
+    "Run under mpirun: each process is one rank of the ring (src/distributed; README, \"Attention\n"
+    "beyond one machine\"). Hq = 8, Hkv = 2, D = 64, B = 1, N tokens split evenly; cases full\n"
+    "(contiguous blocks) and causal (zig-zag blocks: every rank the same share of the triangle).\n"
+    "Rank 0 first runs the single-process fused kernel on the whole sequence: the baseline time,\n"
+    "and the result the ring's out, dq, dk, dv must match (max |difference| ≤ 1e-4, else exit 1).\n"
+    "Columns: the ring's forward and backward (the slowest rank, median), the single process's,\n"
+    "efficiency = single / (P × ring), MiB each rank sent, the share of time blocked on "
+    "messages.\n\n"
+    "Examples:\n"
+    "  mpirun -np 2 qkv bench ring\n"
+    "  mpirun -np 4 --oversubscribe qkv bench ring --length 8192 --json\n"
+    "  qkv bench ring --quick               one rank: the baseline against itself\n"
+    "As root, OpenMPI needs mpirun --allow-run-as-root.\n";
 
 constexpr const char* kAttentionFooter =
     "Cases (B = 1; --quick divides L and S by 16):\n"
@@ -147,6 +163,18 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   perceiver->footer(
       "\nExamples:\n  qkv bench perceiver\n  qkv bench perceiver --latents 64 --json\n");
   a.perceiver_command = perceiver;
+  CLI::App* ring = bench->add_subcommand(
+      "ring", "ring attention over MPI (mpirun -np P): time, bytes per rank, scaling efficiency");
+  ring->footer(kRingFooter);
+  ring->allow_extras(false);
+  add_common_options(ring, a.ring.common);
+  ring->get_option("--threads")->description("kernel threads per rank (default 1)");
+  ring->add_option("--length", a.ring.length, "tokens in the whole sequence (default 4096)")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  ring->add_flag("--causal-contiguous", a.ring.causal_contiguous,
+                 "also the causal case with contiguous blocks (no load balancing)");
+  a.ring_command = ring;
   a.bench_command = bench;
   return bench;
 }
@@ -158,19 +186,22 @@ int run_bench(const BenchArgs& a) {
   const bool attention = a.attention_command && a.attention_command->parsed();
   const bool model = a.model_command && a.model_command->parsed();
   const bool perceiver = a.perceiver_command && a.perceiver_command->parsed();
-  if (!extra.empty() && (attention || model || perceiver))
+  const bool ring = a.ring_command && a.ring_command->parsed();
+  if (!extra.empty() && (attention || model || perceiver || ring))
     throw Error("qkv bench: '" + extra.front() +
                 "' is not an option of qkv bench; options go after the target, e.g. qkv bench "
                 "attention --json");
   if (!extra.empty())
     throw Error("qkv bench: '" + extra.front() +
-                "' is not a target; expected attention, model or perceiver (see qkv bench --help)");
+                "' is not a target; expected attention, model, perceiver or ring (see qkv bench "
+                "--help)");
   if (attention) return run_bench_attention(a.attention);
   if (model) return run_bench_model(a.model);
   if (perceiver) return run_bench_perceiver(a.perceiver);
+  if (ring) return run_bench_ring(a.ring);
   throw Error(
-      "qkv bench: expected a target: attention, model or perceiver, e.g. qkv bench attention "
-      "--quick");
+      "qkv bench: expected a target: attention, model, perceiver or ring, e.g. qkv bench "
+      "attention --quick");
 }
 
 }  // namespace qkv::cli

@@ -39,10 +39,18 @@ struct BenchPerceiverArgs {
   int64_t latents = 32;  // N
 };
 
+struct BenchRingArgs {
+  BenchCommon common;              // threads: per rank (default 1: the ranks are the parallelism)
+  int64_t length = 0;              // --length N: tokens in the whole sequence; 0: 4096 (512 quick)
+  bool causal_contiguous = false;  // --causal-contiguous: also causal without zig-zag balancing
+};
+
 struct BenchArgs {
   BenchAttentionArgs attention;
   BenchModelArgs model;
   BenchPerceiverArgs perceiver;
+  BenchRingArgs ring;
+  CLI::App* ring_command = nullptr;       // set by add_bench_command
   CLI::App* bench_command = nullptr;      // set by add_bench_command
   CLI::App* attention_command = nullptr;  // set by add_bench_command
   CLI::App* model_command = nullptr;      // set by add_bench_command
@@ -57,5 +65,6 @@ int run_bench_attention(const BenchAttentionArgs& args);
 int run_bench_model(const BenchModelArgs& args);      // a sentence encoder, or…
 int run_bench_causal_lm(const BenchModelArgs& args);  // …a decoder (--model smollm2 or a .gguf)
 int run_bench_perceiver(const BenchPerceiverArgs& args);
+int run_bench_ring(const BenchRingArgs& args);  // ring attention, under mpirun
 
 }  // namespace qkv::cli

@@ -198,7 +198,7 @@ TEST(BenchModelCli, UsageErrorsAreOneLineWithExitCode2) {
   expect_usage_error(run_qkv({"bench", "model", "--dump-corpus", dir.file("no/such/c.txt")}),
                      "does not exist");
   expect_usage_error(run_qkv({"bench", "--json", "model"}), "options go after the target");
-  expect_usage_error(run_qkv({"bench", "matmul"}), "expected attention, model or perceiver");
+  expect_usage_error(run_qkv({"bench", "matmul"}), "expected attention, model, perceiver or ring");
 }
 
 }  // namespace

@@ -3,7 +3,18 @@
 # against every layer's root, one header of every layer and one public header of every layer:
 # those to its left must compile, those to its right must fail for want of the file.
 # Run with cmake -P: -DCXX=<compiler> -DBUILD_DIR=<build> -DSOURCE_DIR=<source> -DWORK_DIR=<scratch>
+cmake_minimum_required(VERSION 3.25)  # IN_LIST
 set(layers core kernels attention nn models explain)
+# The side layer distributed (ring attention over MPI) sees core, kernels and attention and is seen
+# by none; it exists where MPI was found (-DMPI_INCLUDE=<its include folders>).
+set(sees_distributed core kernels attention distributed)
+if(IS_DIRECTORY "${BUILD_DIR}/layers/distributed")
+  list(APPEND layers distributed)
+endif()
+set(mpi_flags "")
+foreach(dir ${MPI_INCLUDE})
+  list(APPEND mpi_flags -I "${dir}")
+endforeach()
 # One header of each layer's folder and its public header, as a higher layer would include them.
 set(header_core "core/safetensors.h")
 set(header_kernels "kernels/cpu/vec_ops.h")
@@ -17,6 +28,8 @@ set(public_attention "qkv/attention.h")
 set(public_nn "qkv/nn.h")
 set(public_models "qkv/model.h")
 set(public_explain "qkv/explain.h")
+set(header_distributed "distributed/ring_layout.h")
+set(public_distributed "qkv/distributed.h")
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
@@ -28,7 +41,7 @@ function(compiles root include result output)
   string(MAKE_C_IDENTIFIER "${include}" id)
   set(source "${WORK_DIR}/${id}.cpp")
   file(WRITE "${source}" "#include \"${include}\"\n")
-  execute_process(COMMAND "${CXX}" -std=c++20 -E -o /dev/null -I "${root}"
+  execute_process(COMMAND "${CXX}" -std=c++20 -E -o /dev/null -I "${root}" ${mpi_flags}
                           "${source}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(rc EQUAL 0)
@@ -50,12 +63,21 @@ foreach(layer ${layers})
     foreach(include "${header_${other}}" "${public_${other}}")
       compiles("${root}" "${include}" ok out)
       math(EXPR checked "${checked} + 1")
-      if(other_position LESS_EQUAL position)
+      # A chain layer sees those to its left; a side layer those its sees_<layer> names.
+      set(visible FALSE)
+      if(DEFINED sees_${layer})
+        if(other IN_LIST sees_${layer})
+          set(visible TRUE)
+        endif()
+      elseif(other_position LESS_EQUAL position AND NOT DEFINED sees_${other})
+        set(visible TRUE)
+      endif()
+      if(visible)
         if(NOT ok)
           list(APPEND failures "${layer} cannot include ${include} of ${other}, to its left:\n${out}")
         endif()
       elseif(ok)
-        list(APPEND failures "${layer} can include ${include} of ${other}, a layer to its right")
+        list(APPEND failures "${layer} can include ${include} of ${other}, a layer it must not see")
       else()
         string(FIND "${out}" "${include}: No such file" missing)
         if(missing EQUAL -1)
