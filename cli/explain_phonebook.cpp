@@ -19,21 +19,20 @@ struct Phonebook {
   std::optional<std::size_t> asked;  // the entry whose key is the query
 };
 
-// "a3 b7 c1 ? b" → its entries and query; nullopt for anything else.
+// "? b a3 b7 c1" → its query and entries; nullopt for anything else.
 std::optional<Phonebook> parse(const std::string& s) {
   Phonebook p;
-  std::size_t i = 0;
-  while (i + 2 < s.size() && s[i] != '?') {
-    if (!std::islower(static_cast<unsigned char>(s[i])) ||
-        !std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 2] != ' ')
-      return std::nullopt;
-    p.entries.push_back({s[i], s[i + 1], static_cast<int64_t>(i)});
-    i += 3;
-  }
-  if (p.entries.empty() || i + 3 != s.size() || s[i] != '?' || s[i + 1] != ' ' ||
-      !std::islower(static_cast<unsigned char>(s[i + 2])))
+  if (s.size() < 6 || s[0] != '?' || s[1] != ' ' || !std::islower(static_cast<unsigned char>(s[2])))
     return std::nullopt;
-  p.query = s[i + 2];
+  p.query = s[2];
+  std::size_t i = 3;
+  for (; i + 2 < s.size(); i += 3) {
+    if (s[i] != ' ' || !std::islower(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isdigit(static_cast<unsigned char>(s[i + 2])))
+      return std::nullopt;
+    p.entries.push_back({s[i + 1], s[i + 2], static_cast<int64_t>(i + 1)});
+  }
+  if (i != s.size() || p.entries.empty()) return std::nullopt;
   for (std::size_t e = 0; e < p.entries.size(); ++e)
     if (p.entries[e].key == p.query) p.asked = e;
   return p;
@@ -45,32 +44,39 @@ std::string two(double x) { return fixed(x, 2); }
 
 std::vector<std::string> phonebook_reading(const Seq2SeqCapture& c) {
   const std::optional<Phonebook> book = parse(c.source);
-  if (!book || c.encoder.empty() || c.cross.empty()) return {};
+  const bool rnn = c.architecture == Seq2SeqArchitecture::rnnsearch;
+  if (!book || (c.encoder.empty() && !rnn) || c.cross.empty()) return {};
   const std::vector<Entry>& entries = book->entries;
   std::vector<std::string> lines;
-
-  // 1. The binding: the encoder head whose numbers look hardest at the key just before them.
-  int64_t bind_layer = 0, bind_head = 0;
-  double bind_best = -1;
-  for (std::size_t l = 0; l < c.encoder.size(); ++l) {
-    const Tensor w = c.encoder[l].weights.to(DType::f64);  // [1, H, S, S]
-    for (int64_t h = 0; h < w.dim(1); ++h) {
-      double mean = 0;
-      for (const Entry& e : entries) mean += w.at<double>(0, h, e.at + 1, e.at) / entries.size();
-      if (mean > bind_best) bind_best = mean, bind_layer = static_cast<int64_t>(l), bind_head = h;
+  if (rnn) {
+    // No self-attention binds a number to its name: the forward GRU reads the name just before.
+    lines.push_back("bind   the forward GRU reads each number right after its name, so the");
+    lines.push_back("       number's annotation h_j carries both; the backward GRU reads the");
+    lines.push_back("       question last and hands it to the decoder as s_0, the query");
+  } else {
+    // 1. The binding: the encoder head whose numbers look hardest at the key just before them.
+    int64_t bind_layer = 0, bind_head = 0;
+    double bind_best = -1;
+    for (std::size_t l = 0; l < c.encoder.size(); ++l) {
+      const Tensor w = c.encoder[l].weights.to(DType::f64);  // [1, H, S, S]
+      for (int64_t h = 0; h < w.dim(1); ++h) {
+        double mean = 0;
+        for (const Entry& e : entries) mean += w.at<double>(0, h, e.at + 1, e.at) / entries.size();
+        if (mean > bind_best) bind_best = mean, bind_layer = static_cast<int64_t>(l), bind_head = h;
+      }
     }
-  }
-  {
-    const Tensor w = c.encoder[static_cast<std::size_t>(bind_layer)].weights.to(DType::f64);
-    lines.push_back("bind   encoder layer " + std::to_string(bind_layer) + ", head " +
-                    std::to_string(bind_head) + ": each number attends to the key before it");
-    std::string line = "      ";
-    for (std::size_t e = 0; e < entries.size(); ++e) {
-      if (e > 0 && e % 4 == 0) lines.push_back(line), line = "      ";
-      line += "   " + std::string(1, entries[e].number) + "→" + std::string(1, entries[e].key) +
-              " " + two(w.at<double>(0, bind_head, entries[e].at + 1, entries[e].at));
+    {
+      const Tensor w = c.encoder[static_cast<std::size_t>(bind_layer)].weights.to(DType::f64);
+      lines.push_back("bind   encoder layer " + std::to_string(bind_layer) + ", head " +
+                      std::to_string(bind_head) + ": each number attends to the key before it");
+      std::string line = "      ";
+      for (std::size_t e = 0; e < entries.size(); ++e) {
+        if (e > 0 && e % 4 == 0) lines.push_back(line), line = "      ";
+        line += "   " + std::string(1, entries[e].number) + "→" + std::string(1, entries[e].key) +
+                " " + two(w.at<double>(0, bind_head, entries[e].at + 1, entries[e].at));
+      }
+      lines.push_back(line);
     }
-    lines.push_back(line);
   }
 
   // 2. The match: the cross-attention head (output step 0, the number) that puts the most weight
@@ -107,9 +113,11 @@ std::vector<std::string> phonebook_reading(const Seq2SeqCapture& c) {
     for (int64_t d = 0; d < v.dim(3); ++d) norm += std::pow(v.at<double>(0, kv_head, j, d), 2);
     flow_sum += w.at<double>(0, match_head, 0, j) * std::sqrt(norm);
   }
-  lines.push_back("match  decoder layer " + std::to_string(match_layer) + ", head " +
-                  std::to_string(match_head) + ": the query '" + std::string(1, book->query) +
-                  "' against each entry (weight on key + number, logit)");
+  lines.push_back((rnn ? std::string("match  the additive attention")
+                       : "match  decoder layer " + std::to_string(match_layer) + ", head " +
+                             std::to_string(match_head)) +
+                  ": the query '" + std::string(1, book->query) +
+                  "' against each entry (weight on name + number, logit)");
   std::string line = "      ";
   for (std::size_t e = 0; e < entries.size(); ++e) {
     if (e > 0 && e % 4 == 0) lines.push_back(line), line = "      ";
@@ -123,7 +131,8 @@ std::vector<std::string> phonebook_reading(const Seq2SeqCapture& c) {
     const Entry& e = entries[*book->asked];
     const double share = flow_sum > 0 ? flow[*book->asked] / flow_sum : 0;
     lines.push_back("value  " + fixed(100 * share, 0) +
-                    "% of what that head reads back (Σ weight·‖v‖) is the entry \"" +
+                    (rnn ? "% of what it reads back (Σ weight·‖h‖) is the entry \""
+                         : "% of what that head reads back (Σ weight·‖v‖) is the entry \"") +
                     std::string(1, e.key) + std::string(1, e.number) + "\"");
     lines.push_back("       the model answers \"" + c.output + "\"" +
                     (c.output == std::string(1, e.number)

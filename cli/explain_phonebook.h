@@ -1,4 +1,4 @@
-// `qkv explain --model lookup.safetensors --input "a3 b7 c1 ? b"`: the phonebook read off the
+// `qkv explain --model lookup.safetensors --input "? b a3 b7 c1"`: the phonebook read off the
 // trained model's attention — the SQL lookup `SELECT number WHERE name = 'b'` learned from data.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace qkv::cli {
 
-// Lines saying, for a source of the lookup task ("a3 b7 c1 ? b"), which encoder head binds each
+// Lines saying, for a source of the lookup task ("? b a3 b7 c1"), which encoder head binds each
 // number to the key before it, which decoder head matches the query key against the entries'
 // keys (its weights per entry), and how much of what that head reads back through the values
 // comes from the entry it matched (Σ weight·‖v‖ per entry). Empty when `source` is not of the

@@ -203,7 +203,7 @@ class CausalLM {
 //   copy      "kbqdafmt"                  → "kbqdafmt"
 //   dates     "march 3rd 2021", "03/03/21", "3 Mar 2021", "2021/3/3",
 //             "Wednesday, March 3, 2021"  → "2021-03-03"        (years 1950–2049)
-//   lookup    "a3 b7 c1 ? b"              → "7"                  (the phonebook, learned)
+//   lookup    "? b a3 b7 c1"              → "7"                  (the phonebook, learned)
 //
 // Quality is measured as exact-sequence accuracy: the whole output, EOS included, must match.
 

@@ -1,4 +1,4 @@
-// `qkv explain --model lookup.safetensors --input "a3 b7 c1 ? b"`: the phonebook read off a lookup
+// `qkv explain --model lookup.safetensors --input "? b a3 b7 c1"`: the phonebook read off a lookup
 // model's attention (cli/explain_phonebook.cpp) in the terminal and in the HTML report. The model
 // here is trained for 20 steps only, so the lines' structure is asserted, not a learned lookup.
 #include <gmock/gmock.h>
@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -28,7 +29,7 @@ TEST(ExplainPhonebookCli, ALookupModelIsReadAsAPhonebook) {
                "--test-examples", "10", "--threads", "1", "--out", model});
   ASSERT_EQ(train.exit_code, 0) << train.describe();
 
-  const auto r = run_qkv({"explain", "--model", model, "--input", "a3 b7 c1 ? b", "--html", html});
+  const auto r = run_qkv({"explain", "--model", model, "--input", "? b a3 b7 c1", "--html", html});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_THAT(r.out, HasSubstr("The phonebook, read off the attention:"));
   // The binding: each number against the key before it, a weight in [0, 1].
@@ -51,12 +52,36 @@ TEST(ExplainPhonebookCli, ALookupModelIsReadAsAPhonebook) {
   page << in.rdbuf();
   EXPECT_THAT(page.str(), HasSubstr("SELECT number FROM book WHERE name = 'b'"));
 
-  // A source that is not a phonebook (no "? key" at its end) gets the alignment only.
+  // A source that is not a phonebook (no "? key" first) gets the alignment only.
   const auto plain = run_qkv({"explain", "--model", model, "--input", "a3 b7 c1"});
   ASSERT_EQ(plain.exit_code, 0) << plain.describe();
   EXPECT_THAT(plain.out, Not(HasSubstr("The phonebook")));
   std::filesystem::remove(model);
   std::filesystem::remove(html);
+}
+
+// RNNsearch learns the lookup (the question first): after a short training run its attention
+// puts most of its weight on the asked entry, and the reading says what binds names to numbers.
+TEST(ExplainPhonebookCli, RnnSearchLearnsThePhonebook) {
+  const std::string model =
+      std::filesystem::temp_directory_path().string() + "/qkv-phonebook-rnnsearch.safetensors";
+  std::filesystem::remove(model);
+  const auto train =
+      run_qkv({"train", "--task", "lookup", "--model", "rnnsearch", "--steps", "1500",
+               "--test-examples", "200", "--threads", "2", "--json", "--out", model});
+  ASSERT_EQ(train.exit_code, 0) << train.describe();
+  EXPECT_GE(nlohmann::json::parse(train.out)["test_accuracy"].get<double>(), 0.95) << train.out;
+  const auto r = run_qkv({"explain", "--model", model, "--input", "? b a3 b7 c1"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("output  \"7\""));
+  EXPECT_THAT(r.out, HasSubstr("bind   the forward GRU reads each number right after its name"));
+  EXPECT_THAT(r.out, HasSubstr("match  the additive attention: the query 'b'"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("value  ([0-9]+)% of what it reads back")))
+      << r.out;
+  EXPECT_GE(std::stoi(m[1]), 50) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("the model answers \"7\": its number"));
+  std::filesystem::remove(model);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "qkv/model.h"
@@ -176,15 +177,17 @@ TEST(Lookup, TheAnswerIsTheQueriedKeysValue) {
   const Task task = make_task("lookup");
   nn::Rng rng(17);
   for (const Example& e : task.batch(rng, Split::train, 500)) {
-    // "a3 b7 c1 ? b"
-    const std::size_t q = e.source.find("? ");
-    ASSERT_NE(q, std::string::npos) << e.source;
-    const char key = e.source[q + 2];
+    // "? b a3 b7 c1": the question first, then " key digit" entries
+    ASSERT_EQ(e.source.rfind("? ", 0), 0u) << e.source;
+    ASSERT_EQ(e.source.size() % 3, 0u) << e.source;
+    const char key = e.source[2];
     std::set<char> keys;
     std::string value;
-    for (std::size_t i = 0; i < q; i += 3) {
-      EXPECT_TRUE(keys.insert(e.source[i]).second) << "repeated key in " << e.source;
-      if (e.source[i] == key) value = std::string(1, e.source[i + 1]);
+    for (std::size_t i = 3; i + 2 < e.source.size(); i += 3) {
+      EXPECT_EQ(e.source[i], ' ') << e.source;
+      EXPECT_TRUE(keys.insert(e.source[i + 1]).second) << "repeated key in " << e.source;
+      EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(e.source[i + 2]))) << e.source;
+      if (e.source[i + 1] == key) value = std::string(1, e.source[i + 2]);
     }
     EXPECT_GE(keys.size(), 3u);
     EXPECT_LE(keys.size(), 8u);
@@ -195,13 +198,13 @@ TEST(Lookup, TheAnswerIsTheQueriedKeysValue) {
 
 TEST(Lookup, ItsLengthsCountThePairs) {
   const Task two = make_task("lookup", {.min_length = 2, .max_length = 2});
-  EXPECT_EQ(two.max_source_length(), 9);  // "a3 b7 ? b"
+  EXPECT_EQ(two.max_source_length(), 9);  // "? b a3 b7"
   nn::Rng rng(5);
   for (const Example& e : two.batch(rng, Split::train, 100)) {
     ASSERT_EQ(e.source.size(), 9u) << e.source;
-    EXPECT_EQ(e.target, std::string(1, e.source[e.source[0] == e.source[8] ? 1 : 4])) << e.source;
+    EXPECT_EQ(e.target, std::string(1, e.source[e.source[2] == e.source[4] ? 5 : 8])) << e.source;
   }
-  EXPECT_EQ(make_task("lookup").max_source_length(), 27);  // 8 pairs, "? k"
+  EXPECT_EQ(make_task("lookup").max_source_length(), 27);  // "? k", 8 pairs
   EXPECT_THROW(make_task("lookup", {.min_length = 5, .max_length = 27}), Error);
   EXPECT_THROW(make_task("lookup", {.min_length = 6, .max_length = 4}), Error);
 }

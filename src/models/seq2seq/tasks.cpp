@@ -249,12 +249,14 @@ Task dates_task() {
               });
 }
 
-// "a3 b7 c1 ? b" → "7": 3 to 8 pairs (TaskOptions' lengths) of distinct letter keys and digit
-// values, then a query key. Measured: our 2-layer models sit near 35% for 6,000 steps and more.
-// The answer needs two things learned together — each number's position must take in the key
-// before it (encoder), and the query must match that key (decoder) — and neither lowers the loss
-// without the other. Even on 2 pairs (50% by guessing) the pair formed after ~1,900 and ~2,300
-// steps in two runs, and not within 2,500 in three others.
+// "? b a3 b7 c1" → "7": a query key, then 3 to 8 pairs (TaskOptions' lengths) of distinct letter
+// keys and digit values. The question comes first, as in SQL (SELECT number WHERE name = 'b' FROM
+// the book). That order is what lets RNNsearch learn it: its backward GRU reads the question
+// last and hands it to the decoder as the query s_0, and its forward GRU reads each number right
+// after its name, so the number's annotation holds both (measured: 99.8% held-out after 1,100
+// steps, 22 s). Our 2-layer transformers sit near 35% for 6,000 steps in either order: each
+// number's position must first take in the key before it (encoder self-attention), and the query
+// must match that key (cross-attention), and neither lowers the loss without the other.
 Task lookup_task(const TaskOptions& o) {
   const int64_t lo = o.min_length > 0 ? o.min_length : 3;
   const int64_t hi = o.max_length > 0 ? o.max_length : std::max<int64_t>(8, lo);
@@ -263,8 +265,8 @@ Task lookup_task(const TaskOptions& o) {
                 " pairs; expected at least 1 and at most 26 (one a letter), min ≤ max");
   const std::string pairs = std::to_string(lo) + "–" + std::to_string(hi) + " pairs";
   return Task("lookup",
-              "the phonebook, learned: key–value pairs, then a query key → its value "
-              "(\"a3 b7 c1 ? b\" → \"7\"; " +
+              "the phonebook, learned: a query key, then key–value pairs → its value "
+              "(\"? b a3 b7 c1\" → \"7\"; " +
                   pairs + ")",
               Vocabulary("abcdefghijklmnopqrstuvwxyz0123456789 ?"), hi * 3 + 3, 1,
               [=](nn::Rng& rng) {
@@ -273,14 +275,14 @@ Task lookup_task(const TaskOptions& o) {
                 for (int64_t i = 0; i < n; ++i)  // a partial Fisher–Yates shuffle
                   std::swap(keys[static_cast<std::size_t>(i)],
                             keys[static_cast<std::size_t>(i + rng.below(26 - i))]);
-                std::string source, values;
+                std::string book, values;
                 for (int64_t i = 0; i < n; ++i) {
                   values += static_cast<char>('0' + rng.below(10));
-                  source += std::string(1, keys[static_cast<std::size_t>(i)]) +
-                            values[static_cast<std::size_t>(i)] + " ";
+                  book += std::string(" ") + keys[static_cast<std::size_t>(i)] +
+                          values[static_cast<std::size_t>(i)];
                 }
                 const std::size_t q = static_cast<std::size_t>(rng.below(n));
-                source += "? " + std::string(1, keys[q]);
+                const std::string source = "? " + std::string(1, keys[q]) + book;
                 return Example{source, std::string(1, values[q])};
               });
 }
