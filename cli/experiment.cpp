@@ -36,14 +36,6 @@ std::string render_rows(const std::vector<std::string>& columns,
   return out;
 }
 
-std::string duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "—";
-  const long s = std::lround(seconds);
-  return s < 60 ? std::to_string(s) + "s"
-                : std::to_string(s / 60) + "m" + (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) +
-                      "s";
-}
-
 // "experiment heads: run 3/8, 4 head(s) (seed 1), step 400/1000, ETA 1m20s". The ETA assumes
 // the runs left take as long a step as the ones done (the widths and scores differ, so it is
 // rough).
@@ -55,7 +47,7 @@ std::string experiment_progress_line(const std::string& name, const ExperimentPr
   const double eta = done > 0 ? p.seconds * (1 - done) / done : NAN;
   return "experiment " + name + ": run " + std::to_string(p.run) + "/" + std::to_string(p.runs) +
          ", " + p.label + ", step " + std::to_string(p.step) + "/" + std::to_string(p.steps) +
-         ", ETA " + duration(eta);
+         ", ETA " + duration_str(eta);
 }
 
 }  // namespace

@@ -116,8 +116,8 @@ std::vector<std::string> phonebook_reading(const Seq2SeqCapture& c) {
   lines.push_back((rnn ? std::string("match  the additive attention")
                        : "match  decoder layer " + std::to_string(match_layer) + ", head " +
                              std::to_string(match_head)) +
-                  ": the query '" + std::string(1, book->query) +
-                  "' against each entry (weight on name + number, logit)");
+                  ": the query '" + std::string(1, book->query) + "' against each entry");
+  lines.push_back("       (its weight on name + number, and the number's logit)");
   std::string line = "      ";
   for (std::size_t e = 0; e < entries.size(); ++e) {
     if (e > 0 && e % 4 == 0) lines.push_back(line), line = "      ";

@@ -2,9 +2,18 @@
 // train, experiment): a line on stderr rewritten in place, shown only when stderr is a terminal.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace qkv::cli {
+
+// The two ends of a training run's progress line (qkv train, its Perceiver):
+// "step 300/1500 ▕████      ▏" (the bar only with `with_bar`) …
+std::string step_counter(int64_t step, int64_t steps, bool with_bar);
+// … "  12.3 steps/s  ETA 1m05s": the rate since the start, the time left at that rate.
+std::string rate_and_eta(int64_t step, int64_t steps, double seconds);
+// 59 → "59s", 65 → "1m05s", 3700 → "1h01m"; "—" for a negative or non-finite time.
+std::string duration_str(double seconds);
 
 class Progress {
  public:

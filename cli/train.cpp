@@ -41,30 +41,13 @@ std::string task_list() {
   return s;
 }
 
-std::string duration_str(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "—";
-  const long s = std::lround(seconds);
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600)
-    return std::to_string(s / 60) + "m" + (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) + "s";
-  return std::to_string(s / 3600) + "h" + (s % 3600 / 60 < 10 ? "0" : "") +
-         std::to_string(s % 3600 / 60) + "m";
-}
-
 std::string percent(double x, int digits = 1) { return fixed(100 * x, digits) + "%"; }
 
 std::string progress_line(const TrainProgress& p, bool with_bar) {
-  const double rate = p.seconds > 0 ? static_cast<double>(p.step) / p.seconds : 0;
-  const double eta = rate > 0 ? static_cast<double>(p.steps - p.step) / rate : NAN;
-  std::string line = "step " + std::to_string(p.step) + "/" + std::to_string(p.steps);
-  if (with_bar)
-    line += " ▕" +
-            pad_right(bar(static_cast<double>(p.step) / static_cast<double>(p.steps), 20), 20) +
-            "▏";
-  line += "  loss " + fixed(p.loss, 3) + "  tokens " + percent(p.token_accuracy);
-  line += "  held-out " + (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—"));
-  line += "  " + fixed(rate, 1) + " steps/s  ETA " + duration_str(eta);
-  return line;
+  return step_counter(p.step, p.steps, with_bar) + "  loss " + fixed(p.loss, 3) + "  tokens " +
+         percent(p.token_accuracy) + "  held-out " +
+         (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—")) +
+         rate_and_eta(p.step, p.steps, p.seconds);
 }
 
 }  // namespace

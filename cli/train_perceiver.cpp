@@ -20,28 +20,13 @@ namespace qkv::cli {
 
 namespace {
 
-std::string seconds_str(double s) {
-  if (!std::isfinite(s) || s < 0) return "—";
-  const long n = std::lround(s);
-  return n < 60 ? std::to_string(n) + "s"
-                : std::to_string(n / 60) + "m" + (n % 60 < 10 ? "0" : "") + std::to_string(n % 60) +
-                      "s";
-}
-
 std::string percent(double x) { return fixed(100 * x, 1) + "%"; }
 
 std::string progress_line(const PerceiverProgress& p, bool with_bar) {
-  const double rate = p.seconds > 0 ? static_cast<double>(p.step) / p.seconds : 0;
-  const double eta = rate > 0 ? static_cast<double>(p.steps - p.step) / rate : NAN;
-  std::string line = "step " + std::to_string(p.step) + "/" + std::to_string(p.steps);
-  if (with_bar)
-    line += " ▕" +
-            pad_right(bar(static_cast<double>(p.step) / static_cast<double>(p.steps), 20), 20) +
-            "▏";
-  line += "  loss " + fixed(p.loss, 3) + "  batch " + percent(p.accuracy);
-  line += "  held-out " + (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—"));
-  line += "  " + fixed(rate, 1) + " steps/s  ETA " + seconds_str(eta);
-  return line;
+  return step_counter(p.step, p.steps, with_bar) + "  loss " + fixed(p.loss, 3) + "  batch " +
+         percent(p.accuracy) + "  held-out " +
+         (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—")) +
+         rate_and_eta(p.step, p.steps, p.seconds);
 }
 
 void in_range(const char* flag, int64_t value, int64_t lo, int64_t hi) {

@@ -427,6 +427,10 @@ class Seq2Seq : public nn::Module {
 
  protected:
   explicit Seq2Seq(const Seq2SeqConfig& config);  // validates it
+  // What both captures begin with: greedy-decodes `source` into c's texts and tokens, and returns
+  // the decoder's inputs as training feeds them (BOS, then every output but the last, which is
+  // never an input), so that position t predicts output t.
+  std::vector<int32_t> begin_capture(const std::string& source, Seq2SeqCapture& c);
 
   Seq2SeqConfig config_;
   Vocabulary vocab_;

@@ -263,16 +263,8 @@ Seq2Seq::Decoded RnnSearch::greedy_decode(const std::vector<std::string>& source
 // A teacher-forced pass over BOS + the output gives every step's query s_{i−1}; one attention
 // call over them all (the rows are independent) keeps its scores, logits and weights.
 Seq2SeqCapture RnnSearch::capture(const std::string& source) {
-  const Decoded decoded = greedy_decode({source});
-  const std::vector<int32_t>& ids = decoded.ids[0];
   Seq2SeqCapture c;
-  c.source = source;
-  c.output = decoded.outputs[0];
-  for (const int32_t id : vocab_.encode(source)) c.source_tokens.push_back(vocab_.token(id));
-  std::vector<int32_t> target_in{Vocabulary::kBos};
-  target_in.insert(target_in.end(), ids.begin(), ids.end() - 1);
-  for (const int32_t id : target_in) c.target_tokens.push_back(vocab_.token(id));
-  for (const int32_t id : ids) c.output_tokens.push_back(vocab_.token(id));
+  const std::vector<int32_t> target_in = begin_capture(source, c);
   c.architecture = Seq2SeqArchitecture::rnnsearch;
   c.layers = 1;
   c.heads = 1;

@@ -79,6 +79,19 @@ Batch make_batch(const Vocabulary& vocab, const std::vector<Example>& examples) 
 Seq2Seq::Seq2Seq(const Seq2SeqConfig& config)
     : config_((config.validate(), config)), vocab_(config.characters) {}
 
+std::vector<int32_t> Seq2Seq::begin_capture(const std::string& source, Seq2SeqCapture& c) {
+  const Decoded decoded = greedy_decode({source});
+  const std::vector<int32_t>& ids = decoded.ids[0];
+  c.source = source;
+  c.output = decoded.outputs[0];
+  for (const int32_t id : vocab_.encode(source)) c.source_tokens.push_back(vocab_.token(id));
+  std::vector<int32_t> target_in{Vocabulary::kBos};
+  target_in.insert(target_in.end(), ids.begin(), ids.end() - 1);
+  for (const int32_t id : target_in) c.target_tokens.push_back(vocab_.token(id));
+  for (const int32_t id : ids) c.output_tokens.push_back(vocab_.token(id));
+  return target_in;
+}
+
 std::unique_ptr<Seq2Seq> make_seq2seq(const Seq2SeqConfig& config, nn::Rng& rng, DType dtype) {
   if (config.architecture == Seq2SeqArchitecture::rnnsearch)
     return std::make_unique<RnnSearch>(config, rng, dtype);

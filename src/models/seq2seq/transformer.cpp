@@ -270,18 +270,9 @@ Seq2Seq::Decoded TransformerSeq2Seq::greedy_decode(const std::vector<std::string
 }
 
 Seq2SeqCapture TransformerSeq2Seq::capture(const std::string& source) {
-  const Decoded decoded = greedy_decode({source});
-  const std::vector<int32_t>& ids = decoded.ids[0];
   Seq2SeqCapture c;
-  c.source = source;
-  c.output = decoded.outputs[0];
-  for (const int32_t id : vocab_.encode(source)) c.source_tokens.push_back(vocab_.token(id));
-  // As training feeds the decoder, and as greedy_decode's alignment pass: BOS, then every output
-  // but the last (which is never an input), so position t predicts output t.
-  std::vector<int32_t> target_in{Vocabulary::kBos};
-  target_in.insert(target_in.end(), ids.begin(), ids.end() - 1);
-  for (const int32_t id : target_in) c.target_tokens.push_back(vocab_.token(id));
-  for (const int32_t id : ids) c.output_tokens.push_back(vocab_.token(id));
+  // As greedy_decode's alignment pass feeds the decoder.
+  const std::vector<int32_t> target_in = begin_capture(source, c);
 
   const nn::MultiHeadAttentionOptions& a = decoder_[0]->cross_attention.options();
   c.layers = config_.layers;
