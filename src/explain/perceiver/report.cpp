@@ -2,30 +2,21 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "explain/markup.h"
 #include "qkv/perceiver_report.h"
 
 namespace qkv::explain {
 
 namespace {
 
-// Text for inside <script>: "</" would end the element early.
-std::string script_safe(std::string s) {
-  for (std::size_t at = s.find("</"); at != std::string::npos; at = s.find("</", at + 2))
-    s.replace(at, 2, "<\\/");
-  return s;
-}
-
-std::string html_escape(const std::string& s) {
+// JSON for inside <script>: no "<" at all ("</script>" would end the element early, "<!--<script"
+// would change how the parser reads it); "<" can only sit inside a JSON string, as \u003c.
+std::string script_safe(const std::string& json) {
   std::string out;
-  for (char c : s) {
+  out.reserve(json.size());
+  for (const char c : json) {
     if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else if (c == '"')
-      out += "&quot;";
+      out += "\\u003c";
     else
       out += c;
   }
@@ -77,21 +68,21 @@ std::string perceiver_html(const PerceiverExplanation& e, const std::string& tit
                                {"shares", shares}};
   const std::string c(1, e.counted);
   std::string h = "<!doctype html><html lang=en><head><meta charset=utf-8><title>" +
-                  html_escape(title) + "</title><style>" + kStyle + "</style></head><body>";
-  h += "<h1>" + html_escape(title) + "</h1>";
+                  escape_markup(title) + "</title><style>" + kStyle + "</style></head><body>";
+  h += "<h1>" + escape_markup(title) + "</h1>";
   h += "<p>" + std::to_string(e.latents) + " learned latent queries cross-attend to an input of " +
        std::to_string(e.length) + " symbols (keys and values from the input). The input holds <b>" +
-       std::to_string(e.count) + "</b> '" + html_escape(c) + "'; the model says <b>" +
+       std::to_string(e.count) + "</b> '" + escape_markup(c) + "'; the model says <b>" +
        std::to_string(e.predicted) + "</b> (p = " +
        std::to_string(e.probabilities[static_cast<std::size_t>(e.predicted)]).substr(0, 5) +
        ").</p>";
-  h += "<p>Rows: latents; columns: input positions; blue ticks above: the '" + html_escape(c) +
+  h += "<p>Rows: latents; columns: input positions; blue ticks above: the '" + escape_markup(c) +
        "' positions. Head: <select id=head><option value=mean>mean of heads</option>";
   for (int64_t k = 0; k < e.heads; ++k)
     h += "<option value=" + std::to_string(k) + ">head " + std::to_string(k) + "</option>";
   h += "</select> <span id=scale></span></p><canvas id=ticks></canvas><canvas id=map></canvas>"
        "<div id=tip>hover a cell</div>";
-  h += "<table><tr><th>latent</th><th>weight on '" + html_escape(c) + "' (heads' mean)</th>";
+  h += "<table><tr><th>latent</th><th>weight on '" + escape_markup(c) + "' (heads' mean)</th>";
   for (int64_t k = 0; k < e.heads; ++k) h += "<th>head " + std::to_string(k) + "</th>";
   h += "<th>effective positions</th><th>top positions</th></tr>";
   for (std::size_t n = 0; n < e.gathers.size(); ++n) {
@@ -103,7 +94,7 @@ std::string perceiver_html(const PerceiverExplanation& e, const std::string& tit
     h += "<td>" + std::to_string(static_cast<int64_t>(g.effective_positions + 0.5)) + "</td><td>";
     for (const auto& [l, w] : g.top)
       h += std::to_string(l) + " '" +
-           html_escape(std::string(1, e.input[static_cast<std::size_t>(l)])) + "' ";
+           escape_markup(std::string(1, e.input[static_cast<std::size_t>(l)])) + "' ";
     h += "</td></tr>";
   }
   h += "</table><script type=application/json id=data>" + script_safe(data.dump()) +
