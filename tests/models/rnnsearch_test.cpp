@@ -59,7 +59,7 @@ TEST(RnnSearch, GradientsMatchFiniteDifferencesEndToEnd) {
     EXPECT_LE(e, test::kGradTolerance);
     worst = std::max(worst, e);
   }
-  RecordProperty("worst_relative_error", std::to_string(worst));
+  RecordProperty("worst_relative_error", ::testing::PrintToString(worst));
   // The check can fail: a gradient off by 1% in one entry is caught.
   nn::Parameter* va = nullptr;
   for (nn::Parameter* p : model->parameters())
