@@ -404,13 +404,10 @@ class Seq2Seq : public nn::Module {
     // weights of that decoder layer's heads at each output step (EOS included) over the source.
     std::vector<Tensor> alignment;
   };
-  // Greedy decoding, batched; at most config.max_target + 1 steps. alignment_layer: a decoder
-  // layer (0-based; −1 for none; ≥ layers: the last).
-  virtual Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer,
-                                int64_t batch_size) = 0;
-  Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer = -1) {
-    return greedy_decode(sources, alignment_layer, 256);
-  }
+  // Greedy decoding, batch_size sources a batch; at most config.max_target + 1 steps.
+  // alignment_layer: a decoder layer (0-based; −1 for none; ≥ layers: the last).
+  Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer = -1,
+                        int64_t batch_size = 256);
 
   // Greedy-decodes `source`, then runs one teacher-forced pass of the encoder and the decoder
   // over the source and BOS + the output with capture on. Errors as greedy_decode's.
@@ -427,6 +424,8 @@ class Seq2Seq : public nn::Module {
 
  protected:
   explicit Seq2Seq(const Seq2SeqConfig& config);  // validates it
+  // greedy_decode of one batch (its sources, no targets yet), appended to `result`.
+  virtual void decode_batch(Batch batch, int alignment_layer, Decoded& result) = 0;
   // What both captures begin with: greedy-decodes `source` into c's texts and tokens, and returns
   // the decoder's inputs as training feeds them (BOS, then every output but the last, which is
   // never an input), so that position t predicts output t.

@@ -199,65 +199,55 @@ void RnnSearch::backward(const Tensor& dlogits) {
   query_.clear();
 }
 
-Seq2Seq::Decoded RnnSearch::greedy_decode(const std::vector<std::string>& sources,
-                                          int alignment_layer, int64_t batch_size) {
-  Decoded result;
+void RnnSearch::decode_batch(Batch batch, int alignment_layer, Decoded& result) {
   const int64_t max_steps = config_.max_target + 1;
-  for (std::size_t first = 0; first < sources.size();
-       first += static_cast<std::size_t>(batch_size)) {
-    const std::size_t last = std::min(sources.size(), first + static_cast<std::size_t>(batch_size));
-    std::vector<Example> chunk;
-    for (std::size_t i = first; i < last; ++i) chunk.push_back({sources[i], ""});
-    const Batch batch = make_batch(vocab_, chunk);
-    const int64_t b = batch.size;
-    const Encoded e = encode(batch);
-    attention_.set_memory(e.annotations, batch.source_lengths);
-    const bool keep = alignment_layer >= 0;
-    std::vector<int32_t> previous(static_cast<std::size_t>(b), Vocabulary::kBos);
-    std::vector<std::vector<int32_t>> generated(static_cast<std::size_t>(b));
-    std::vector<std::vector<Tensor>> weights(static_cast<std::size_t>(b));  // [S] a step
-    std::vector<bool> done(static_cast<std::size_t>(b), false);
-    Tensor s = e.state;
-    for (int64_t step = 0; step < max_steps; ++step) {
-      Tensor alpha;
-      const Tensor c = attention_.forward(s, &alpha);
-      const Tensor y = target_embedding_.forward(column_of(previous)).reshape({b, d_});
-      s = decoder_.forward(concat_columns({y, c}), s);
-      const Tensor logits =
-          output_.forward(tanh_of(readout_.forward(concat_columns({s, y, c})))).to(DType::f64);
-      const int64_t v = logits.dim(1);
-      bool all_done = true;
-      for (int64_t i = 0; i < b; ++i) {
-        const auto at = static_cast<std::size_t>(i);
-        if (done[at]) continue;
-        const double* row = logits.data<double>() + i * v;
-        const auto id = static_cast<int32_t>(std::max_element(row, row + v) - row);
-        generated[at].push_back(id);
-        previous[at] = id;
-        if (keep) weights[at].push_back(alpha.narrow(0, i, 1).to(DType::f64));
-        done[at] = id == Vocabulary::kEos;
-        all_done = all_done && done[at];
-      }
-      if (all_done) break;
-    }
-    decoder_.clear();
-    attention_.set_memory(e.annotations);  // forgets the steps
+  const int64_t b = batch.size;
+  const Encoded e = encode(batch);
+  attention_.set_memory(e.annotations, batch.source_lengths);
+  const bool keep = alignment_layer >= 0;
+  std::vector<int32_t> previous(static_cast<std::size_t>(b), Vocabulary::kBos);
+  std::vector<std::vector<int32_t>> generated(static_cast<std::size_t>(b));
+  std::vector<std::vector<Tensor>> weights(static_cast<std::size_t>(b));  // [S] a step
+  std::vector<bool> done(static_cast<std::size_t>(b), false);
+  Tensor s = e.state;
+  for (int64_t step = 0; step < max_steps; ++step) {
+    Tensor alpha;
+    const Tensor c = attention_.forward(s, &alpha);
+    const Tensor y = target_embedding_.forward(column_of(previous)).reshape({b, d_});
+    s = decoder_.forward(concat_columns({y, c}), s);
+    const Tensor logits =
+        output_.forward(tanh_of(readout_.forward(concat_columns({s, y, c})))).to(DType::f64);
+    const int64_t v = logits.dim(1);
+    bool all_done = true;
     for (int64_t i = 0; i < b; ++i) {
       const auto at = static_cast<std::size_t>(i);
-      if (keep) {
-        const int64_t steps = static_cast<int64_t>(weights[at].size());
-        const int64_t len = batch.source_lengths[at];
-        Tensor a({1, steps, len}, DType::f64);
-        for (int64_t t = 0; t < steps; ++t)
-          for (int64_t j = 0; j < len; ++j)
-            a.at<double>(0, t, j) = weights[at][static_cast<std::size_t>(t)].data<double>()[j];
-        result.alignment.push_back(a);
-      }
-      result.outputs.push_back(vocab_.decode(generated[at]));
-      result.ids.push_back(std::move(generated[at]));
+      if (done[at]) continue;
+      const double* row = logits.data<double>() + i * v;
+      const auto id = static_cast<int32_t>(std::max_element(row, row + v) - row);
+      generated[at].push_back(id);
+      previous[at] = id;
+      if (keep) weights[at].push_back(alpha.narrow(0, i, 1).to(DType::f64));
+      done[at] = id == Vocabulary::kEos;
+      all_done = all_done && done[at];
     }
+    if (all_done) break;
   }
-  return result;
+  decoder_.clear();
+  attention_.set_memory(e.annotations);  // forgets the steps
+  for (int64_t i = 0; i < b; ++i) {
+    const auto at = static_cast<std::size_t>(i);
+    if (keep) {
+      const int64_t steps = static_cast<int64_t>(weights[at].size());
+      const int64_t len = batch.source_lengths[at];
+      Tensor a({1, steps, len}, DType::f64);
+      for (int64_t t = 0; t < steps; ++t)
+        for (int64_t j = 0; j < len; ++j)
+          a.at<double>(0, t, j) = weights[at][static_cast<std::size_t>(t)].data<double>()[j];
+      result.alignment.push_back(a);
+    }
+    result.outputs.push_back(vocab_.decode(generated[at]));
+    result.ids.push_back(std::move(generated[at]));
+  }
 }
 
 // A teacher-forced pass over BOS + the output gives every step's query s_{i−1}; one attention

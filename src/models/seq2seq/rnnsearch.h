@@ -15,13 +15,11 @@ class RnnSearch final : public Seq2Seq {
 
   Tensor forward(const Batch& batch, bool training, nn::Rng& rng) override;
   void backward(const Tensor& dlogits) override;
-  using Seq2Seq::greedy_decode;
-  Decoded greedy_decode(const std::vector<std::string>& sources, int alignment_layer,
-                        int64_t batch_size) override;
   Seq2SeqCapture capture(const std::string& source) override;
   void collect(std::vector<nn::Parameter*>& out) override;
 
  private:
+  void decode_batch(Batch batch, int alignment_layer, Decoded& result) override;
   // The annotations h [B, S, d] and the first decoder state s_0 [B, d] of a batch's sources.
   struct Encoded {
     Tensor annotations, state;

@@ -79,6 +79,19 @@ Batch make_batch(const Vocabulary& vocab, const std::vector<Example>& examples) 
 Seq2Seq::Seq2Seq(const Seq2SeqConfig& config)
     : config_((config.validate(), config)), vocab_(config.characters) {}
 
+Seq2Seq::Decoded Seq2Seq::greedy_decode(const std::vector<std::string>& sources,
+                                        int alignment_layer, int64_t batch_size) {
+  Decoded result;
+  for (std::size_t first = 0; first < sources.size();
+       first += static_cast<std::size_t>(batch_size)) {
+    const std::size_t last = std::min(sources.size(), first + static_cast<std::size_t>(batch_size));
+    std::vector<Example> chunk;
+    for (std::size_t i = first; i < last; ++i) chunk.push_back({sources[i], ""});
+    decode_batch(make_batch(vocab_, chunk), alignment_layer, result);
+  }
+  return result;
+}
+
 std::vector<int32_t> Seq2Seq::begin_capture(const std::string& source, Seq2SeqCapture& c) {
   const Decoded decoded = greedy_decode({source});
   const std::vector<int32_t>& ids = decoded.ids[0];

@@ -194,79 +194,69 @@ void TransformerSeq2Seq::backward(const Tensor& dlogits) {
   embedding_.backward(de);
 }
 
-Seq2Seq::Decoded TransformerSeq2Seq::greedy_decode(const std::vector<std::string>& sources,
-                                                   int alignment_layer, int64_t batch_size) {
-  Decoded result;
+void TransformerSeq2Seq::decode_batch(Batch batch, int alignment_layer, Decoded& result) {
   const int n_layers = static_cast<int>(decoder_.size());
   const int layer = alignment_layer < 0 ? -1 : std::min(alignment_layer, n_layers - 1);
   nn::Rng rng(0);  // no dropout at inference; the stream is never drawn from
   const int64_t max_steps = config_.max_target + 1;
-  for (std::size_t first = 0; first < sources.size();
-       first += static_cast<std::size_t>(batch_size)) {
-    const std::size_t last = std::min(sources.size(), first + static_cast<std::size_t>(batch_size));
-    std::vector<Example> chunk;
-    for (std::size_t i = first; i < last; ++i) chunk.push_back({sources[i], ""});
-    Batch batch = make_batch(vocab_, chunk);
-    const Tensor memory = encode(batch, false, rng);
-    const int64_t b = batch.size;
-    std::vector<std::vector<int32_t>> out(static_cast<std::size_t>(b), {Vocabulary::kBos});
-    std::vector<int64_t> produced(static_cast<std::size_t>(b), 0);
-    std::vector<std::vector<int32_t>> generated(static_cast<std::size_t>(b));
-    std::vector<bool> done(static_cast<std::size_t>(b), false);
-    for (int64_t step = 0; step < max_steps; ++step) {
-      batch.target_in = out;
-      batch.target_length = step + 1;
-      batch.target_lengths.assign(static_cast<std::size_t>(b), step + 1);
-      const Tensor logits = decode(batch, memory, false, rng).to(DType::f64);
-      const int64_t v = logits.dim(2);
-      bool all_done = true;
-      for (int64_t i = 0; i < b; ++i) {
-        const double* row = logits.data<double>() + (i * (step + 1) + step) * v;
-        const int32_t id = static_cast<int32_t>(std::max_element(row, row + v) - row);
-        auto& o = out[static_cast<std::size_t>(i)];
-        if (done[static_cast<std::size_t>(i)]) {
-          o.push_back(Vocabulary::kPad);
-          continue;
-        }
-        o.push_back(id);
-        generated[static_cast<std::size_t>(i)].push_back(id);
-        ++produced[static_cast<std::size_t>(i)];
-        if (id == Vocabulary::kEos) done[static_cast<std::size_t>(i)] = true;
-        all_done = all_done && done[static_cast<std::size_t>(i)];
-      }
-      if (all_done) break;
-    }
-    if (layer >= 0) {
-      // Causal self-attention makes position t of a full pass equal to step t of the loop, so
-      // one pass over BOS + the outputs gives every step's cross-attention.
-      // The last output is never an input: BOS + outputs[0 .. steps − 2] predict every step.
-      for (auto& o : out) o.pop_back();
-      batch.target_in = out;
-      batch.target_length = static_cast<int64_t>(out[0].size());
-      batch.target_lengths.assign(static_cast<std::size_t>(b), batch.target_length);
-      decode(batch, memory, false, rng, layer);
-      const Tensor w =
-          decoder_[static_cast<std::size_t>(layer)]->cross_attention.weights().to(DType::f64);
-      const int64_t h = w.dim(1), l = w.dim(2), s = w.dim(3);
-      for (int64_t i = 0; i < b; ++i) {
-        const int64_t steps = produced[static_cast<std::size_t>(i)];
-        const int64_t len = batch.source_lengths[static_cast<std::size_t>(i)];
-        Tensor a(Shape{h, steps, len}, DType::f64);
-        for (int64_t k = 0; k < h; ++k)
-          for (int64_t t = 0; t < steps; ++t)
-            for (int64_t j = 0; j < len; ++j)
-              a.data<double>()[(k * steps + t) * len + j] =
-                  w.data<double>()[((i * h + k) * l + t) * s + j];
-        result.alignment.push_back(a);
-      }
-    }
+  const Tensor memory = encode(batch, false, rng);
+  const int64_t b = batch.size;
+  std::vector<std::vector<int32_t>> out(static_cast<std::size_t>(b), {Vocabulary::kBos});
+  std::vector<int64_t> produced(static_cast<std::size_t>(b), 0);
+  std::vector<std::vector<int32_t>> generated(static_cast<std::size_t>(b));
+  std::vector<bool> done(static_cast<std::size_t>(b), false);
+  for (int64_t step = 0; step < max_steps; ++step) {
+    batch.target_in = out;
+    batch.target_length = step + 1;
+    batch.target_lengths.assign(static_cast<std::size_t>(b), step + 1);
+    const Tensor logits = decode(batch, memory, false, rng).to(DType::f64);
+    const int64_t v = logits.dim(2);
+    bool all_done = true;
     for (int64_t i = 0; i < b; ++i) {
-      std::vector<int32_t> ids = std::move(generated[static_cast<std::size_t>(i)]);
-      result.outputs.push_back(vocab_.decode(ids));
-      result.ids.push_back(std::move(ids));
+      const double* row = logits.data<double>() + (i * (step + 1) + step) * v;
+      const int32_t id = static_cast<int32_t>(std::max_element(row, row + v) - row);
+      auto& o = out[static_cast<std::size_t>(i)];
+      if (done[static_cast<std::size_t>(i)]) {
+        o.push_back(Vocabulary::kPad);
+        continue;
+      }
+      o.push_back(id);
+      generated[static_cast<std::size_t>(i)].push_back(id);
+      ++produced[static_cast<std::size_t>(i)];
+      if (id == Vocabulary::kEos) done[static_cast<std::size_t>(i)] = true;
+      all_done = all_done && done[static_cast<std::size_t>(i)];
+    }
+    if (all_done) break;
+  }
+  if (layer >= 0) {
+    // Causal self-attention makes position t of a full pass equal to step t of the loop, so
+    // one pass over BOS + the outputs gives every step's cross-attention.
+    // The last output is never an input: BOS + outputs[0 .. steps − 2] predict every step.
+    for (auto& o : out) o.pop_back();
+    batch.target_in = out;
+    batch.target_length = static_cast<int64_t>(out[0].size());
+    batch.target_lengths.assign(static_cast<std::size_t>(b), batch.target_length);
+    decode(batch, memory, false, rng, layer);
+    const Tensor w =
+        decoder_[static_cast<std::size_t>(layer)]->cross_attention.weights().to(DType::f64);
+    const int64_t h = w.dim(1), l = w.dim(2), s = w.dim(3);
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t steps = produced[static_cast<std::size_t>(i)];
+      const int64_t len = batch.source_lengths[static_cast<std::size_t>(i)];
+      Tensor a(Shape{h, steps, len}, DType::f64);
+      for (int64_t k = 0; k < h; ++k)
+        for (int64_t t = 0; t < steps; ++t)
+          for (int64_t j = 0; j < len; ++j)
+            a.data<double>()[(k * steps + t) * len + j] =
+                w.data<double>()[((i * h + k) * l + t) * s + j];
+      result.alignment.push_back(a);
     }
   }
-  return result;
+  for (int64_t i = 0; i < b; ++i) {
+    std::vector<int32_t> ids = std::move(generated[static_cast<std::size_t>(i)]);
+    result.outputs.push_back(vocab_.decode(ids));
+    result.ids.push_back(std::move(ids));
+  }
 }
 
 Seq2SeqCapture TransformerSeq2Seq::capture(const std::string& source) {
