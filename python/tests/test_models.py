@@ -422,7 +422,7 @@ def test_train_rejects_bad_arguments(tmp_path):
 
 
 def test_tasks_and_experiment_names():
-    assert list(qkv.tasks()) == ["reverse", "sort", "copy", "dates", "lookup"]
+    assert list(qkv.tasks()) == ["reverse", "sort", "copy", "dates", "lookup", "follow"]
     assert all(qkv.tasks().values())
     assert qkv.experiment_names() == ["tie-qk", "no-wv", "scale", "heads", "scores"]
 

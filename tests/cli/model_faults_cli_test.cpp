@@ -190,7 +190,7 @@ TEST(ExplainTrainedCli, CorruptMetadataNamesTheFileAndTheFieldNotAFlag) {
   expect_one_line_error(run_qkv({"explain", "--model", task}), 2,
                         task +
                             ": the metadata's qkv.config \"task\" is \"poems\"; expected one of "
-                            "reverse, sort, copy, dates, lookup");
+                            "reverse, sort, copy, dates, lookup, follow");
   const std::string heads = trained_model("heads", [](auto& m) { set_config(m, "heads", 3); });
   expect_one_line_error(run_qkv({"explain", "--model", heads, "--input", "abc"}), 2,
                         heads +

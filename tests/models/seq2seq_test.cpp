@@ -155,8 +155,9 @@ TEST(Seq2SeqModel, BadMetadataNamesTheFileAndTheField) {
             where + "\"max_source\" is missing; expected an integer");
   EXPECT_EQ(error_with([](nlohmann::json& c) { c["dropout"] = 1.5; }),
             where + "\"dropout\" is 1.5; expected [0, 1)");
-  EXPECT_EQ(error_with([](nlohmann::json& c) { c["task"] = "poetry"; }),
-            where + "\"task\" is \"poetry\"; expected one of reverse, sort, copy, dates, lookup");
+  EXPECT_EQ(
+      error_with([](nlohmann::json& c) { c["task"] = "poetry"; }),
+      where + "\"task\" is \"poetry\"; expected one of reverse, sort, copy, dates, lookup, follow");
   EXPECT_EQ(error_with([](nlohmann::json& c) { c["task_options"]["symbols"] = 99; }),
             where +
                 "\"task_options\": task copy: 99 symbols; expected 2 to 26 (the letters a, "

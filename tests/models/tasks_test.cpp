@@ -209,6 +209,38 @@ TEST(Lookup, ItsLengthsCountThePairs) {
   EXPECT_THROW(make_task("lookup", {.min_length = 6, .max_length = 4}), Error);
 }
 
+// "c qwcxe" → "cx": the query, a space, distinct letters; the answer is the query and the letter
+// right after it (never past the end: the query is never the last letter).
+TEST(Follow, TheAnswerIsTheQueryAndTheLetterAfterIt) {
+  const Task task = make_task("follow");
+  EXPECT_EQ(task.max_source_length(), 12);  // query, space, 10 letters
+  EXPECT_EQ(task.max_target_length(), 2);
+  nn::Rng rng(13);
+  std::set<std::size_t> places;
+  for (const Example& e : task.batch(rng, Split::train, 500)) {
+    SCOPED_TRACE(e.source + " → " + e.target);
+    ASSERT_GE(e.source.size(), 5u);
+    ASSERT_LE(e.source.size(), 12u);
+    ASSERT_EQ(e.source[1], ' ');
+    const std::string letters = e.source.substr(2);
+    EXPECT_EQ(std::set<char>(letters.begin(), letters.end()).size(), letters.size());
+    for (const char c : letters) EXPECT_TRUE(c >= 'a' && c <= 'p');  // 16 symbols
+    const std::size_t at = letters.find(e.source[0]);
+    ASSERT_NE(at, std::string::npos);
+    ASSERT_LT(at + 1, letters.size());
+    EXPECT_EQ(e.target, (std::string{e.source[0], letters[at + 1]}));
+    places.insert(at);
+  }
+  EXPECT_EQ(places.size(), 9u);  // every place but the last of 10
+  const Example e = make_task("follow", {.min_length = 2, .max_length = 2, .symbols = 2})
+                        .sample(rng, Split::train);  // "a ab" or "b ba"
+  EXPECT_TRUE(e.source == "a ab" && e.target == "ab" || e.source == "b ba" && e.target == "ba")
+      << e.source;
+  EXPECT_THROW(make_task("follow", {.min_length = 1, .max_length = 4}), Error);
+  EXPECT_THROW(make_task("follow", {.min_length = 3, .max_length = 17}), Error);  // > 16 symbols
+  EXPECT_THROW(make_task("follow", {.symbols = 27}), Error);
+}
+
 TEST(Tasks, ExactAccuracyCountsWholeSequences) {
   const std::vector<Example> examples = {{"ab", "ba"}, {"abc", "cba"}, {"a", "a"}, {"b", "b"}};
   EXPECT_DOUBLE_EQ(exact_accuracy({"ba", "cb", "a", "b"}, examples), 0.75);

@@ -197,6 +197,16 @@ std::string random_string(nn::Rng& rng, const std::string& alphabet, int64_t min
   return s;
 }
 
+// n of the alphabet's letters, all different, in random order (a partial Fisher–Yates shuffle).
+std::string distinct_letters(nn::Rng& rng, std::string alphabet, int64_t n) {
+  const auto size = static_cast<int64_t>(alphabet.size());
+  for (int64_t i = 0; i < n; ++i)
+    std::swap(alphabet[static_cast<std::size_t>(i)],
+              alphabet[static_cast<std::size_t>(i + rng.below(size - i))]);
+  alphabet.resize(static_cast<std::size_t>(n));
+  return alphabet;
+}
+
 Task sequence_task(const std::string& name, const TaskOptions& o) {
   const int64_t lo = o.min_length > 0 ? o.min_length : 8;
   const int64_t hi = o.max_length > 0 ? o.max_length : std::max<int64_t>(16, lo);
@@ -271,10 +281,7 @@ Task lookup_task(const TaskOptions& o) {
               Vocabulary("abcdefghijklmnopqrstuvwxyz0123456789 ?"), hi * 3 + 3, 1,
               [=](nn::Rng& rng) {
                 const int64_t n = lo + rng.below(hi - lo + 1);
-                std::string keys = letters(26);
-                for (int64_t i = 0; i < n; ++i)  // a partial Fisher–Yates shuffle
-                  std::swap(keys[static_cast<std::size_t>(i)],
-                            keys[static_cast<std::size_t>(i + rng.below(26 - i))]);
+                const std::string keys = distinct_letters(rng, letters(26), n);
                 std::string book, values;
                 for (int64_t i = 0; i < n; ++i) {
                   values += static_cast<char>('0' + rng.below(10));
@@ -287,14 +294,49 @@ Task lookup_task(const TaskOptions& o) {
               });
 }
 
+// "c qwcxe" → "cx": a query letter, a space, then 3 to 10 distinct letters (TaskOptions'
+// lengths); the answer repeats the query, then gives the letter right after it in the list. The
+// repeat hands the query to the decoder as its own input, so one cross-attention can ask "whose
+// previous letter is c?" — if the encoder has written each letter's predecessor into it: a
+// previous-token relation, asymmetric, among tokens of one kind (what `qkv experiment tie-qk`
+// puts to a symmetric QKᵀ). With one layer the decoder cannot instead find 'c' and then step to
+// the next position: that takes two attention hops.
+Task follow_task(const TaskOptions& o) {
+  const int64_t symbols = o.symbols > 0 ? o.symbols : 16;
+  const int64_t lo = o.min_length > 0 ? o.min_length : 3;
+  const int64_t hi = o.max_length > 0 ? o.max_length : std::max<int64_t>(10, lo);
+  if (symbols < 2 || symbols > 26)
+    throw Error("task follow: " + std::to_string(symbols) +
+                " symbols; expected 2 to 26 (the letters a, b, c, ...)");
+  if (lo < 2 || lo > hi || hi > symbols)
+    throw Error("task follow: lengths " + std::to_string(lo) + " to " + std::to_string(hi) +
+                "; expected 2 ≤ min ≤ max ≤ symbols (" + std::to_string(symbols) +
+                "): the letters are distinct");
+  const std::string alphabet = letters(symbols);
+  return Task("follow",
+              "which letter follows the query's: a letter, then distinct letters → the letter "
+              "and its follower (\"c qwcxe\" → \"cx\"; lengths " +
+                  std::to_string(lo) + "–" + std::to_string(hi) + ", " + std::to_string(symbols) +
+                  " symbols)",
+              Vocabulary(alphabet + " "), hi + 2, 2, [=](nn::Rng& rng) {
+                const int64_t n = lo + rng.below(hi - lo + 1);
+                const std::string s = distinct_letters(rng, alphabet, n);
+                const auto q = static_cast<std::size_t>(rng.below(n - 1));
+                return Example{std::string(1, s[q]) + " " + s, std::string(1, s[q]) + s[q + 1]};
+              });
+}
+
 }  // namespace
 
-std::vector<std::string> task_names() { return {"reverse", "sort", "copy", "dates", "lookup"}; }
+std::vector<std::string> task_names() {
+  return {"reverse", "sort", "copy", "dates", "lookup", "follow"};
+}
 
 Task make_task(const std::string& name, const TaskOptions& options) {
   if (name == "reverse" || name == "sort" || name == "copy") return sequence_task(name, options);
   if (name == "dates") return dates_task();
   if (name == "lookup") return lookup_task(options);
+  if (name == "follow") return follow_task(options);
   std::string names;
   for (const std::string& n : task_names()) names += (names.empty() ? "" : ", ") + n;
   throw Error("unknown task '" + name + "'; expected one of " + names);
