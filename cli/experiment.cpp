@@ -59,12 +59,13 @@ CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
       "experiment", "answer a design question by measurement: train small models side by side");
   cmd->add_option("name", args.name, "the experiment: " + names)->required();
   cmd->add_flag("--quick", args.quick,
-                "smaller tasks and fewer steps (under a minute); it reads the same direction as "
-                "the full run, or says it is a smoke run");
+                "shorter sequences, fewer steps and variants (a few minutes); it reads the same "
+                "direction as the full run, and '·' marks what it left untrained");
   cmd->add_flag("--json", args.json, "print the table and the reading as JSON");
   cmd->footer(
       "\nExperiments:\n"
-      "  tie-qk   W_Q = W_K (a symmetric QKᵀ) against separate projections\n"
+      "  tie-qk   W_Q = W_K (a symmetric QKᵀ) against separate projections, on reverse\n"
+      "           and on follow (a previous-token relation)\n"
       "  no-wv    identity W_V and no W_O against learned ones\n"
       "  scale    softmax(QKᵀ/√d_k) against softmax(QKᵀ) as d_k grows\n"
       "  heads    1, 2, 4, 8 heads at the same d_model\n"
@@ -99,13 +100,11 @@ int run_experiment_command(const ExperimentArgs& args) {
     std::cout << nlohmann::json{{"experiment", r.name}, {"question", r.question},
                                 {"setup", r.setup},     {"rows", rows},
                                 {"reading", r.reading}, {"seconds", r.seconds},
-                                {"quick", args.quick},  {"smoke", r.smoke}}
+                                {"quick", args.quick}}
                      .dump()
               << "\n";
     return 0;
   }
-  if (r.smoke)
-    std::cout << "SMOKE RUN: too short to show the effect; its numbers mean nothing.\n\n";
   std::cout << "qkv experiment " << r.name << "\n\n"
             << wrap(r.question, 80, 0) << "\n\n"
             << wrap("Setup: " + r.setup, 80, 2) << "\n\n"

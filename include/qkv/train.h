@@ -129,8 +129,6 @@ struct ExperimentResult {
   std::vector<std::vector<std::string>> rows;  // formatted cells
   std::string reading;                         // one paragraph: what the table says
   double seconds = 0;
-  // A --quick run too short to show the effect (its setup says why): its numbers mean nothing.
-  bool smoke = false;
 };
 
 std::vector<std::string> experiment_names();

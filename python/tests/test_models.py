@@ -485,12 +485,17 @@ def test_a_quick_experiment_returns_its_table():
     heard = []
     r = qkv.experiment("tie-qk", quick=True, progress=heard.append)
     assert isinstance(r, qkv.ExperimentResult) and r.name == "tie-qk"
-    assert r.columns == ["projections", "test accuracy", "steps to 99%", "seconds"]
-    assert [row["projections"] for row in r.rows] == ["separate W_Q, W_K", "tied W_Q = W_K"]
+    assert r.columns == ["task", "projections", "test accuracy", "steps to 99%",
+                         "weight on i−1 / i+1", "seconds"]
+    assert [(row["task"], row["projections"]) for row in r.rows] == [
+        ("reverse", "separate W_Q, W_K"), ("reverse", "tied W_Q = W_K"),
+        ("follow", "separate W_Q, W_K"), ("follow", "tied W_Q = W_K")]
     for row in r.rows:
         assert set(row) == set(r.columns)
         assert 0 <= float(row["test accuracy"].rstrip("%")) <= 100
-    assert heard == ["separate W_Q, W_K (seed 1)", "tied W_Q = W_K (seed 1)"]
+    assert [row["weight on i−1 / i+1"] == "·" for row in r.rows] == [True, True, False, False]
+    assert heard == ["reverse, separate W_Q, W_K (seed 1)", "reverse, tied W_Q = W_K (seed 1)",
+                     "follow, separate W_Q, W_K (seed 1)", "follow, tied W_Q = W_K (seed 1)"]
     assert r.question and r.reading and r.seconds > 0
     assert "separate W_Q, W_K" in str(r)
 

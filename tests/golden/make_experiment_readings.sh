@@ -2,7 +2,9 @@
 # The full runs of every `qkv experiment`, committed as tests/golden/experiments/NAME.json, so
 # that a test can check the --quick runs read the same direction without spending ctest's time
 # on full runs (tests/cli/experiment_readings_test.cpp). Each run is deterministic for a given
-# seed (and the same for any thread count); this machine took about 25 minutes for all five.
+# seed and thread count; the tables here were made on one thread (QKV_NUM_THREADS=1, the default
+# below), which took this 2-core AMD EPYC (Zen 3, AVX2) about an hour for all five (heads 22
+# minutes, scores 16, scale 11, no-wv 8, tie-qk 7).
 #
 #   tests/golden/make_experiment_readings.sh [build/qkv] [NAME ...]
 set -euo pipefail
@@ -11,6 +13,7 @@ qkv=${1:-build/qkv}
 shift || true
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then names=(tie-qk no-wv scale heads scores); fi
+export QKV_NUM_THREADS=${QKV_NUM_THREADS:-1}
 mkdir -p tests/golden/experiments
 for name in "${names[@]}"; do
   out=tests/golden/experiments/$name.json
