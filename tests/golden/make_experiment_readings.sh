@@ -3,8 +3,8 @@
 # that a test can check the --quick runs read the same direction without spending ctest's time
 # on full runs (tests/cli/experiment_readings_test.cpp). Each run is deterministic for a given
 # seed and thread count; the tables here were made on one thread (QKV_NUM_THREADS=1, the default
-# below), which took this 2-core AMD EPYC (Zen 3, AVX2) about an hour for all five (heads 22
-# minutes, scores 16, scale 11, no-wv 8, tie-qk 7).
+# below) on this 2-core AMD EPYC (Zen 3, AVX2): tie-qk took 6 minutes and scores 14 on an idle
+# machine; heads 22, scale 11 and no-wv 8 with other work beside them.
 #
 #   tests/golden/make_experiment_readings.sh [build/qkv] [NAME ...]
 set -euo pipefail
