@@ -12,6 +12,7 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
+#include "cli/report_data.h"
 #include "explain/image/png_images.h"
 #include "models/model_files.h"
 #include "qkv/explain.h"
@@ -24,6 +25,8 @@ using testing::expect_fits_80_columns;
 using testing::expect_one_line_error;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::read_text;
+using testing::report_data;
 using testing::run_qkv;
 
 std::string temp_path(const std::string& name) {
@@ -162,17 +165,12 @@ TEST(ExplainCli, HtmlReportIsSelfContainedAndCarriesTheWeights) {
   const auto r = run_qkv({"explain", "--html", path});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_THAT(r.err, HasSubstr("wrote " + path));
-  std::ifstream in(path);
-  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string html = read_text(path);
   // No network request of any kind: no URL, no external script or stylesheet.
   EXPECT_EQ(html.find("http"), std::string::npos);
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   EXPECT_EQ(html.find("<link"), std::string::npos);
-  const std::string open = "<script id=\"data\" type=\"application/json\">";
-  const std::size_t begin = html.find(open), end = html.find("</script>", begin);
-  ASSERT_NE(begin, std::string::npos);
-  const nlohmann::json data =
-      nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+  const nlohmann::json data = report_data(html);
   EXPECT_EQ(data["focus"], 10);
   ASSERT_EQ(data["blocks"].size(), 1u);
   const nlohmann::json& block = data["blocks"][0];
@@ -219,11 +217,6 @@ std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 TEST(ExplainCli, SvgHeatmapAndModelGrid) {

@@ -10,6 +10,7 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
+#include "cli/report_data.h"
 
 namespace qkv {
 namespace {
@@ -122,13 +123,7 @@ TEST(TrainCli, TinyRunIsDeterministicSavesAndExplains) {
   const std::string html_path = out + ".html";
   const auto html = run_qkv({"explain", "--model", out, "--input", "abc", "--html", html_path});
   ASSERT_EQ(html.exit_code, 0) << html.describe();
-  std::ifstream in(html_path);
-  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string open = "<script id=\"data\" type=\"application/json\">";
-  const std::size_t begin = page.find(open), end = page.find("</script>", begin);
-  ASSERT_NE(begin, std::string::npos);
-  const auto data =
-      nlohmann::json::parse(page.substr(begin + open.size(), end - begin - open.size()));
+  const nlohmann::json data = testing::report_data(testing::read_text(html_path));
   ASSERT_EQ(data["blocks"].size(), 3u);
   EXPECT_EQ(data["blocks"][0]["name"], "cross-attention");
   EXPECT_EQ(data["blocks"][0]["keys"].size(), 3u);  // a, b, c
