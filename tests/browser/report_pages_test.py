@@ -185,14 +185,16 @@ def test_decoder(b, binary, out, work):
 
 def test_trained(b, binary, out, work):
     reverse = os.path.join(work, "reverse.safetensors")
+    # d_k 32: q and the output wrap at the narrower widths, so the numbers check below bites.
     qkv(binary, "train", "--task", "reverse", "--steps", "20", "--layers", "2", "--heads", "2",
-        "--d-model", "16", "--test-examples", "10", "--threads", "1", "--out", reverse)
+        "--d-model", "64", "--test-examples", "10", "--threads", "1", "--out", reverse)
     page = os.path.join(work, "reverse.html")
     qkv(binary, "explain", "--model", reverse, "--input", "abcdefgh", "--html", page)
     open_page(b, page)
     check_legend(b, "reverse", "seq2seq", ["sinusoidal", "cross-attention", "v = WVx", "count from 0"],
                  ["RoPE", "additive", "no model"])
-    check_numbers_unbroken(b, "reverse", [0, 3])
+    most = check_numbers_unbroken(b, "reverse", [0, 3])
+    check(most > 1, f"reverse: its 32-number vectors do wrap ({most} lines)")
     b.screenshot(os.path.join(out, "pages-reverse.png"))
 
     lookup = os.path.join(work, "lookup-rnnsearch.safetensors")
