@@ -30,8 +30,6 @@ std::string read_input(const std::string& given) {
   return text;
 }
 
-std::string share(double x) { return fixed(x, 3); }
-
 }  // namespace
 
 int run_explain_perceiver(const ExplainArgs& args) {
@@ -73,6 +71,8 @@ int run_explain_perceiver(const ExplainArgs& args) {
                        {"symbol", std::string(1, input[static_cast<std::size_t>(l)])},
                        {"weight", w}});
       latents.push_back({{"counted_share", g.counted_mean},
+                         {"times_uniform", g.times_uniform ? nlohmann::json(*g.times_uniform)
+                                                           : nlohmann::json(nullptr)},
                          {"counted_share_per_head", g.counted_share},
                          {"effective_positions", g.effective_positions},
                          {"top", top}});
@@ -80,6 +80,7 @@ int run_explain_perceiver(const ExplainArgs& args) {
     std::cout << nlohmann::json{{"model", "perceiver"},
                                 {"length", e.length},
                                 {"count", e.count},
+                                {"uniform_share", e.uniform_share},
                                 {"predicted", e.predicted},
                                 {"probabilities", e.probabilities},
                                 {"latents", latents},
@@ -99,32 +100,27 @@ int run_explain_perceiver(const ExplainArgs& args) {
   std::cout << "  input       \"" << clip(input, 60) << "\"\n";
   std::cout << "              " << e.count << " '" << e.counted << "'"
             << (where.empty() ? "" : " at " + places) << "\n";
-  std::cout << "  prediction  " << e.predicted
-            << " (p = " << fixed(e.probabilities[static_cast<std::size_t>(e.predicted)], 3) << "), "
+  // The numbers, formatted once for this table and the --html page alike.
+  const explain::LatentTable table = explain::latent_table(e);
+  std::cout << "  prediction  " << e.predicted << " (p = " << table.probability << "), "
             << (e.predicted == e.count ? "right" : "wrong: the count is " + std::to_string(e.count))
             << "\n\n";
-  const double uniform = static_cast<double>(e.count) / static_cast<double>(e.length);
   std::cout << "  What each latent gathers: its cross-attention weight on the '" << e.counted
-            << "' (all heads' mean,\n  and how many times a uniform look's " << fixed(uniform, 4)
+            << "' (all heads' mean,\n  and how many times a uniform look's " << table.uniform_share
             << "; then per head), how many positions\n"
             << "  it spreads over (exp entropy), and the positions it weighs most:\n\n";
   explain::Table t;
   t.column_labels = {
       "on '" + std::string(1, e.counted) + "'", "× uniform", "", "per head", "spread", "top"};
-  double most = 0;  // the bars are drawn against the latent that gathers the most
-  for (const LatentGather& g : e.gathers) most = std::max(most, g.counted_mean);
-  for (std::size_t n = 0; n < e.gathers.size(); ++n) {
-    const LatentGather& g = e.gathers[n];
-    std::string heads, top;
-    for (double s : g.counted_share) heads += (heads.empty() ? "" : " ") + fixed(s, 2);
-    for (const auto& [l, w] : g.top)
-      top += (top.empty() ? "" : " ") + std::string(1, input[static_cast<std::size_t>(l)]) + "@" +
-             std::to_string(l);
-    t.row_labels.push_back("latent " + std::to_string(n));
-    const std::string times =
-        uniform > 0 ? fixed(g.counted_mean / uniform, 1) + "×" : std::string("—");
-    t.cells.push_back({share(g.counted_mean), times, bar(most > 0 ? g.counted_mean / most : 0, 10),
-                       heads, grouped(std::llround(g.effective_positions)), top});
+  auto joined = [](const std::vector<std::string>& parts) {
+    std::string s;
+    for (const std::string& p : parts) s += (s.empty() ? "" : " ") + p;
+    return s;
+  };
+  for (const explain::LatentRow& r : table.rows) {
+    t.row_labels.push_back(r.label);
+    t.cells.push_back(
+        {r.counted, r.times_uniform, bar(r.bar, 10), joined(r.per_head), r.spread, joined(r.top)});
   }
   std::cout << render(t);
   if (!args.html.empty())

@@ -213,6 +213,9 @@ struct ReportBlock {
   std::string note;  // one line under the name: what asks and what answers
   std::vector<ReportToken> queries, keys;
   bool same_tokens = true;  // queries and keys are the same tokens (self-attention)
+  // Names of the numbers of q and k (d of them) and of v (dv), where they mean something (a
+  // worked example's features: "j", "o", "oh", ...; "1st", ...); empty: learned, unnamed.
+  std::vector<std::string> key_features, value_features;
   // One per layer, one batch entry each: q [H, n, d], k [Hk, m, d] (query head h reads key head
   // h·Hk/H), v [Hk, m, dv], weights [H, n, m] (any dtype). logits [H, n, m] undefined: the page
   // computes them as scale·q·k with the first layer's causal mask, and the weights as their
@@ -221,8 +224,22 @@ struct ReportBlock {
   std::vector<AttentionCapture> layers;
 };
 
+// What made the attention on a page: its "How to read this page" box says what is true of it
+// (explain/report/legend.h) and the views leave out what does not apply.
+enum class ReportSource {
+  encoder,    // a learned encoder (BERT, MiniLM): W_Q, W_K, W_V a head, scaled dot product
+  decoder,    // a decoder-only LLM (SmolLM2): the same, causal, RoPE on q and k, shared kv heads
+  seq2seq,    // an encoder-decoder transformer trained by qkv train: three attentions
+  rnnsearch,  // Bahdanau et al.'s additive attention: keys = values = h_j, no W_V
+  given,      // Q, K, V as given (qkv attend, a worked example): no learned matrices
+  perceiver,  // learned latent queries over a long input (its own page: perceiver_report.h)
+};
+
 struct Report {
-  std::string title;                                       // "all-MiniLM-L6-v2"
+  std::string title;  // "all-MiniLM-L6-v2"
+  ReportSource source = ReportSource::given;
+  // given: some run builds Q, K or V from inputs with matrices written by hand (Q = X·W_Q).
+  bool hand_projections = false;
   std::vector<std::pair<std::string, std::string>> texts;  // (label, text) shown on top
   std::vector<ReportBlock> blocks;
   int64_t focus = 0;            // the query selected first, in blocks[0]

@@ -163,7 +163,10 @@ double perceiver_accuracy(Perceiver& model, const PerceiverTask& task,
 struct LatentGather {
   std::vector<double> counted_share;  // per head: Σ of its weights on the counted symbol
   double counted_mean = 0;            // the heads' mean of counted_share
-  double effective_positions = 0;     // exp(entropy) of the heads' mean weights: how spread
+  // counted_mean ÷ the uniform look's share (PerceiverExplanation::uniform_share): how many
+  // times what attending evenly would gather; none when the input lacks the counted symbol.
+  std::optional<double> times_uniform;
+  double effective_positions = 0;  // exp(entropy) of the heads' mean weights: how spread
   std::vector<std::pair<int64_t, double>> top;  // positions by the heads' mean weight
 };
 
@@ -174,6 +177,8 @@ struct PerceiverExplanation {
   int32_t predicted = 0;
   std::vector<double> probabilities;  // [classes]
   int64_t heads = 0, latents = 0, length = 0;
+  // What a uniform look (1/length a position) puts on the counted symbol: count / length.
+  double uniform_share = 0;
   std::vector<double> weights;  // [heads, latents, length], row-major
   std::vector<LatentGather> gathers;
 };

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "cli/cli_expect.h"
@@ -88,6 +89,28 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
   const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(page, HasSubstr("<canvas id=map>"));
   EXPECT_THAT(page, ::testing::Not(HasSubstr("http")));  // offline: nothing fetched
+
+  // One computation, two renderings: the page shows the terminal's p, the uniform look's share on
+  // the '#' (3 of 32 symbols: 0.0938, not one position's 1/32) and each latent's share and
+  // × uniform, to the same digits.
+  const auto terminal = run_qkv({"explain", "--model", out, "--input", input});
+  ASSERT_EQ(terminal.exit_code, 0) << terminal.describe();
+  EXPECT_THAT(terminal.out, HasSubstr("how many times a uniform look's 0.0938;"));
+  EXPECT_THAT(page, HasSubstr("how many times a uniform look's 0.0938;"));
+  std::smatch p;
+  ASSERT_TRUE(std::regex_search(terminal.out, p, std::regex(R"(\(p = [0-9.]+\))"))) << terminal.out;
+  EXPECT_THAT(page, HasSubstr(p.str()));
+  EXPECT_THAT(page, HasSubstr("<th>× uniform</th>"));
+  const std::regex row(R"(\n  (latent \d+) +([0-9.]+) +([0-9.]+×|—))");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(terminal.out.begin(), terminal.out.end(), row);
+       it != std::sregex_iterator(); ++it, ++rows)
+    EXPECT_THAT(page, HasSubstr("<th scope=row>" + (*it)[1].str() + "</th><td>" + (*it)[2].str() +
+                                "</td><td>" + (*it)[3].str() + "</td>"));
+  EXPECT_EQ(rows, 4) << terminal.out;
+  EXPECT_EQ(e["uniform_share"].get<double>(), 3.0 / 32);
+  EXPECT_NEAR(e["latents"][0]["times_uniform"].get<double>(),
+              e["latents"][0]["counted_share"].get<double>() / (3.0 / 32), 1e-12);
 
   expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc"}), 2,
                         "--input has 3 symbols; the model reads 32");

@@ -61,6 +61,8 @@ TEST(TrainRnnSearchCli, TinyRunExplainsItsQueryKeysAndValues) {
   EXPECT_THAT(text.out, HasSubstr("query   s_{i-1}"));
   EXPECT_THAT(text.out, HasSubstr("values  h_j      the same vectors"));
   EXPECT_THAT(text.out, HasSubstr("There is no W_V"));
+  // The worked step counts from 1, as the paper does, and says so (the HTML report counts from 0).
+  EXPECT_THAT(text.out, HasSubstr("i and j count from 1, as in the paper"));
   // The worked step's five keys and the rest: their weights add up to 1 (two decimals each).
   const std::regex row(R"(\n +\d+  '.' +\[[^\]]*\] +-?\d+\.\d+ +(\d?\.\d\d) )");
   double sum = 0;
@@ -87,6 +89,7 @@ TEST(TrainRnnSearchCli, TinyRunExplainsItsQueryKeysAndValues) {
   EXPECT_EQ(data["blocks"][0]["score"], "additive");
   EXPECT_EQ(data["blocks"][0]["keys"].size(), 3u);
   EXPECT_EQ(data["blocks"][0]["d"], 16);
+  EXPECT_EQ(data["source"], "rnnsearch");  // the page's box explains additive attention
   std::filesystem::remove(html_path);
   std::filesystem::remove(out);
 }

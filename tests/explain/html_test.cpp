@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include "explain/report/legend.h"
+
 namespace qkv::explain {
 namespace {
 
@@ -106,6 +108,58 @@ TEST(HtmlReport, NoNetworkReferences) {
   EXPECT_EQ(page.find("<link"), std::string::npos);
   EXPECT_EQ(page.find("@import"), std::string::npos);
   EXPECT_EQ(page.find("url("), std::string::npos);
+}
+
+// The "How to read this page" box of a report whose one block has `layers` layers of `heads`.
+std::string legend_of(ReportSource source, int64_t layers = 1, int64_t heads = 1) {
+  Report r = hostile_report();
+  r.source = source;
+  r.blocks[0].layers.front().q = Tensor::full({heads, 2, 4}, 1.0);
+  r.blocks[0].layers.front().weights = Tensor::full({heads, 2, 2}, 0.5);
+  while (static_cast<int64_t>(r.blocks[0].layers.size()) < layers)
+    r.blocks[0].layers.push_back(r.blocks[0].layers.front());
+  const std::string page = html_report(r);
+  const std::size_t begin = page.find("<details class=\"legend\"");
+  EXPECT_EQ(count(page, "How to read this page"), 1u);  // one box, whatever the model
+  return page.substr(begin, page.find("</details>", begin) - begin);
+}
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+TEST(HtmlReport, EachModelsBoxSaysWhatIsTrueOfIt) {
+  const std::string learned = "v = W<sub>V</sub>x";  // a value made by a learned matrix
+  const std::string encoder = legend_of(ReportSource::encoder, 6, 12);
+  EXPECT_TRUE(has(encoder, learned) && has(encoder, "√d<sub>k</sub>")) << encoder;
+  EXPECT_FALSE(has(encoder, "RoPE") || has(encoder, "additive")) << encoder;
+
+  const std::string decoder = legend_of(ReportSource::decoder, 30, 9);
+  EXPECT_TRUE(has(decoder, "RoPE") && has(decoder, "Causal") && has(decoder, learned)) << decoder;
+
+  const std::string seq2seq = legend_of(ReportSource::seq2seq, 2, 2);
+  EXPECT_TRUE(has(seq2seq, "sinusoidal") && has(seq2seq, "cross-attention")) << seq2seq;
+  EXPECT_FALSE(has(seq2seq, "RoPE")) << seq2seq;
+
+  // RNNsearch: the additive score, keys = values, no W_V and no √d_k; it counts from 1 elsewhere.
+  const std::string rnn = legend_of(ReportSource::rnnsearch);
+  EXPECT_TRUE(has(rnn, "<b>additive</b>") && has(rnn, "the values are the same vectors") &&
+              has(rnn, "there is no W<sub>V</sub>") && has(rnn, "count from 1"))
+      << rnn;
+  EXPECT_FALSE(has(rnn, learned) || has(rnn, "divide by √d") || has(rnn, "a head in the grid"))
+      << rnn;
+
+  // A worked example: no learned matrix, and no grid on a page of one head.
+  const std::string given = legend_of(ReportSource::given);
+  EXPECT_TRUE(has(given, "no model") && has(given, "no learned matrix made them")) << given;
+  EXPECT_FALSE(has(given, learned) || has(given, "learned matrices") ||
+               has(given, "a head in the grid") || has(given, "written by hand"))
+      << given;
+  EXPECT_TRUE(has(legend_of(ReportSource::given, 1, 4), "a head in the grid"));
+
+  const std::string perceiver = legend_html({.source = ReportSource::perceiver});
+  EXPECT_TRUE(has(perceiver, "<b>latents</b>") && has(perceiver, "× uniform")) << perceiver;
+  EXPECT_FALSE(has(perceiver, "RoPE") || has(perceiver, "additive")) << perceiver;
 }
 
 }  // namespace

@@ -25,10 +25,17 @@ std::vector<ReportToken> labels(const std::vector<std::string>& given, int64_t n
 Report report_of(const std::string& title, const std::vector<std::string>& story,
                  const std::vector<AttentionCall>& cases,
                  const std::vector<AttentionResult>& results) {
-  Report report{.title = title};
+  Report report{.title = title, .source = ReportSource::given};
   for (const std::string& line : story) report.texts.emplace_back("", line);
   for (std::size_t r = 0; r < cases.size(); ++r) {
     const AttentionCall& c = cases[r];
+    report.hand_projections |= !c.projections.empty();
+    // The names of q's and k's numbers are the input's features only where no projection made
+    // them (as the terminal's steps name them, explain/call/steps.cpp).
+    const bool named = c.projections.empty() &&
+                       static_cast<int64_t>(c.input_columns.size()) == c.q.dim(-1) &&
+                       static_cast<int64_t>(c.input_columns.size()) == c.k.dim(-1);
+    const bool values_named = static_cast<int64_t>(c.value_columns.size()) == c.v.dim(-1);
     // The page is given the logits and weights as computed (causal masking included in them).
     const AttentionCapture all{.score = c.options.score,
                                .scale = effective_scale(c),
@@ -48,6 +55,8 @@ Report report_of(const std::string& title, const std::vector<std::string>& story
           .queries = labels(c.query_labels, q.dim(2), "q"),
           .keys = labels(c.key_labels, all.k.dim(2), "k"),
           .same_tokens = false,
+          .key_features = named ? c.input_columns : std::vector<std::string>{},
+          .value_features = values_named ? c.value_columns : std::vector<std::string>{},
       };
       block.layers.push_back(batch_entry(all, b));
       report.blocks.push_back(std::move(block));

@@ -1,8 +1,12 @@
-// The Perceiver's HTML page: the data as JSON, drawn by a small script on a canvas.
+// The Perceiver's HTML page: the data as JSON, drawn by a small script on a canvas. It wears the
+// report's style and "How to read this page" box (explain/report/), and its numbers are
+// latent_table's, the ones the terminal shows.
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "explain/markup.h"
+#include "explain/report/html/assets.h"
+#include "explain/report/legend.h"
 #include "qkv/perceiver_report.h"
 
 namespace qkv::explain {
@@ -23,14 +27,18 @@ std::string script_safe(const std::string& json) {
   return out;
 }
 
+// Beside the report's style: the heatmap with a label a latent on its left (the labels' column
+// is as tall as the canvas, a row a latent), the counted symbol's ticks above it.
 constexpr const char* kStyle = R"(
-body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
-h1{font-size:20px}code{background:#f3f3f3;padding:1px 4px}
-#map{border:1px solid #ccc;image-rendering:pixelated;width:100%;height:auto;cursor:crosshair}
+#map-wrap{display:grid;grid-template-columns:auto 1fr;column-gap:6px;margin:6px 0}
+#rows{display:flex;flex-direction:column;font-size:11px;color:var(--mute);text-align:right}
+#rows span{flex:1 1 0;display:flex;align-items:center;justify-content:flex-end;min-height:0;line-height:1}
+#map{border:1px solid var(--line);image-rendering:pixelated;width:100%;height:auto;cursor:crosshair;display:block}
 #ticks{width:100%;height:14px;display:block}
-#tip{min-height:1.5em;font-family:monospace}
-table{border-collapse:collapse;margin-top:12px}td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
-th{background:#fafafa}.bar{display:inline-block;height:10px;background:#c33;vertical-align:middle}
+#tip{min-height:1.5em;font-variant-numeric:tabular-nums}
+table.latents{border-collapse:collapse;margin-top:12px;font-variant-numeric:tabular-nums}
+table.latents td,table.latents th{padding:2px 10px;text-align:right;border-bottom:1px solid var(--line)}
+table.latents th{background:var(--panel)}
 )";
 
 constexpr const char* kScript = R"(
@@ -38,63 +46,79 @@ const D=JSON.parse(document.getElementById('data').textContent);
 const N=D.latents,L=D.length,H=D.heads,W=D.weights;
 const canvas=document.getElementById('map'),ticks=document.getElementById('ticks');
 const sel=document.getElementById('head');
+function rgb(name){const p=document.createElement('span');p.style.color=getComputedStyle(document.documentElement).getPropertyValue(name);
+document.body.appendChild(p);const v=getComputedStyle(p).color.match(/\d+/g).slice(0,3).map(Number);p.remove();return v;}
 function row(h,n){return W.slice((h*N+n)*L,(h*N+n+1)*L);}
 function view(){const h=sel.value;const m=[];for(let n=0;n<N;n++){if(h==='mean'){const r=new Array(L).fill(0);
 for(let k=0;k<H;k++){const x=row(k,n);for(let l=0;l<L;l++)r[l]+=x[l]/H;}m.push(r);}else m.push(row(+h,n));}return m;}
 let M=[];
 function draw(){M=view();let mx=0;for(const r of M)for(const w of r)mx=Math.max(mx,w);
+const bg=rgb('--bg'),acc=rgb('--acc'),sel2=rgb('--sel');
 const cell=Math.max(1,Math.floor(1100/L)),rh=Math.max(8,Math.floor(240/N));
 canvas.width=L*cell;canvas.height=N*rh;const g=canvas.getContext('2d');
 for(let n=0;n<N;n++)for(let l=0;l<L;l++){const t=Math.sqrt(M[n][l]/(mx||1));
-g.fillStyle=`rgb(${255-Math.round(t*60)},${255-Math.round(t*200)},${255-Math.round(t*200)})`;g.fillRect(l*cell,n*rh,cell,rh);}
-ticks.width=L*cell;ticks.height=14;const tg=ticks.getContext('2d');tg.fillStyle='#06c';
+g.fillStyle=`rgb(${bg.map((x,i)=>Math.round(x+(acc[i]-x)*t)).join(',')})`;g.fillRect(l*cell,n*rh,cell,rh);}
+ticks.width=L*cell;ticks.height=14;const tg=ticks.getContext('2d');tg.clearRect(0,0,ticks.width,14);
+tg.fillStyle=`rgb(${sel2.join(',')})`;
 for(let l=0;l<L;l++)if(D.input[l]===D.counted)tg.fillRect(l*cell,0,Math.max(2,cell),14);
-document.getElementById('scale').textContent='darkest = '+mx.toFixed(4)+' (colour ∝ √weight); uniform would be '+(1/L).toFixed(5);}
+document.getElementById('scale').textContent='darkest = '+mx.toFixed(4)+' (colour ∝ √weight); a uniform look gives each position '+D.uniform_weight;}
 canvas.addEventListener('mousemove',ev=>{const r=canvas.getBoundingClientRect();
 const l=Math.floor((ev.clientX-r.left)/r.width*L),n=Math.floor((ev.clientY-r.top)/r.height*N);
 if(l<0||l>=L||n<0||n>=N)return;document.getElementById('tip').textContent=
 `latent ${n}, position ${l} '${D.input[l]}': weight ${M[n][l].toFixed(5)}`;});
-sel.addEventListener('change',draw);draw();
+sel.addEventListener('change',draw);matchMedia('(prefers-color-scheme: dark)').addEventListener('change',draw);draw();
+document.body.dataset.ready='1';
 )";
 
 }  // namespace
 
 std::string perceiver_html(const PerceiverExplanation& e, const std::string& title) {
-  nlohmann::json shares = nlohmann::json::array();
-  for (const LatentGather& g : e.gathers) shares.push_back(g.counted_share);
-  const nlohmann::json data = {{"input", e.input},   {"counted", std::string(1, e.counted)},
-                               {"heads", e.heads},   {"latents", e.latents},
-                               {"length", e.length}, {"weights", e.weights},
-                               {"shares", shares}};
-  const std::string c(1, e.counted);
+  const LatentTable t = latent_table(e);
+  const nlohmann::json data = {{"input", e.input},    {"counted", std::string(1, e.counted)},
+                               {"heads", e.heads},    {"latents", e.latents},
+                               {"length", e.length},  {"uniform_weight", t.uniform_weight},
+                               {"weights", e.weights}};
+  std::string c = "'";  // (not "'" + std::string: GCC 12 warns a false -Wrestrict on it)
+  c += escape_markup(std::string(1, e.counted)) + "'";
   std::string h = "<!doctype html><html lang=en><head><meta charset=utf-8><title>" +
-                  escape_markup(title) + "</title><style>" + kStyle + "</style></head><body>";
+                  escape_markup(title) + "</title><style>";
+  h += report_css();
+  h += kStyle;
+  h += "</style></head><body>";
   h += "<h1>" + escape_markup(title) + "</h1>";
-  h += "<p>" + std::to_string(e.latents) + " learned latent queries cross-attend to an input of " +
-       std::to_string(e.length) + " symbols (keys and values from the input). The input holds <b>" +
-       std::to_string(e.count) + "</b> '" + escape_markup(c) + "'; the model says <b>" +
-       std::to_string(e.predicted) + "</b> (p = " +
-       std::to_string(e.probabilities[static_cast<std::size_t>(e.predicted)]).substr(0, 5) +
-       ").</p>";
-  h += "<p>Rows: latents; columns: input positions; blue ticks above: the '" + escape_markup(c) +
-       "' positions. Head: <select id=head><option value=mean>mean of heads</option>";
+  h += legend_html({.source = ReportSource::perceiver});
+  h += "<p id=summary>" + std::to_string(e.latents) +
+       " learned latent queries cross-attend to an input of " + grouped(e.length) +
+       " symbols (keys and values from the input). The input holds <b>" + std::to_string(e.count) +
+       "</b> " + c + "; the model says <b>" + std::to_string(e.predicted) +
+       "</b> (p = " + t.probability + "), " + (e.predicted == e.count ? "right" : "wrong") +
+       ".</p>";
+  h += "<p>Rows: latents; columns: input positions; ticks above: the " + c +
+       " positions. Head: <select id=head><option value=mean>mean of heads</option>";
   for (int64_t k = 0; k < e.heads; ++k)
     h += "<option value=" + std::to_string(k) + ">head " + std::to_string(k) + "</option>";
-  h += "</select> <span id=scale></span></p><canvas id=ticks></canvas><canvas id=map></canvas>"
-       "<div id=tip>hover a cell</div>";
-  h += "<table><tr><th>latent</th><th>weight on '" + escape_markup(c) + "' (heads' mean)</th>";
+  h += "</select> <span id=scale class=mute></span></p>";
+  h += "<div id=map-wrap><span></span><canvas id=ticks></canvas><div id=rows>";
+  for (const LatentRow& r : t.rows) h += "<span>" + r.label + "</span>";
+  h += "</div><canvas id=map></canvas></div><div id=tip>hover a cell</div>";
+
+  h += "<p>What each latent gathers: its weight on the " + c +
+       " (all heads' mean, and how many times a uniform look's " + t.uniform_share +
+       "; then per head), how many positions it spreads over (exp entropy), and the positions it "
+       "weighs most:</p>";
+  h += "<table class=latents><tr><th></th><th>on " + c + "</th><th>× uniform</th><th></th>";
   for (int64_t k = 0; k < e.heads; ++k) h += "<th>head " + std::to_string(k) + "</th>";
-  h += "<th>effective positions</th><th>top positions</th></tr>";
-  for (std::size_t n = 0; n < e.gathers.size(); ++n) {
-    const LatentGather& g = e.gathers[n];
-    h += "<tr><td>" + std::to_string(n) + "</td><td><span class=bar style='width:" +
-         std::to_string(static_cast<int>(120 * g.counted_mean)) + "px'></span> " +
-         std::to_string(g.counted_mean).substr(0, 5) + "</td>";
-    for (double s : g.counted_share) h += "<td>" + std::to_string(s).substr(0, 5) + "</td>";
-    h += "<td>" + std::to_string(static_cast<int64_t>(g.effective_positions + 0.5)) + "</td><td>";
-    for (const auto& [l, w] : g.top)
-      h += std::to_string(l) + " '" +
-           escape_markup(std::string(1, e.input[static_cast<std::size_t>(l)])) + "' ";
+  h += "<th>spread</th><th>top</th></tr>";
+  for (const LatentRow& r : t.rows) {
+    h += "<tr><th scope=row>" + r.label + "</th><td>" + r.counted + "</td><td>" + r.times_uniform +
+         "</td><td style='text-align:left'><span class=bar style='width:" +
+         std::to_string(static_cast<int>(120 * r.bar)) + "px'></span></td>";
+    for (const std::string& s : r.per_head) h += "<td>" + s + "</td>";
+    h += "<td>" + r.spread + "</td><td>";
+    for (std::size_t i = 0; i < r.top.size(); ++i) {
+      if (i > 0) h += ' ';
+      h += escape_markup(r.top[i]);
+    }
     h += "</td></tr>";
   }
   h += "</table><script type=application/json id=data>" + script_safe(data.dump()) +

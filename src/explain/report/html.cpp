@@ -8,6 +8,7 @@
 
 #include "explain/markup.h"
 #include "explain/report/html/assets.h"
+#include "explain/report/legend.h"
 
 namespace qkv::explain {
 namespace {
@@ -87,6 +88,8 @@ nlohmann::json block_json(const ReportBlock& b) {
           {"Hk", first.k.dim(0)},
           {"d", first.q.dim(2)},
           {"dv", first.v.dim(2)},
+          {"kf", b.key_features},
+          {"vf", b.value_features},
           {"layers", std::move(layers)}};
 }
 
@@ -130,11 +133,19 @@ std::string html_report(const Report& report) {
   nlohmann::json texts = nlohmann::json::array();
   for (const auto& [label, text] : report.texts) texts.push_back({label, text});
   nlohmann::json blocks = nlohmann::json::array();
-  for (const ReportBlock& b : report.blocks) blocks.push_back(block_json(b));
-  std::string data =
-      nlohmann::json{{"title", report.title}, {"texts", texts},      {"focus", report.focus},
-                     {"layer", report.layer}, {"head", report.head}, {"blocks", blocks}}
-          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // The model grid only where it can choose something: more than one layer or head.
+  LegendOptions legend{
+      .source = report.source, .hand_projections = report.hand_projections, .grid = false};
+  for (const ReportBlock& b : report.blocks) {
+    blocks.push_back(block_json(b));
+    legend.grid |= b.layers.size() > 1 || b.layers.front().q.dim(0) > 1;
+    legend.features |= !b.key_features.empty() || !b.value_features.empty();
+  }
+  std::string data = nlohmann::json{{"title", report.title}, {"source", source_name(report.source)},
+                                    {"grid", legend.grid},   {"texts", texts},
+                                    {"focus", report.focus}, {"layer", report.layer},
+                                    {"head", report.head},   {"blocks", blocks}}
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // No "<" at all inside the <script> element ("</script>" would end it early, "<!--<script"
   // would change how the parser reads it): JSON writes it as \u003c.
   for (std::size_t at = data.find('<'); at != std::string::npos; at = data.find('<', at + 6))
@@ -147,7 +158,13 @@ std::string html_report(const Report& report) {
   page += "<title>qkv · " + escape_markup(report.title) + "</title>\n<style>\n";
   page += report_css();
   page += "</style></head>\n<body>\n";
-  page += report_body();
+  // The body's legend marker is where the box of this page's model goes.
+  const std::string_view body = report_body();
+  const std::string_view marker = "<!--legend:";
+  const std::size_t at = body.find(marker), end = body.find("-->\n", at);
+  page += body.substr(0, at);
+  page += legend_html(legend);
+  page += body.substr(end + 4);
   page += "<script id=\"data\" type=\"application/json\">";
   page += data;
   page += "</script>\n<script>\n";

@@ -55,7 +55,10 @@ Report report_of(const Explained& e, int64_t focus, const std::string& title) {
       block.note += std::string(g ? "," : "") + " h" + std::to_string(g * group) + "–h" +
                     std::to_string(g * group + group - 1) + " read kv " + std::to_string(g);
   }
-  Report r{.title = title, .focus = focus};
+  // Every decoder qkv reads (llama's architecture: SmolLM2, GGUF files) rotates q and k (RoPE).
+  Report r{.title = title,
+           .source = e.causal ? ReportSource::decoder : ReportSource::encoder,
+           .focus = focus};
   const std::string cut =
       e.truncated ? " (truncated: the model read " + std::to_string(e.size()) + " tokens)" : "";
   if (e.pair) {
@@ -103,12 +106,13 @@ Report report_of(const Seq2SeqCapture& c, const std::string& title) {
   const std::vector<ReportToken> inputs = seq2seq_tokens(c.target_tokens);
   // A decoder row is named by what it writes: position t reads inputs[0..t], writes outputs[t].
   const std::vector<ReportToken> outputs = seq2seq_tokens(c.output_tokens);
-  Report r{.title = title};
+  const bool rnnsearch = c.architecture == Seq2SeqArchitecture::rnnsearch;
+  Report r{.title = title, .source = rnnsearch ? ReportSource::rnnsearch : ReportSource::seq2seq};
   r.texts.emplace_back("input", c.source);
   const bool ended = !c.output_tokens.empty() && c.output_tokens.back() == "</s>";
   r.texts.emplace_back(ended ? "output" : "output (no end token within the model's limit)",
                        c.output);
-  if (c.architecture == Seq2SeqArchitecture::rnnsearch) {
+  if (rnnsearch) {
     // Bahdanau et al.'s one attention: no encoder or decoder self-attention to show.
     r.blocks.push_back(seq2seq_block(
         c.cross, "additive attention (RNNsearch)",

@@ -63,7 +63,9 @@ std::string render_rnnsearch(const Seq2SeqCapture& c) {
   const std::string& written = c.output_tokens[static_cast<std::size_t>(step)];
   // Numbered from 1, as in the paper: output i is asked for with s_{i−1} (s_0 from ←h_1).
   const std::string i = std::to_string(step + 1), before = std::to_string(step);
-  out += "Worked, for output i = " + i + ", " + quoted_token(written) + " (its sharpest step):\n";
+  // Said on the view: the HTML report counts from 0, so its output 0 and key 3 are i = 1, j = 4.
+  out += "Worked, for output i = " + i + ", " + quoted_token(written) + " (its sharpest step;\n" +
+         "i and j count from 1, as in the paper, where the HTML report counts from 0):\n";
   out += "  query s_" + before + " = " + vector_start(a.q, step, 6) + "\n";
   std::vector<int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);

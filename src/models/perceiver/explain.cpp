@@ -27,6 +27,7 @@ PerceiverExplanation explain_perceiver(Perceiver& model, const PerceiverTask& ta
   e.heads = w.dim(1);
   e.latents = w.dim(2);
   e.length = w.dim(3);
+  e.uniform_share = static_cast<double>(e.count) / static_cast<double>(e.length);
   e.weights.assign(w.data<double>(), w.data<double>() + w.numel());
   for (int64_t n = 0; n < e.latents; ++n) {
     LatentGather g;
@@ -41,6 +42,7 @@ PerceiverExplanation explain_perceiver(Perceiver& model, const PerceiverTask& ta
       g.counted_share.push_back(share);
       g.counted_mean += share / static_cast<double>(e.heads);
     }
+    if (e.count > 0) g.times_uniform = g.counted_mean / e.uniform_share;
     double entropy = 0;
     for (double p : mean)
       if (p > 0) entropy -= p * std::log(p);

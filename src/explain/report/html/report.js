@@ -140,6 +140,12 @@ function header() {
     `<button data-b="${b}" title="${esc(B.note)}">${esc(B.name)}</button>`).join('');
   nav.querySelectorAll('button').forEach((x) => { x.onclick = () => select({ b: +x.dataset.b, q: 0, k: -1, cell: null, on: [] }); });
   $('pair-wrap').hidden = !D.blocks.some((B) => B.queries.some((t) => t.s === 1));
+  // What does nothing on this page is not shown: a filter with no token to hide, the model grid
+  // of a single layer and head (then the views name the block alone).
+  const any = (flag) => D.blocks.some((B) => B.queries.concat(B.keys).some((t) => t[flag]));
+  $('hide-special').parentElement.hidden = !any('sp');
+  $('hide-punct').parentElement.hidden = !any('p');
+  $('grid-section').hidden = !D.grid;
   for (const id of ['hide-special', 'hide-punct', 'pair']) $(id).onchange = () => select({});
   $('heat-scale').value = D.blocks[0].queries.length > 64 ? 'row' : 'abs';
   $('heat-scale').onchange = heat;
@@ -149,7 +155,7 @@ function status() {
   const B = block();
   $('blocks').querySelectorAll('button').forEach((x) => x.setAttribute('aria-pressed', +x.dataset.b === S.b));
   const qt = B.queries[S.q] ? B.queries[S.q].t : '';
-  $('sel').textContent = `${B.name}, layer ${S.l}, head ${S.h}, query ${S.q} "${qt}"`;
+  $('sel').textContent = `${B.name}${D.grid ? `, layer ${S.l}, head ${S.h}` : ''}, query ${S.q} "${qt}"`;
   $('block-note').textContent = B.note;  // what the block's tokens do; a decoder's head groups
   const hidden = B.queries.length - queries().length + B.keys.length - keys().length;
   $('filter-note').textContent = hidden ? 'hidden tokens keep their weight; rows need not sum to 1' : '';
@@ -173,14 +179,15 @@ function grid() {
     let html = '';
     // Grouped-query attention: a row above the heads names each shared key/value head over the
     // query heads that read it (head h reads kv ⌊h·Hk/H⌋, as attend() computes).
-    const group = B.H / B.Hk;
-    if (B.Hk < B.H && Number.isInteger(group)) {
-      html += '<span></span>';
+    const group = B.H / B.Hk, kvRow = B.Hk < B.H && Number.isInteger(group);
+    g.classList.toggle('has-kv', kvRow);
+    if (kvRow) {
+      html += '<span class="corner"></span>';
       for (let g = 0; g < B.Hk; g++)
         html += `<span class="label kv" style="grid-column: span ${group}" title="key/value head ${g}, ` +
                 `shared by query heads ${g * group}–${g * group + group - 1}">kv ${g}</span>`;
     }
-    html += '<span></span>';
+    html += '<span class="corner head-row"></span>';
     for (let h = 0; h < B.H; h++)
       html += `<span class="label head"${B.Hk < B.H ? ` title="query head ${h}, reads key/value head ` +
               `${Math.floor(h * B.Hk / B.H)}"` : ''}>h${h}</span>`;
@@ -217,11 +224,19 @@ function grid() {
   }
   g.querySelectorAll('button').forEach((x) =>
     x.setAttribute('aria-pressed', +x.dataset.l === S.l && +x.dataset.h === S.h));
+  // A tall grid (a decoder's 30 layers) scrolls in its own box: keep the chosen head in sight
+  // there without moving the page.
+  const box = $('grid-scroll'), on = g.querySelector('button[aria-pressed="true"]');
+  if (on && box.scrollHeight > box.clientHeight) {
+    const top = on.offsetTop, sticky = 2 * on.offsetHeight;  // offsetTop: in the box (relative)
+    if (top - sticky < box.scrollTop || top + on.offsetHeight > box.scrollTop + box.clientHeight)
+      box.scrollTop = top - box.clientHeight / 2;
+  }
 }
 
 function heat() {
   const B = block(), L = layer(S.b, S.l), qs = queries(), ks = keys(), c = $('heat');
-  $('heat-sel').textContent = `layer ${S.l}, head ${S.h}`;
+  $('heat-sel').textContent = D.grid ? `layer ${S.l}, head ${S.h}` : B.name;
   const cell = Math.max(2, Math.min(26, Math.floor(600 / Math.max(qs.length, ks.length, 1))));
   const labels = cell >= 10, pad = labels ? 96 : 8;
   c.width = pad + ks.length * cell + 4;
@@ -309,6 +324,7 @@ function heat() {
 function headToggles() {
   const B = block();
   if (S.on.length !== B.H) S.on = Array.from({ length: B.H }, (_, h) => h === S.h);
+  $('head-toggles').hidden = B.H < 2;  // one head: nothing to switch
   let html = '';
   for (let h = 0; h < B.H; h++)
     html += `<button data-h="${h}" aria-pressed="${S.on[h]}" title="show or hide head ${h}">` +
@@ -326,7 +342,7 @@ function headToggles() {
 
 function lines() {
   const B = block(), L = layer(S.b, S.l), qs = queries(), ks = keys(), svg = $('lines');
-  $('lines-sel').textContent = `layer ${S.l}, a colour per head`;
+  $('lines-sel').textContent = B.H > 1 ? `layer ${S.l}, a colour per head` : D.grid ? `layer ${S.l}` : B.name;
   const rows = Math.max(qs.length, ks.length), rh = rows > 64 ? 13 : 18, width = 380, lx = 120, rx = width - 120;
   const threshold = rows > 40 ? 0.05 : 0.01;
   svg.setAttribute('width', width);
@@ -378,8 +394,8 @@ function isolate() {
 }
 
 // A vector as a strip of cells: orange for positive, blue for negative; its numbers on hover
-// (and beside it when it has at most 8).
-function strip(vec, scale, withNumbers = false) {
+// (and beside it when it has at most 8, in `cells`: a box each, so lines break between numbers).
+function strip(vec, scale, cells = null) {
   const cw = vec.length > 48 ? 2 : 3, c = document.createElement('canvas');
   c.width = vec.length * cw;
   c.height = 12;
@@ -389,11 +405,25 @@ function strip(vec, scale, withNumbers = false) {
     x.fillRect(t * cw, 0, cw, 12);
   });
   c.title = '[' + Array.from(vec, (v) => fmt(v)).join(', ') + ']';
-  if (!withNumbers || vec.length > 8) return c;
+  if (!cells || vec.length > 8) return c;
   const span = document.createElement('span');  // short vectors: the numbers too
-  span.append(c, ' ' + Array.from(vec, (v) => String(+v.toFixed(2)).replace('-', '−')).join(' '));
+  span.append(c);
+  span.insertAdjacentHTML('beforeend', ' ' + cells(Array.from(vec, short)));
   return span;
 }
+// A table cell's number: 2 decimals at most ("0.5", "−1.25").
+const short = (v) => String(+v.toFixed(2)).replace('-', '−');
+// Numbers as boxes of one width per position (`widths` in ch), so that a row of names (a worked
+// example's features) lines up above them; without widths, boxes as wide as their text.
+const cellsOf = (widths) => (texts) => texts.map((t, i) =>
+  `<span class="num cell"${widths ? ` style="width:${widths[i]}ch"` : ''}>${esc(t)}</span>`).join('');
+// The width each position needs (ch): its name's and every row's number's, the widest. Letters
+// are wider than the digits a ch measures: a name gets 1.2 ch a character.
+const widthsOf = (names, rows) => names.map((name, i) =>
+  Math.ceil(10 * Math.max(1.2 * [...name].length, ...rows.map((r) => short(r[i]).length))) / 10);
+// A whole vector, each number in its own unbreakable box ("j 2.000"), separated by ", ".
+const vector = (vec, names) => '[' + Array.from(vec, (x, i) =>
+  `<span class="num">${names ? `<span class="fn">${esc(names[i])}</span> ` : ''}${fmt(x)}</span>`).join(', ') + ']';
 const maxAbs = (vecs) => Math.max(1e-12, ...vecs.map((v) => Math.max(...Array.from(v, Math.abs))));
 
 function steps() {
@@ -431,17 +461,30 @@ function steps() {
   const vScale = maxAbs(rows.map((r) => r.wv).concat([out]));
   const scoreName = { scaled_dot: 'scaled dot-product', dot: 'dot-product' }[B.score] || B.score;
   const shared = Hk < H ? ` (its keys and values: key/value head ${kh}, shared with ${H / Hk - 1} other query heads)` : '';
-  let html = `<p>Query token <b>"${esc(B.queries[i].t)}"</b> (${i}), ${esc(B.name)}, layer ${S.l}, head ${h}${shared}; ` +
+  // The names of the numbers, where the data has them (a worked example's features): above the
+  // table's columns, each name as wide as the widest number below it.
+  const kf = B.kf.length === d ? B.kf : null, vf = B.vf.length === dv ? B.vf : null;
+  const kCells = cellsOf(kf && widthsOf(kf, list.map((r) => r.k))), pCells = cellsOf(kf && widthsOf(kf, list.map((r) => r.prod)));
+  const vCells = cellsOf(vf && widthsOf(vf, list.map((r) => r.wv)));
+  const names = (f, cells, n) => (f && n <= 8 ? `<div class="fnames">${cells(f)}</div>` : '');
+  const rnn = D.source === 'rnnsearch', where = D.grid ? `, layer ${S.l}, head ${h}${shared}` : '';
+  let html = `<p>Query token <b>"${esc(B.queries[i].t)}"</b> (position ${i}; positions count from 0, as beside each key below), ${esc(B.name)}${where}; ` +
              `score: ${esc(scoreName)}, d<sub>k</sub> = ${d}` +
              (dotScore || B.scale !== 1 ? `, scale ${fmt(B.scale, 4)}${B.score === 'scaled_dot' && Math.abs(B.scale * Math.sqrt(d) - 1) < 1e-6 ? ' = 1/√' + d : ''}` : '') + '.</p>' +
-             `<p>1. Its query q (${d} numbers): <span id="q-strip"></span></p>` +
-             `<p class="vec mute"><code id="q-vec">[${Array.from(q, (x) => fmt(x)).join(', ')}]</code></p>` +
-             '<p>2. Every key k answers: ' + (dotScore ? 'multiply q and k element by element (q∘k), add up (q·k), scale' : 'the score function compares q and k') +
-             (B.softmax ? '; 3. softmax turns the scores into weights' : '; 3. the scores are the weights (no softmax)') + '; 4. each value v is scaled by its weight.' +
+             `<p>1. Its query q (${d} numbers${rnn ? ': s<sub>i−1</sub>, the decoder\'s state before it writes this output' : ''}): <span id="q-strip"></span></p>` +
+             `<p class="vec mute"><code id="q-vec">${vector(q, kf)}</code></p>` +
+             (D.source === 'decoder' ? '<p class="mute">q and k are shown after RoPE: each pair of their numbers was turned by an angle ' +
+              'proportional to the token\'s position, so q·k depends on how far apart the query and the key are.</p>' : '') +
+             '<p>2. Every key k answers: ' + (dotScore ? 'multiply q and k element by element (q∘k), add up (q·k), scale'
+               : B.score === 'additive' ? 'the additive score e = v<sub>a</sub>·tanh(W<sub>a</sub>q + U<sub>a</sub>k) compares q and k (no dot product, no √d<sub>k</sub>)'
+               : 'the score function compares q and k') +
+             (B.softmax ? '; 3. softmax turns the scores into weights' : '; 3. the scores are the weights (no softmax)') +
+             (rnn ? '; 4. each value v, here the key h<sub>j</sub> itself (no W<sub>V</sub>), is scaled by its weight.' : '; 4. each value v is scaled by its weight.') +
              maskNote + (added ? ' The mask is added to the scaled score (the ' + scaled + ' + mask column).' : '') + '</p>';
-  html += '<table class="steps"><thead><tr><th>key</th><th>k</th>' +
-          (dotScore ? '<th>q∘k</th><th>q·k</th>' : '') + `<th>${scaled}${added ? ' + mask' : ''}</th>` +
-          `<th>${B.softmax ? 'softmax' : 'weight'}</th><th></th><th>weight·v</th></tr></thead><tbody>`;
+  html += '<table class="steps"><thead><tr><th>key</th>' +
+          `<th>k${names(kf, kCells, d)}</th>` +
+          (dotScore ? `<th>q∘k${names(kf, pCells, d)}</th><th>q·k</th>` : '') + `<th>${scaled}${added ? ' + mask' : ''}</th>` +
+          `<th>${B.softmax ? 'softmax' : 'weight'}</th><th></th><th>weight·v${names(vf, vCells, dv)}</th></tr></thead><tbody>`;
   list.forEach((r, n) => {
     html += `<tr data-j="${r.j}"${n === 0 && many ? ' class="top"' : ''}><td>${esc(B.keys[r.j].t)} <span class="mute">${r.j}</span></td>` +
             '<td class="k"></td>' +
@@ -460,15 +503,15 @@ function steps() {
     html += '<p><button id="show-all">show the top 16 only</button></p>';
   }
   html += `<p>5. The head's output for this token, Σ weight·v (${dv} numbers): <span id="out-strip"></span></p>` +
-          `<p class="vec"><code id="out" data-v="${out.join(',')}">[${out.map((x) => fmt(x)).join(', ')}]</code></p>`;
+          `<p class="vec"><code id="out" data-v="${out.join(',')}">${vector(out, vf)}</code></p>`;
   $('steps').innerHTML = html;
   $('q-strip').appendChild(strip(q, kScale));
   $('out-strip').appendChild(strip(out, vScale));
   $('steps').querySelectorAll('tbody tr').forEach((tr) => {
     const r = rows[+tr.dataset.j];
-    tr.querySelector('.k').appendChild(strip(r.k, kScale, true));
-    if (dotScore) tr.querySelector('.prod').appendChild(strip(r.prod, pScale, true));
-    tr.querySelector('.wv').appendChild(strip(r.wv, vScale, true));
+    tr.querySelector('.k').appendChild(strip(r.k, kScale, kCells));
+    if (dotScore) tr.querySelector('.prod').appendChild(strip(r.prod, pScale, pCells));
+    tr.querySelector('.wv').appendChild(strip(r.wv, vScale, vCells));
   });
   const button = $('show-all');
   if (button) button.onclick = () => { S.all = !S.all; keepFocus(steps); };
