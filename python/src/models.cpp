@@ -81,6 +81,7 @@ void bind_models(nb::module_& m) {
         }
         return "sentence_encoder";
       },
+      nb::arg("path"),
       "qkv::model_kind: 'causal_lm' for a GGUF file (by its first bytes, whatever its name) or "
       "*.gguf, 'seq2seq' for *.safetensors, else 'sentence_encoder'. Never waits on a FIFO.");
 
