@@ -56,7 +56,7 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       ->option_text("FILE");
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
   cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
-  add_model_option(*cmd, args.model);
+  add_model_option(*cmd, args.model, {.decoder = true, .trained = true});
   cmd->footer(
       "\nLayers and heads count from 0, as in transformers' output_attentions.\n\n"
       "Examples:\n"
@@ -69,7 +69,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "  qkv train --task dates --out dates.safetensors\n"
       "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
       "  qkv explain --model count.safetensors --html latents.html   (qkv train --model "
-      "perceiver)\n");
+      "perceiver)\n"
+      "  qkv explain --model smollm2 \"The capital of France is\"   (a decoder: any GGUF file)\n");
   return cmd;
 }
 
@@ -105,7 +106,7 @@ int run_explain(const ExplainArgs& args) {
     throw Error("a second text \"" + clip(*args.text_b, 40) +
                 "\" is given, but a decoder reads one text; expected one");
   const explain::Explained e = [&] {
-    if (decoder) return explain::run(CausalLM::load(args.model.dir), text);
+    if (decoder) return explain::run(load_causal_lm(args.model.dir), text);
     const SentenceModel model = load_model(args.model);
     const BertConfig& c = model.config();
     check_index("--layer", args.layer, c.num_layers, "layers");
@@ -132,8 +133,9 @@ int run_explain(const ExplainArgs& args) {
   std::vector<std::pair<OutputPath, std::string>> outputs;
   if (!args.html.empty()) {
     const std::string title = args.model.dir.empty() ? "all-MiniLM-L6-v2"
-                              : decoder              ? "SmolLM2-135M-Instruct"
-                                        : std::filesystem::path(args.model.dir).filename().string();
+                              : args.model.dir == "smollm2"
+                                  ? "SmolLM2-135M-Instruct"
+                                  : std::filesystem::path(args.model.dir).filename().string();
     explain::Report report = explain::report_of(e, focus, title);
     const explain::HeadPick first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
     report.layer = args.layer.value_or(first.layer);

@@ -47,6 +47,8 @@ void require_finite_capture(const explain::Explained& e) {
       require_finite(*t, layer + name);
   }
   require_finite(e.embedding, "the sentence embedding");
+  // A decoder's next-token probabilities: the output norm and matrix come after every capture.
+  for (const auto& [token, p] : e.next_tokens) require_finite(p, "the next-token probabilities");
 }
 
 void require_finite(double x, const std::string& what) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <iostream>
 
+#include "model_args.h"
+#include "options.h"
 #include "progress.h"
 #include "qkv/model.h"
 #include "text.h"
@@ -44,14 +46,18 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
       "generate", "continue a text with a decoder LLM (SmolLM2-135M), token by token");
   cmd->add_option("prompt", args.prompt, "the text to continue")->required();
   cmd->add_option("--model", args.model,
-                  "a .gguf file of a Llama-architecture model, or smollm2 (the default: "
-                  "SmolLM2-135M-Instruct, fetched by scripts/fetch_model smollm2)");
+                  "a GGUF file of a Llama-architecture model (known by its first bytes, whatever "
+                  "its name: an Ollama blob too), or smollm2 (the default: SmolLM2-135M-Instruct, "
+                  "fetched by scripts/fetch_model smollm2)")
+      ->option_text("FILE");
   cmd->add_option("--max-tokens", args.max_tokens, "new tokens at most (default 48)")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}));
   cmd->add_option("--temperature", args.temperature,
                   "0: always the most likely token (default); > 0: sample softmax(logits / T)")
       ->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--seed", args.seed, "of the sampling (default 1)");
+  cmd->add_option("--seed", args.seed, "of the sampling, 0 to 2^64 - 1 (default 1)")
+      ->transform(seed_integer())
+      ->option_text("S");
   CLI::Option* chat = cmd->add_flag(
       "--chat", args.chat,
       "frame the prompt as one user message of the model's chat template (the ChatML family: "
@@ -79,21 +85,44 @@ int run_generate(const GenerateArgs& args) {
         "template's default)");
   Progress progress;
   progress.show("loading " + args.model + " …");
-  const CausalLM model = CausalLM::load(args.model);
+  const CausalLM model = load_causal_lm(args.model);
   progress.clear();
-  const std::vector<int32_t> prompt = model.tokenize(
-      args.chat ? model.chat_prompt(args.prompt, args.system.value_or("")) : args.prompt);
-  if (!args.chat) std::cout << shown(args.prompt) << std::flush;
+  const std::vector<int32_t> prompt = [&] {
+    if (!args.chat) return model.tokenize(args.prompt);
+    try {
+      return model.tokenize(model.chat_prompt(args.prompt, args.system.value_or("")));
+    } catch (const Error& e) {
+      rethrow_for_causal_lm(args.model, e);  // a model without a ChatML template, for --chat
+    }
+  }();
+  // The prompt is shown once the first token is chosen: a model that computes NaN from it leaves
+  // nothing on stdout but the error.
+  bool started = false;
+  const auto start = [&] {
+    if (!started && !args.chat) std::cout << shown(args.prompt);
+    started = true;
+  };
   std::string pending;
-  model.generate(
+  const std::vector<int32_t> out = model.generate(
       prompt, {.max_tokens = args.max_tokens, .temperature = args.temperature, .seed = args.seed},
       [&](int32_t id) {
+        start();
         pending += model.token_text(id);
         const std::size_t cut = whole_characters(pending);
         std::cout << shown(pending.substr(0, cut)) << std::flush;
         pending.erase(0, cut);
       });
-  std::cout << shown(pending) << "\n";
+  start();
+  std::cout << shown(pending) << "\n" << std::flush;
+  // Generation stops at the end-of-text token, at --max-tokens, or when the prompt and the text
+  // fill the model's context; the last is not the user's choice, so it is said (on stderr: stdout
+  // stays the text). Exit 0: what was generated is a correct continuation, only a shorter one.
+  const int64_t context = model.context_length();
+  const auto total = static_cast<int64_t>(prompt.size() + out.size());
+  if (static_cast<int64_t>(out.size()) < args.max_tokens && total >= context)
+    std::cerr << "qkv: note: stopped after " << out.size() << " of " << args.max_tokens
+              << " tokens: the prompt (" << prompt.size() << " tokens) and the text generated fill "
+              << "the model's context of " << context << " positions\n";
   return 0;
 }
 

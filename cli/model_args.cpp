@@ -10,16 +10,35 @@
 
 namespace qkv::cli {
 
-void add_model_option(CLI::App& command, ModelArgs& args) {
-  command
-      .add_option("--model", args.dir,
-                  "a BERT model directory (config.json, model.safetensors, vocab.txt); default: "
-                  "all-MiniLM-L6-v2 in $QKV_HOME/models (installed by scripts/bootstrap)")
-      ->option_text("DIR");
+void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) {
+  std::string help =
+      "a BERT model directory (config.json, model.safetensors, vocab.txt; default: "
+      "all-MiniLM-L6-v2 in $QKV_HOME/models, installed by scripts/bootstrap)";
+  if (choices.decoder)
+    help += std::string(choices.trained ? ", " : ", or ") +
+            "smollm2 or a GGUF file of a Llama-architecture decoder (known by its first bytes, "
+            "whatever its name)";
+  if (choices.trained)
+    help += ", or a .safetensors model saved by qkv train (transformer, rnnsearch, perceiver)";
+  command.add_option("--model", args.dir, help)
+      ->option_text(choices.decoder || choices.trained ? "DIR|FILE" : "DIR");
 }
 
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
   if (!args.dir.empty()) {
+    const ModelKind kind = model_kind(args.dir);
+    if (kind == ModelKind::causal_lm)
+      throw Error("--model " + args.dir +
+                      " is a decoder LLM (a GGUF file); expected a BERT model directory "
+                      "(config.json, model.safetensors, vocab.txt); qkv generate and qkv explain "
+                      "take decoders",
+                  Error::Kind::invalid_argument);
+    if (kind == ModelKind::seq2seq && std::filesystem::is_regular_file(args.dir))
+      throw Error("--model " + args.dir +
+                      " is a model saved by qkv train; expected a BERT model directory "
+                      "(config.json, model.safetensors, vocab.txt); qkv explain takes trained "
+                      "models",
+                  Error::Kind::invalid_argument);
     // A model the user named is input like any other: missing or malformed, exit 2.
     try {
       return SentenceModel::load(args.dir, options);
@@ -37,6 +56,29 @@ SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& opti
     throw Error(std::string(e.what()) + "; the default model is damaged: delete " + dir +
                     " and run scripts/fetch_model",
                 Error::Kind::runtime);
+  }
+}
+
+void rethrow_for_causal_lm(const std::string& model, const Error& e) {
+  // The installed model: a fault is the installation's (exit 1), with the repair. A missing one
+  // already says how to fetch it.
+  if (model == "smollm2") {
+    const std::string path = default_causal_lm_path();
+    if (!std::filesystem::exists(path)) throw Error(e.what(), Error::Kind::runtime);
+    throw Error(std::string(e.what()) + "; the installed model is damaged: delete " + path +
+                    " and run scripts/fetch_model smollm2",
+                Error::Kind::runtime);
+  }
+  // A file the user named that is not a model qkv runs is bad input (exit 2), whatever is wrong
+  // with it: missing, not GGUF, another architecture, lying sizes, weights that are not finite.
+  throw Error("--model " + std::string(e.what()), Error::Kind::invalid_argument);
+}
+
+CausalLM load_causal_lm(const std::string& model) {
+  try {
+    return CausalLM::load(model);
+  } catch (const Error& e) {
+    rethrow_for_causal_lm(model, e);
   }
 }
 

@@ -15,11 +15,23 @@ struct ModelArgs {
   std::string dir;  // empty: default_model_dir()
 };
 
-// Adds --model DIR to a subcommand.
-void add_model_option(CLI::App& command, ModelArgs& args);
+// The kinds of model a command's --model takes besides a BERT model directory, for its help text.
+struct ModelChoices {
+  bool decoder = false;  // smollm2 or a GGUF file
+  bool trained = false;  // a .safetensors file qkv train saved
+};
+// Adds --model to a subcommand.
+void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices = {});
 // Loads --model DIR, whose faults are usage errors (exit 2, "--model DIR/config.json: ..."), or
-// the default model, whose faults are runtime errors (exit 1) that say how to reinstall it.
+// the default model, whose faults are runtime errors (exit 1) that say how to reinstall it. A
+// decoder or a trained model given here is a usage error that says which commands take it.
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options = {});
+// Loads a decoder LLM: a GGUF file the user named, whose faults are usage errors (exit 2,
+// "--model FILE: ..."), or "smollm2", the one scripts/fetch_model installs, whose faults are
+// runtime errors (exit 1) that say how to reinstall it.
+CausalLM load_causal_lm(const std::string& model);
+// What a decoder's faults become once loaded (its chat template, say): the same rule.
+[[noreturn]] void rethrow_for_causal_lm(const std::string& model, const Error& e);
 
 // The texts given as arguments, else one text per line of stdin (a final newline ends the last
 // line; \r\n is accepted). `what` names them in errors.

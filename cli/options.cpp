@@ -1,6 +1,8 @@
 #include "options.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -39,6 +41,23 @@ CLI::Validator finite_number(Bounds bounds) {
         const bool low = bounds.lo_open ? !(x > bounds.lo) : !(x >= bounds.lo);
         const bool high = bounds.hi_open ? !(x < bounds.hi) : !(x <= bounds.hi);
         if (low || high) return input + " is out of range; expected " + want;
+        return "";
+      },
+      want);
+}
+
+CLI::Validator seed_integer() {
+  const std::string want =
+      "an integer from 0 to " + std::to_string(std::numeric_limits<uint64_t>::max());
+  return CLI::Validator(
+      [want](std::string& input) -> std::string {
+        uint64_t x = 0;
+        const char* end = input.data() + input.size();
+        const bool digits =
+            !input.empty() && input.find_first_not_of("0123456789") == std::string::npos;
+        const auto [at, ec] = std::from_chars(input.data(), end, x);
+        if (!digits || ec != std::errc() || at != end) return input + " is not " + want;
+        input = std::to_string(x);  // "010" is ten, not CLI11's octal eight
         return "";
       },
       want);

@@ -16,4 +16,11 @@ struct Bounds {
 // A finite number within `bounds` (default: any finite number).
 CLI::Validator finite_number(Bounds bounds = {});
 
+// An unsigned 64-bit integer written in decimal, 0 to 2⁶⁴ − 1, for a seed. CLI11's own conversion
+// wraps "-1" and saturates "18446744073709551616" to 2⁶⁴ − 1 without a word, and reads "010" as
+// octal 8; this refuses the first two, e.g. "--seed: -1 is not an integer from 0 to
+// 18446744073709551615", and rewrites the third as 10. Add it with transform(), which may rewrite
+// the value (check() may not).
+CLI::Validator seed_integer();
+
 }  // namespace qkv::cli

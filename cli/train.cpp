@@ -77,6 +77,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
       ->check(finite_number({.lo = 0, .hi = 10, .lo_open = true, .hi_open = true}))
       ->option_text("X");
   cmd->add_option("--seed", args.seed, "seed of the weights and the data (default 1)")
+      ->transform(seed_integer())
       ->option_text("S");
   cmd->add_option("--target", args.target,
                   "stop once held-out accuracy − 2 std. errors ≥ ACC (default 0.99; > 1: never)")

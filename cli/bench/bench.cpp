@@ -145,12 +145,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
                    "write the throughput's sentences to FILE, one a line (for "
                    "bench/compare_torch.py)")
       ->type_name("FILE");
-  add_model_option(*model, a.model.model);
-  model->get_option("--model")
-      ->description(
-          "a BERT model directory (default: all-MiniLM-L6-v2), or smollm2, or a "
-          "Llama-architecture .gguf file")
-      ->option_text("DIR|smollm2|FILE");
+  add_model_option(*model, a.model.model, {.decoder = true});
   a.model_command = model;
 
   CLI::App* perceiver = bench->add_subcommand(

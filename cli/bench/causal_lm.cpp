@@ -19,6 +19,7 @@
 #include "bench/bench.h"
 #include "bench/common.h"
 #include "bench/english.h"
+#include "model_args.h"
 #include "models/llama/llama.h"
 #include "progress.h"
 #include "qkv/model.h"
@@ -38,6 +39,15 @@ std::vector<int32_t> prompt_ids(const CausalLM& m, std::size_t n) {
   std::string text;
   std::vector<int32_t> ids;
   while (ids.size() < n) {
+    // A vocabulary without the byte symbols of English letters drops them: the text would grow
+    // forever. Real tokenizers make a token of 2–8 bytes.
+    if (text.size() > 64 * n)
+      throw Error("--model " + m.path() + ": its tokenizer makes " + std::to_string(ids.size()) +
+                      " tokens of " + std::to_string(text.size()) +
+                      " bytes of English-like text; expected a vocabulary that covers the bytes "
+                      "of English text (the bench needs " +
+                      std::to_string(n) + " tokens)",
+                  Error::Kind::invalid_argument);
     text += (text.empty() ? "" : " ") + bench::english_like_sentence(rng, 5 + rng.below(20));
     ids = m.tokenize(text);
   }
@@ -250,7 +260,14 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
 
   Progress progress;
   progress.show("bench model: loading " + args.model.dir);
-  const CausalLM m = CausalLM::load(args.model.dir);
+  const CausalLM m = load_causal_lm(args.model.dir);
+  if (prompt_tokens + new_tokens > m.config().context)
+    throw Error("--model " + args.model.dir + ": the model reads at most " +
+                    std::to_string(m.config().context) + " positions; the bench needs " +
+                    std::to_string(prompt_tokens + new_tokens) + " (prompt-" +
+                    std::to_string(prompt_tokens) + ", then decode-" + std::to_string(new_tokens) +
+                    ")",
+                Error::Kind::invalid_argument);
   const std::vector<int32_t> prompt = prompt_ids(m, static_cast<std::size_t>(prompt_tokens));
   progress.show("bench model: checking against the float64 reference attention");
   const Validation v = validate(m, {prompt.begin(), prompt.begin() + 64});

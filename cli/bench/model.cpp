@@ -344,8 +344,7 @@ void print_notes(const Row& latency12, const Row& latency128, const Row& tp,
 }  // namespace
 
 int run_bench_model(const BenchModelArgs& args) {
-  if (args.model.dir == "smollm2" ||
-      (!args.model.dir.empty() && model_kind(args.model.dir) == ModelKind::causal_lm))
+  if (!args.model.dir.empty() && model_kind(args.model.dir) == ModelKind::causal_lm)
     return run_bench_causal_lm(args);
   const Settings s = bench::resolve(args.common);
   use_threads(s.threads);

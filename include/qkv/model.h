@@ -27,11 +27,13 @@ namespace qkv {
 enum class ModelKind {
   sentence_encoder,  // a directory: config.json, model.safetensors, vocab.txt (BERT family)
   seq2seq,           // a file: a model `qkv train` saved
-  causal_lm,         // a .gguf file: a decoder-only language model (SmolLM2)
+  causal_lm,         // a GGUF file: a decoder-only language model (SmolLM2)
 };
-// What `path` names: a file called *.safetensors (not a directory) is a model `qkv train` saved;
-// *.gguf, or the name "smollm2", a decoder LLM; anything else is taken for a model directory.
-// Nothing is read: opening it says what is wrong.
+// What `path` names: a regular file that starts with GGUF's magic bytes, whatever its name (an
+// Ollama blob has none), a file called *.gguf, or the name "smollm2" is a decoder LLM; a file
+// called *.safetensors (not a directory) a model `qkv train` saved; anything else is taken for a
+// model directory. Only a regular file's first four bytes are read (a FIFO or a device is neither
+// waited on nor read; a missing path goes by its name): opening the model says what is wrong.
 ModelKind model_kind(const std::string& path);
 
 // ---- text: tokens ----
@@ -167,7 +169,10 @@ class CausalLM {
   // another, or that has none, is a qkv::Error (Kind::runtime) naming the file.
   std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
   // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
-  // on_token(id) as each comes; stops at the end-of-text token or max_tokens. Returns the new ids.
+  // on_token(id) as each comes; stops at the end-of-text token, at max_tokens, or when the prompt
+  // and the new tokens fill the context (context_length() positions). Returns the new ids. A
+  // prompt longer than the context is a qkv::Error; so are next-token logits that come out NaN or
+  // ±∞ (Kind::runtime: the weights overflow float32), never a token chosen from them.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                 const std::function<void(int32_t)>& on_token = {}) const;
   // One pass over `ids` with every layer's attention captured ([1, H, n, ·]; k and v [1, Hkv, n,
@@ -179,6 +184,8 @@ class CausalLM {
   const std::string& path() const { return path_; }
   const LlamaConfig& config() const { return *config_; }
   int32_t eos_id() const { return eos_; }
+  // Positions the model reads at most (llama.context_length): prompt and generated tokens together.
+  int64_t context_length() const;
 
  private:
   std::string path_;

@@ -68,6 +68,22 @@ void bind_models(nb::module_& m) {
         "Where scripts/fetch_model installs all-MiniLM-L6-v2 ($QKV_HOME/models/...).");
   m.def("default_causal_lm_path", &default_causal_lm_path,
         "Where scripts/fetch_model smollm2 installs SmolLM2-135M-Instruct's GGUF file.");
+  m.def(
+      "model_kind",
+      [](const std::string& path) -> std::string {
+        switch (model_kind(path)) {
+          case ModelKind::causal_lm:
+            return "causal_lm";
+          case ModelKind::seq2seq:
+            return "seq2seq";
+          case ModelKind::sentence_encoder:
+            break;
+        }
+        return "sentence_encoder";
+      },
+      nb::arg("path"),
+      "qkv::model_kind: 'causal_lm' for a GGUF file (by its first bytes, whatever its name) or "
+      "*.gguf, 'seq2seq' for *.safetensors, else 'sentence_encoder'. Never waits on a FIFO.");
 
   nb::class_<SentenceModel>(m, "SentenceModel",
                             "qkv::SentenceModel: a BERT-family sentence encoder. Use qkv.Model.")

@@ -193,6 +193,20 @@ def test_a_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
     assert one_line(e) == "max_length 1; expected at least 2"
 
 
+def test_a_gguf_file_is_known_by_its_first_bytes_not_its_name(tmp_path):
+    # An Ollama blob: a GGUF file named by its hash. It was taken for a missing model directory.
+    blob = tmp_path / "sha256-6a0746a1ec1a"
+    blob.write_bytes(b"GGUF" + bytes(20))
+    with pytest.raises(ValueError) as e:
+        qkv.Model(blob)
+    assert one_line(e) == (f"{blob} is a decoder LLM, not a sentence encoder; expected "
+                           f"qkv.CausalLM({str(blob)!r})")
+    # A FIFO is not opened to read its magic (it would block): it is no model directory.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(FileNotFoundError):
+        qkv.Model(fifo)
+
 # ---- explain --------------------------------------------------------------------------------
 
 ANIMAL = "The animal didn't cross the street because it was too tired"

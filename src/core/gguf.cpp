@@ -2,6 +2,7 @@
 #include "core/gguf.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -201,6 +202,35 @@ void dequantize(uint32_t type, const std::byte* data, float* out, int64_t n) {
               " is not a type qkv reads; expected F32, F16, BF16, Q4_0, Q4_1 or Q8_0");
 }
 
+bool is_gguf_file(const std::string& path) {
+  try {
+    // Any size: only the first four bytes are read.
+    const InputFile in(
+        path, {.expected = "a regular file", .max_bytes = std::numeric_limits<uint64_t>::max()});
+    if (in.size() < 4) return false;
+    char magic[4];
+    in.read_exactly(0, magic, 4);
+    return std::memcmp(magic, "GGUF", 4) == 0;
+  } catch (const Error&) {
+    return false;  // missing, unreadable, or not a regular file
+  }
+}
+
+std::string gguf_value_str(const nlohmann::json& value) {
+  if (value.is_number_float() && !std::isfinite(value.get<double>()))
+    return std::isnan(value.get<double>()) ? "NaN" : value.get<double>() > 0 ? "+inf" : "-inf";
+  if (value.is_array())
+    return "an array of " + std::to_string(value.size()) + (value.size() == 1 ? " item" : " items");
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  constexpr std::size_t kLine = 60;
+  if (text.size() > kLine) {
+    std::size_t cut = kLine;  // not inside a UTF-8 character
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut) + "…";
+  }
+  return text;
+}
+
 GgufFile GgufFile::open(const std::string& path) {
   return parse(read_input_file(path, kGgufInput), path);
 }
@@ -237,7 +267,7 @@ GgufFile GgufFile::parse(std::string bytes, std::string name) {
     const nlohmann::json& a = f.metadata_["general.alignment"];
     if (!a.is_number_unsigned() || a.get<uint64_t>() == 0 || a.get<uint64_t>() > (1u << 20) ||
         (a.get<uint64_t>() & (a.get<uint64_t>() - 1)) != 0)
-      r.fail("general.alignment is " + a.dump() + "; expected a power of two");
+      r.fail("general.alignment is " + gguf_value_str(a) + "; expected a power of two");
     alignment = a.get<uint64_t>();
   }
 

@@ -91,4 +91,13 @@ void dequantize(uint32_t type, const std::byte* data, float* out, int64_t n);
 // Bytes that n values of `type` take; 0 for an unknown type or n not a whole number of blocks.
 uint64_t ggml_bytes(uint32_t type, uint64_t n);
 
+// Whether `path` is a regular file that starts with GGUF's magic bytes "GGUF", whatever its name
+// (Ollama keeps its models as blobs named by their hash). Opened through InputFile: a FIFO, a
+// device or a directory is neither waited on nor read, and is no GGUF file.
+bool is_gguf_file(const std::string& path);
+
+// A metadata value as a message shows it: NaN and ±∞ spelled out (JSON would print null), a
+// string quoted, an array by its item count, anything longer than a line clipped.
+std::string gguf_value_str(const nlohmann::json& value);
+
 }  // namespace qkv

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "models/llama/llama.h"
 #include "models/text/tokenizer.h"
 #include "qkv/explain.h"
 
@@ -106,24 +107,31 @@ Explained run(const CausalLM& model, std::string_view text) {
     e.capture.layers.push_back(std::move(c));
   }
   // Induction: a repeated random sequence x₁…x_T x₁…x_T; in the repeat, token x_i (position
-  // T + i − 1) may look for x_{i+1} after its first occurrence (position i).
-  constexpr int64_t kRepeat = 24;
-  std::mt19937_64 rng(2022);
-  std::vector<int32_t> random(kRepeat);
-  for (int32_t& id : random) id = static_cast<int32_t>(1000 + rng() % 20000);
-  std::vector<int32_t> twice = random;
-  twice.insert(twice.end(), random.begin(), random.end());
-  std::vector<AttentionCapture> repeat;
-  model.capture(twice, repeat);
+  // T + i − 1) may look for x_{i+1} after its first occurrence (position i). T = 24, or what half
+  // a shorter context holds. The ids are drawn from 1000 … 20999 (past SmolLM2's special and byte
+  // tokens); a smaller vocabulary draws from all of its ids.
+  const int64_t repeat_length = std::min<int64_t>(24, model.config().context / 2);
+  const int64_t vocab_size = model.config().vocab;
   e.induction = Tensor({e.layers, e.heads}, DType::f64);
-  for (int64_t l = 0; l < e.layers; ++l)
-    for (int64_t h = 0; h < e.heads; ++h) {
-      const Tensor& w = repeat[static_cast<std::size_t>(l)].weights;
-      double sum = 0;
-      for (int64_t i = 1; i < kRepeat; ++i)
-        sum += w.value((h * 2 * kRepeat + kRepeat + i - 1) * 2 * kRepeat + i);
-      e.induction.at<double>(l, h) = sum / static_cast<double>(kRepeat - 1);
-    }
+  if (repeat_length >= 2) {
+    std::mt19937_64 rng(2022);
+    std::vector<int32_t> random(static_cast<std::size_t>(repeat_length));
+    for (int32_t& id : random)
+      id = static_cast<int32_t>(vocab_size >= 21000 ? 1000 + rng() % 20000
+                                                    : rng() % static_cast<uint64_t>(vocab_size));
+    std::vector<int32_t> twice = random;
+    twice.insert(twice.end(), random.begin(), random.end());
+    std::vector<AttentionCapture> repeat;
+    model.capture(twice, repeat);
+    const int64_t t = repeat_length;
+    for (int64_t l = 0; l < e.layers; ++l)
+      for (int64_t h = 0; h < e.heads; ++h) {
+        const Tensor& w = repeat[static_cast<std::size_t>(l)].weights;
+        double sum = 0;
+        for (int64_t i = 1; i < t; ++i) sum += w.value((h * 2 * t + t + i - 1) * 2 * t + i);
+        e.induction.at<double>(l, h) = sum / static_cast<double>(t - 1);
+      }
+  }
   // The last position's logits → the five most likely next tokens.
   const int64_t vocab = logits.dim(1), last = logits.dim(0) - 1;
   const float* z = logits.data<float>() + last * vocab;
@@ -132,9 +140,10 @@ Explained run(const CausalLM& model, std::string_view text) {
   for (int64_t v = 0; v < vocab; ++v) total += std::exp(double{z[v]} - top);
   std::vector<int32_t> order(static_cast<std::size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+  const int64_t shown = std::min<int64_t>(5, vocab);
+  std::partial_sort(order.begin(), order.begin() + shown, order.end(),
                     [z](int32_t a, int32_t b) { return z[a] > z[b]; });
-  for (int k = 0; k < 5; ++k)
+  for (int64_t k = 0; k < shown; ++k)
     e.next_tokens.emplace_back(
         model.token_text(order[static_cast<std::size_t>(k)]),
         std::exp(double{z[order[static_cast<std::size_t>(k)]]} - top) / total);

@@ -8,14 +8,17 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
+#include "core/scratch_files.h"
 #include "models/model_files.h"
 #include "models/smollm2.h"
 #include "models/smollm2_copy.h"
+#include "models/tiny_llama_gguf.h"
 
 namespace qkv::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST(GenerateCli, GreedyContinuationIsTransformersMostLikelyToken) {
@@ -36,11 +39,11 @@ TEST(GenerateCli, BadInputIsOneLineAndAnExitCode) {
   const CliResult empty = run_qkv({"generate", ""});
   EXPECT_EQ(empty.exit_code, 2) << empty.describe();
   EXPECT_THAT(empty.err, HasSubstr("the prompt is empty"));
-  const CliResult device = run_qkv({"generate", "hi", "--model", "/dev/zero.gguf"});
-  EXPECT_EQ(device.exit_code, 1) << device.describe();
-  const CliResult zero = run_qkv({"generate", "hi", "--model", "/dev/zero"});
-  EXPECT_NE(zero.exit_code, 0) << zero.describe();
-  EXPECT_THAT(zero.err, HasSubstr("/dev/zero"));
+  // A model the user named that cannot be read is bad input (exit 2), as for every command.
+  expect_one_line_error(run_qkv({"generate", "hi", "--model", "/dev/zero.gguf"}), 2,
+                        "--model /dev/zero.gguf: ");
+  expect_one_line_error(run_qkv({"generate", "hi", "--model", "/dev/zero"}), 2,
+                        "--model /dev/zero: is a character device; expected a regular .gguf file");
   const CliResult tokens = run_qkv({"generate", "hi", "--max-tokens", "0"});
   EXPECT_EQ(tokens.exit_code, 2) << tokens.describe();
 }
@@ -84,15 +87,148 @@ TEST(GenerateCli, SystemNeedsChatAndAChatMLTemplate) {
   EXPECT_THAT(empty.err, HasSubstr("--system is empty"));
   // A model whose template is not ChatML: --chat is refused, plain text still continues.
   const std::string other = test::smollm2_with_other_template();
+  // The model the user named cannot do what was asked of it: bad input, exit 2 (it was 1).
   const CliResult chat = run_qkv({"generate", "--chat", "hi", "--model", other});
-  EXPECT_EQ(chat.exit_code, 1) << chat.describe();
-  EXPECT_EQ(chat.err, "qkv: error: " + other +
+  EXPECT_EQ(chat.exit_code, 2) << chat.describe();
+  EXPECT_EQ(chat.err, "qkv: error: --model " + other +
                           ": its chat template is not ChatML (<|im_start|>role … <|im_end|>); qkv "
                           "knows only that family\n");
   const CliResult plain =
       run_qkv({"generate", "The capital of France is", "--max-tokens", "1", "--model", other});
   ASSERT_EQ(plain.exit_code, 0) << plain.describe();
   EXPECT_EQ(plain.out, "The capital of France is Paris\n");
+}
+
+// ---- on a tiny model (tests/models/tiny_llama_gguf.h: 40 tokens, 32 positions) ----
+
+// An Ollama blob is a GGUF file named by its hash: generate ran it, explain said "--model ... has
+// no config.json; expected a BERT model directory" (exit 2).
+TEST(GenerateCli, AGgufFileIsKnownByItsBytesInGenerateAndExplain) {
+  const test::ScratchDir dir("qkv-generate");
+  const std::string blob = test::tiny_llama_gguf().write(dir.path("sha256-6a0746a1ec1a"));
+  const CliResult generated = run_qkv({"generate", "hello", "--max-tokens", "2", "--model", blob});
+  ASSERT_EQ(generated.exit_code, 0) << generated.describe();
+  EXPECT_THAT(generated.out, StartsWith("hello"));
+  const CliResult explained = run_qkv({"explain", "hello the", "--model", blob});
+  ASSERT_EQ(explained.exit_code, 0) << explained.describe();
+  EXPECT_THAT(explained.out, HasSubstr("hello"));
+  // A sentence encoder's command names what it got.
+  expect_one_line_error(run_qkv({"embed", "x", "--model", blob}), 2,
+                        "--model " + blob +
+                            " is a decoder LLM (a GGUF file); expected a BERT model directory "
+                            "(config.json, model.safetensors, vocab.txt); qkv generate and qkv "
+                            "explain take decoders");
+}
+
+// Weights that overflow float32 printed "<|endoftext|><|endoftext|><|endoftext|>", exit 0, where
+// explain on the same file reported the NaN.
+TEST(GenerateCli, NonFiniteLogitsAreAnErrorAsInExplain) {
+  const test::ScratchDir dir("qkv-generate");
+  test::TinyLlamaGguf g = test::tiny_llama_gguf();
+  g.tensor("output_norm.weight").values.assign(16, 3e38f);
+  const std::string file = g.write(dir.path("overflow.gguf"));
+  const CliResult r = run_qkv({"generate", "hello the", "--max-tokens", "3", "--model", file});
+  expect_one_line_error(r, 1, "the next-token logits of the prompt came out ");
+  EXPECT_THAT(r.err, HasSubstr("; the model computes non-finite numbers (its weights overflow "
+                               "float32 or are corrupt), so there is no next token to choose"));
+  EXPECT_THAT(r.err, Not(HasSubstr("endoftext")));
+  expect_one_line_error(run_qkv({"explain", "hello the", "--model", file}), 1,
+                        "the next-token probabilities came out NaN; the model computes "
+                        "non-finite numbers");
+}
+
+// --seed -1 and --seed 18446744073709551616 both ran as 2⁶⁴ − 1; "010" as octal 8.
+TEST(GenerateCli, ASeedOutsideItsRangeIsRefused) {
+  for (const std::string seed : {"-1", "18446744073709551616", "1e3", "0x10", "+5"})
+    expect_one_line_error(run_qkv({"generate", "hi", "--seed", seed}), 2,
+                          "--seed: " + seed + " is not an integer from 0 to 18446744073709551615");
+  const test::ScratchDir dir("qkv-generate");
+  const std::string file = test::tiny_llama_gguf().write(dir.path("tiny.gguf"));
+  const auto sampled = [&](const std::string& seed) {
+    return run_qkv({"generate", "hello", "--temperature", "1", "--max-tokens", "8", "--seed", seed,
+                    "--model", file});
+  };
+  const CliResult top = sampled("18446744073709551615");
+  ASSERT_EQ(top.exit_code, 0) << top.describe();
+  // Decimal, whatever its zeros: 010 is seed 10, not 8.
+  const CliResult ten = sampled("10"), padded = sampled("010"), eight = sampled("8");
+  ASSERT_EQ(padded.exit_code, 0) << padded.describe();
+  EXPECT_EQ(padded.out, ten.out);
+  EXPECT_NE(padded.out, eight.out) << "seeds 8 and 10 happen to sample alike: pick others";
+}
+
+// A prompt that reaches the context stopped after 22 of 40 tokens, exit 0, without a word.
+TEST(GenerateCli, StoppingAtTheContextIsSaid) {
+  const test::ScratchDir dir("qkv-generate");
+  // No end-of-text token: nothing but the context or --max-tokens stops it. "hello hello hello"
+  // is 5 tokens: hello, Ġ hello, Ġ hello (the merges h e, l l, he ll, hell o).
+  const std::string file =
+      test::tiny_llama_gguf().erase("tokenizer.ggml.eos_token_id").write(dir.path("tiny.gguf"));
+  const CliResult r =
+      run_qkv({"generate", "hello hello hello", "--max-tokens", "40", "--model", file});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.err,
+            "qkv: note: stopped after 27 of 40 tokens: the prompt (5 tokens) and the text "
+            "generated fill the model's context of 32 positions\n");
+  EXPECT_THAT(r.out, StartsWith("hello hello hello"));
+  const CliResult exact =
+      run_qkv({"generate", "hello hello hello", "--max-tokens", "27", "--model", file});
+  ASSERT_EQ(exact.exit_code, 0) << exact.describe();
+  EXPECT_EQ(exact.err, "");
+  EXPECT_EQ(exact.out, r.out);
+  // A prompt longer than the context is refused before anything is printed.
+  std::string long_prompt = "hello";
+  for (int i = 0; i < 16; ++i) long_prompt += " hello";
+  expect_one_line_error(run_qkv({"generate", long_prompt, "--model", file}), 2,
+                        "generate: the prompt is 33 tokens; the model reads at most 32 (its "
+                        "context length)");
+}
+
+// bench model on a decoder with a short context said "llama: 64 positions; the model reads at most
+// 32", from somewhere inside.
+TEST(GenerateCli, BenchModelSaysWhenTheContextIsTooShort) {
+  const test::ScratchDir dir("qkv-generate");
+  const std::string file = test::tiny_llama_gguf().write(dir.path("tiny.gguf"));
+  expect_one_line_error(run_qkv({"bench", "model", "--quick", "--model", file}), 2,
+                        "--model " + file +
+                            ": the model reads at most 32 positions; the bench needs 160 "
+                            "(prompt-128, then decode-32)");
+}
+
+// A vocabulary without the byte symbols of English letters drops every byte of the bench's English
+// prompt: the bench grew its text forever (killed after 20 s).
+TEST(GenerateCli, BenchModelRefusesAVocabularyThatCannotSpellItsPrompt) {
+  const test::ScratchDir dir("qkv-generate");
+  std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  for (int i = 0; i < 36; ++i) tokens.push_back("<t" + std::to_string(i) + ">");
+  tokens.push_back("<t0><t1>");
+  const std::string file = test::tiny_llama_gguf()
+                               .set("tokenizer.ggml.tokens", test::gguf_strings(tokens))
+                               .set("tokenizer.ggml.merges", test::gguf_strings({"<t0> <t1>"}))
+                               .set("llama.context_length", test::gguf_u32(1024))
+                               .write(dir.path("no-letters.gguf"));
+  const CliResult r =
+      run_qkv({"bench", "model", "--quick", "--model", file}, RunOptions{.timeout_s = 60});
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  expect_one_line_error(r, 2, "--model " + file + ": its tokenizer makes 0 tokens of ");
+  EXPECT_THAT(r.err, HasSubstr(" bytes of English-like text; expected a vocabulary that covers "
+                               "the bytes of English text (the bench needs 128 tokens)"));
+}
+
+// What each command's --model takes, as its help says it.
+TEST(GenerateCli, ModelHelpSaysWhatEachCommandTakes) {
+  const CliResult explain = run_qkv({"explain", "--help"});
+  EXPECT_THAT(explain.out, HasSubstr("smollm2 or a GGUF file"));
+  EXPECT_THAT(explain.out, HasSubstr("saved by qkv train"));
+  const CliResult bench = run_qkv({"bench", "model", "--help"});
+  EXPECT_THAT(bench.out, HasSubstr("smollm2 or a GGUF file"));
+  EXPECT_THAT(bench.out, Not(HasSubstr("qkv train")));
+  for (const char* command : {"embed", "search", "similarity"}) {
+    const CliResult r = run_qkv({command, "--help"});
+    EXPECT_THAT(r.out, HasSubstr("--model DIR")) << command;
+    EXPECT_THAT(r.out, Not(HasSubstr("GGUF"))) << command;
+  }
+  EXPECT_THAT(run_qkv({"generate", "--help"}).out, HasSubstr("whatever its name"));
 }
 
 }  // namespace

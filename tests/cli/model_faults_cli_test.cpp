@@ -15,7 +15,9 @@
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
 #include "core/safetensors.h"
+#include "core/scratch_files.h"
 #include "models/model_copy.h"
+#include "models/tiny_llama_gguf.h"
 #include "qkv/train.h"
 
 namespace qkv {
@@ -150,6 +152,64 @@ TEST(ModelFaultsCli, ADamagedDefaultModelIsExit1WithTheRepair) {
                               "positive number (0 < eps ≤ 0.01), e.g. 1e-12; the default model "
                               "is damaged: delete " +
                               model + " and run scripts/fetch_model");
+}
+
+// ---- a decoder's GGUF file ----
+
+// Every command that loads a decoder, on `file`.
+std::vector<std::vector<std::string>> decoder_commands(const std::string& file) {
+  return {{"generate", "hello", "--model", file},
+          {"generate", "--chat", "hello", "--model", file},
+          {"explain", "hello", "--model", file},
+          {"bench", "model", "--quick", "--model", file}};
+}
+
+// A decoder the user named that qkv cannot run is bad input (exit 2) in every command, the file
+// and the fault named. An unknown architecture was exit 1; the lies below were run (exit 0).
+TEST(ModelFaultsCli, ABadGgufTheUserNamedIsExit2InEveryCommand) {
+  const test::ScratchDir dir("qkv-model-faults");
+  using test::gguf_u32;
+  const std::vector<std::pair<test::TinyLlamaGguf, std::string>> faults = {
+      {test::tiny_llama_gguf().set("general.architecture", test::gguf_str("mamba")),
+       ": architecture \"mamba\"; expected \"llama\""},
+      {test::tiny_llama_gguf().set("llama.rope.dimension_count", gguf_u32(0)),
+       ": metadata \"llama.rope.dimension_count\" is 0; expected the head dimension 4"},
+      {test::tiny_llama_gguf().set("llama.block_count", gguf_u32(2000000000)),
+       ": metadata \"llama.block_count\" is 2000000000, too large: the file's tensors hold 2 "
+       "blocks (blk.0 … blk.1); expected 2"},
+      {test::tiny_llama_gguf().set("llama.rope.freq_base", test::gguf_f32(NAN)),
+       ": metadata \"llama.rope.freq_base\" is NaN; expected a positive number"},
+      {test::tiny_llama_gguf().erase("tokenizer.ggml.merges"),
+       ": no metadata \"tokenizer.ggml.merges\"; a BPE vocabulary (tokenizer.ggml.model "
+       "\"gpt2\") needs its merges"},
+      {test::tiny_llama_gguf().set("tokenizer.ggml.eos_token_id", gguf_u32(1000000)),
+       ": metadata \"tokenizer.ggml.eos_token_id\" is 1000000; expected a token id from 0 to 39 "
+       "(the vocabulary holds 40 tokens)"},
+  };
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    const std::string file = faults[i].first.write(dir.path("bad" + std::to_string(i) + ".gguf"));
+    for (const auto& args : decoder_commands(file))
+      expect_one_line_error(run_qkv(args), 2, "--model " + file + faults[i].second);
+  }
+}
+
+// The installed SmolLM2 is scripts/fetch_model's: damaged, the installation failed (exit 1), and
+// the message says how to repair it.
+TEST(ModelFaultsCli, ADamagedInstalledDecoderIsExit1WithTheRepair) {
+  const test::ScratchDir home("qkv-model-faults-home");
+  const std::string folder = home.path("models/SmolLM2-135M-Instruct");
+  std::filesystem::create_directories(folder);
+  const std::string file = folder + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  test::tiny_llama_gguf().set("llama.rope.dimension_count", test::gguf_u32(0)).write(file);
+  const testing::RunOptions options{.env = {"QKV_HOME=" + home.root().string()}};
+  for (const auto& args : {std::vector<std::string>{"generate", "hello"},
+                           std::vector<std::string>{"explain", "hello", "--model", "smollm2"}})
+    expect_one_line_error(run_qkv(args, options), 1,
+                          file +
+                              ": metadata \"llama.rope.dimension_count\" is 0; expected the head "
+                              "dimension 4 (llama.embedding_length 16 / 4 heads); the installed "
+                              "model is damaged: delete " +
+                              file + " and run scripts/fetch_model smollm2");
 }
 
 // ---- a model saved by qkv train ----

@@ -57,6 +57,15 @@ TEST(FloatOptionsCli, TrainLrAndTargetMustBeFiniteNumbersInRange) {
                      "--target: -inf is not finite; expected a number in [0, 10]");
 }
 
+// A seed is 0 to 2⁶⁴ − 1, as Python's qkv.train takes it: "-1" wrapped to 2⁶⁴ − 1 and
+// "18446744073709551616" saturated to it without a word (generate's: generate_cli_test.cpp).
+TEST(SeedOptionsCli, TrainSeedMustBeAnUnsignedInteger) {
+  for (const char* seed : {"-1", "18446744073709551616", "1.5"})
+    expect_usage_error(
+        run_qkv({"train", "--task", "copy", "--seed", seed}),
+        std::string("--seed: ") + seed + " is not an integer from 0 to 18446744073709551615");
+}
+
 // docs/CONVENTIONS.md §5: any finite scale, zero and negative included; NaN is an error.
 TEST(FloatOptionsCli, AttendScaleMayBeAnyFiniteNumber) {
   const std::string q = temp_path("q.npy");

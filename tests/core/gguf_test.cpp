@@ -214,6 +214,43 @@ TEST(Gguf, OpenRefusesAFifoBeforeReadingIt) {
               ::testing::ThrowsMessage<Error>(HasSubstr("expected a regular .gguf file")));
 }
 
+// Ollama keeps a model as a blob named by its hash: a GGUF file is known by its first four bytes.
+// Only a regular file is read (a FIFO would block the open, /dev/zero never ends).
+TEST(Gguf, IsGgufFileGoesByTheMagicBytesNotTheName) {
+  const test::ScratchDir dir("qkv-gguf");
+  const std::string good = one_tensor(0, {2}, raw<float>({1, 2}));
+  EXPECT_TRUE(is_gguf_file(dir.write("sha256-6a0746a1ec1a", good)));
+  EXPECT_TRUE(is_gguf_file(dir.write("model.safetensors", good)));
+  EXPECT_TRUE(is_gguf_file(dir.write("magic-only", "GGUF")));
+  EXPECT_FALSE(is_gguf_file(dir.write("text.gguf", "not a model")));
+  EXPECT_FALSE(is_gguf_file(dir.write("short", "GGU")));
+  EXPECT_FALSE(is_gguf_file(dir.path("missing.gguf")));
+  EXPECT_FALSE(is_gguf_file(dir.root().string()));
+  const test::Watchdog watchdog(30);
+  EXPECT_FALSE(is_gguf_file(dir.fifo("fifo.gguf")));
+  EXPECT_FALSE(is_gguf_file("/dev/zero"));
+}
+
+// NaN metadata was shown as JSON shows it, "null"; an array of 49,152 tokens as all of them.
+TEST(Gguf, ValuesInMessagesAreSpelledForReading) {
+  EXPECT_EQ(gguf_value_str(nlohmann::json(std::nan(""))), "NaN");
+  EXPECT_EQ(gguf_value_str(nlohmann::json(-INFINITY)), "-inf");
+  EXPECT_EQ(gguf_value_str(nlohmann::json(INFINITY)), "+inf");
+  EXPECT_EQ(gguf_value_str(nlohmann::json(2000000000u)), "2000000000");
+  EXPECT_EQ(gguf_value_str(nlohmann::json("llama")), "\"llama\"");
+  EXPECT_EQ(gguf_value_str(nlohmann::json::array({"a", "b", "c"})), "an array of 3 items");
+  EXPECT_EQ(gguf_value_str(nlohmann::json::array({1})), "an array of 1 item");
+  // Clipped at 60 bytes, never inside a UTF-8 character: the quote and 29 of the 2-byte "é", as the
+  // 60th byte is the first half of the 30th.
+  std::string accents;
+  for (int i = 0; i < 40; ++i) accents += "é";
+  EXPECT_EQ(gguf_value_str(nlohmann::json(accents)), "\"" + accents.substr(0, 58) + "…");
+  Bytes kv;
+  kv.str("general.alignment").put<uint32_t>(6).put<float>(std::nanf(""));
+  EXPECT_THAT(parse_error(gguf_file(1, kv.s, {})),
+              HasSubstr("general.alignment is NaN; expected a power of two"));
+}
+
 // SmolLM2-135M-Instruct.Q4_1.gguf as gguf (llama.cpp's Python reader) reads it: the metadata, the
 // count of each type, and for tensors of every stored type their shape and the sum, sum of
 // squares, first and last values of the dequantized numbers. Sums are float64 over float32

@@ -1,11 +1,17 @@
 // libFuzzer target: the GGUF reader (core/gguf.h) on arbitrary bytes: a checked file or a
 // qkv::Error, never a crash, an out-of-bounds read or an allocation the file does not back.
-// Every tensor it accepts must dequantize, to exactly as many values as its shape holds.
+// Every tensor it accepts must dequantize, to exactly as many values as its shape holds. A file
+// that parses goes on to the decoder's loader (models/llama/llama.h, models/text/bpe.h): its
+// config, checked against the tensors, its weights and its tokenizer, each a result or a
+// qkv::Error. The corpus holds a tiny Llama model and lying copies of it
+// (tests/models/tiny_llama_gguf.h), so that the fuzzer starts from files that reach the loader.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "core/gguf.h"
+#include "models/llama/llama.h"
+#include "models/text/bpe.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   qkv::GgufFile f;
@@ -18,6 +24,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (info.bytes > (uint64_t{1} << 24)) continue;  // a large all-zero tensor proves nothing more
     const qkv::Tensor t = f.tensor(info.name);
     if (t.shape() != info.shape) __builtin_trap();
+  }
+  try {
+    const qkv::LlamaConfig c = qkv::read_llama_config(f);
+    // The config is believed only as far as the tensors back it: the weights it names exist.
+    const qkv::LlamaWeights w = qkv::read_llama_weights(f, c);
+    if (static_cast<int64_t>(w.layers.size()) != c.layers) __builtin_trap();
+    if (w.embedding.shape() != qkv::Shape({c.vocab, c.hidden})) __builtin_trap();
+  } catch (const qkv::Error&) {
+  }
+  try {
+    const qkv::BpeTokenizer t = qkv::BpeTokenizer::from_gguf(f);
+    if (t.size() == 0) __builtin_trap();
+  } catch (const qkv::Error&) {
   }
   return 0;
 }

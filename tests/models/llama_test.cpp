@@ -2,16 +2,23 @@
 // GGUF file's dequantized weights with its own Llama (tests/golden/make_smollm2_goldens.py): the
 // logits of every position at each position's top-10 ids and 10 more, and every head's attention
 // weights in three layers. Also: a KV cache run token by token gives the full run's logits, and
-// RoPE is a rotation (norms kept, relative positions only).
+// RoPE is a rotation (norms kept, relative positions only). And on a tiny hand-built file
+// (tiny_llama_gguf.h): every size the metadata states is checked against the tensors and the other
+// sizes, each lie named by its key; what qkv does not run (experts, scaled RoPE) is refused.
 #include "models/llama/llama.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/gguf.h"
+#include "core/scratch_files.h"
 #include "models/model_files.h"
+#include "models/tiny_llama_gguf.h"
+#include "qkv/model.h"
 #include "simd_targets.h"
 
 namespace qkv {
@@ -141,6 +148,245 @@ TEST(SmolLM2, RopeRotatesPairsAndScoresDependOnRelativePosition) {
   rope(p, 1, 10000);
   EXPECT_NEAR(p.data<float>()[0], std::cos(1.0) - 2 * std::sin(1.0), 1e-6);
   EXPECT_NEAR(p.data<float>()[1], std::sin(1.0) + 2 * std::cos(1.0), 1e-6);
+}
+
+// ---- the tiny model's metadata, true and lying ----
+
+using test::gguf_f32;
+using test::gguf_str;
+using test::gguf_u32;
+using test::gguf_u64;
+using test::GgufValue;
+using test::TinyLlamaGguf;
+
+LlamaConfig tiny_config(const TinyLlamaGguf& g) {
+  return read_llama_config(GgufFile::parse(g.bytes(), "tiny.gguf"));
+}
+
+// The message of the qkv::Error (Kind::runtime, as every fault of a file's content) that reading
+// the config of `g` throws.
+std::string config_error(const TinyLlamaGguf& g) {
+  try {
+    tiny_config(g);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::runtime) << e.what();
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TinyLlama, ConfigAndWeightsOfTheTrueFile) {
+  const TinyLlamaGguf g = test::tiny_llama_gguf();
+  const GgufFile f = GgufFile::parse(g.bytes(), "tiny.gguf");
+  const LlamaConfig c = read_llama_config(f);
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.hidden, 16);
+  EXPECT_EQ(c.heads, 4);
+  EXPECT_EQ(c.kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 4);
+  EXPECT_EQ(c.ffn, 24);
+  EXPECT_EQ(c.vocab, 40);
+  EXPECT_EQ(c.context, 32);
+  const LlamaWeights w = read_llama_weights(f, c);
+  EXPECT_EQ(w.layers.size(), 2u);
+  EXPECT_EQ(w.embedding.shape(), (Shape{40, 16}));
+  // The file's own values: the builder's first pseudo-random number, at [0, 0].
+  EXPECT_EQ(w.embedding.at<float>(0, 0), g.tensors[0].values[0]);
+}
+
+// llama.cpp refuses a Llama file whose rope.dimension_count is not the head dimension; qkv took 0
+// and 65 (of 64) and rotated whole heads, another model than the file describes.
+TEST(TinyLlama, RopeDimensionsMustBeTheHeadDimension) {
+  const std::string expected =
+      "; expected the head dimension 4 (llama.embedding_length 16 / 4 heads)";
+  for (const uint32_t dims : {0u, 2u, 5u, 16u})
+    EXPECT_EQ(
+        config_error(test::tiny_llama_gguf().set("llama.rope.dimension_count", gguf_u32(dims))),
+        "tiny.gguf: metadata \"llama.rope.dimension_count\" is " + std::to_string(dims) + expected);
+  EXPECT_EQ(config_error(test::tiny_llama_gguf().set("llama.attention.key_length", gguf_u32(8))),
+            "tiny.gguf: metadata \"llama.attention.key_length\" is 8" + expected);
+  // Absent, the head dimension is used, as llama.cpp does.
+  EXPECT_EQ(tiny_config(test::tiny_llama_gguf().erase("llama.rope.dimension_count")).head_dim, 4);
+}
+
+// A block count of 2·10⁹ said "expected a positive integer"; 1 of 2 ran half the model.
+TEST(TinyLlama, BlockCountIsCheckedAgainstTheBlocksTheTensorsHold) {
+  const auto with = [](GgufValue v) {
+    return config_error(test::tiny_llama_gguf().set("llama.block_count", std::move(v)));
+  };
+  const std::string held = "the file's tensors hold 2 blocks (blk.0 … blk.1); expected 2";
+  EXPECT_EQ(with(gguf_u32(2000000000)),
+            "tiny.gguf: metadata \"llama.block_count\" is 2000000000, too large: " + held);
+  EXPECT_EQ(
+      with(gguf_u64(std::numeric_limits<uint64_t>::max())),
+      "tiny.gguf: metadata \"llama.block_count\" is 18446744073709551615, too large: " + held);
+  EXPECT_EQ(with(gguf_u32(1)),
+            "tiny.gguf: metadata \"llama.block_count\" is 1, too small: " + held);
+  EXPECT_EQ(with(gguf_u32(0)),
+            "tiny.gguf: metadata \"llama.block_count\" is 0; expected a positive integer; " +
+                std::string("the file's tensors hold 2 blocks (blk.0 … blk.1)"));
+  EXPECT_EQ(with(gguf_f32(NAN)),
+            "tiny.gguf: metadata \"llama.block_count\" is NaN; expected a positive integer; "
+            "the file's tensors hold 2 blocks (blk.0 … blk.1)");
+}
+
+TEST(TinyLlama, EverySizeIsCheckedAgainstTheTensorsAndTheOthers) {
+  const auto with = [](const std::string& key, GgufValue v) {
+    return config_error(test::tiny_llama_gguf().set(key, std::move(v)));
+  };
+  EXPECT_EQ(with("llama.embedding_length", gguf_u32(32)),
+            "tiny.gguf: tensor \"token_embd.weight\" is [40, 16], but llama.embedding_length 32 "
+            "and the 40 tokens of tokenizer.ggml.tokens make [40, 32]; the metadata and the "
+            "tensors disagree");
+  EXPECT_EQ(with("llama.embedding_length", gguf_u32(18)),
+            "tiny.gguf: llama.attention.head_count 4 does not divide llama.embedding_length 18; "
+            "expected whole heads");
+  EXPECT_EQ(with("llama.attention.head_count", gguf_u32(16)),
+            "tiny.gguf: the head dimension 1 (llama.embedding_length 16 / 16 heads) is odd; RoPE "
+            "rotates pairs of dimensions");
+  EXPECT_EQ(with("llama.attention.head_count_kv", gguf_u32(3)),
+            "tiny.gguf: llama.attention.head_count_kv 3 does not divide "
+            "llama.attention.head_count 4; expected a whole number of query heads per key/value "
+            "head");
+  EXPECT_EQ(with("llama.attention.head_count_kv", gguf_u32(1)),
+            "tiny.gguf: tensor \"blk.0.attn_k.weight\" is [8, 16], but "
+            "llama.attention.head_count_kv 1 × the head dimension 4 (llama.embedding_length 16 / "
+            "4 heads) makes 4 rows; the metadata and the tensors disagree");
+  EXPECT_EQ(with("llama.feed_forward_length", gguf_u32(25)),
+            "tiny.gguf: tensor \"blk.0.ffn_up.weight\" is [24, 16], but "
+            "llama.feed_forward_length 25 makes 25 rows; the metadata and the tensors disagree");
+  EXPECT_EQ(with("llama.vocab_size", gguf_u32(99)),
+            "tiny.gguf: metadata \"llama.vocab_size\" is 99; expected the 40 tokens of "
+            "tokenizer.ggml.tokens");
+  EXPECT_EQ(with("llama.context_length", gguf_u32(0)),
+            "tiny.gguf: metadata \"llama.context_length\" is 0; expected a positive integer");
+  EXPECT_EQ(with("llama.context_length", gguf_u64(uint64_t{1} << 40)),
+            "tiny.gguf: metadata \"llama.context_length\" is 1099511627776, too large; expected "
+            "at most 16777216");
+  EXPECT_EQ(with("llama.attention.head_count", gguf_str("4")),
+            "tiny.gguf: metadata \"llama.attention.head_count\" is \"4\"; expected a positive "
+            "integer");
+  // A NaN was shown as JSON shows it: "is null".
+  EXPECT_EQ(with("llama.rope.freq_base", gguf_f32(NAN)),
+            "tiny.gguf: metadata \"llama.rope.freq_base\" is NaN; expected a positive number");
+  EXPECT_EQ(with("llama.attention.layer_norm_rms_epsilon", gguf_f32(-INFINITY)),
+            "tiny.gguf: metadata \"llama.attention.layer_norm_rms_epsilon\" is -inf; expected a "
+            "positive number");
+  EXPECT_EQ(with("general.architecture", gguf_str("mamba")),
+            "tiny.gguf: architecture \"mamba\"; expected \"llama\" (qkv runs Llama-architecture "
+            "decoders)");
+}
+
+// Files qkv would run as another model than they describe: refused, each said.
+TEST(TinyLlama, WhatTheForwardPassDoesNotDoIsRefused) {
+  EXPECT_EQ(config_error(test::tiny_llama_gguf().set("llama.expert_count", gguf_u32(8))),
+            "tiny.gguf: metadata \"llama.expert_count\" is 8: a mixture of experts, which qkv "
+            "does not run; expected a dense Llama model");
+  EXPECT_EQ(config_error(test::tiny_llama_gguf().set("llama.rope.scaling.type", gguf_str("yarn"))),
+            "tiny.gguf: its RoPE is scaled (llama.rope.scaling.*), which qkv does not apply");
+  TinyLlamaGguf freqs = test::tiny_llama_gguf();
+  freqs.tensors.push_back({"rope_freqs.weight", {2}, {1.0f, 1.0f}});
+  EXPECT_EQ(config_error(freqs),
+            "tiny.gguf: tensor \"rope_freqs.weight\" scales RoPE's frequencies (Llama 3.1), which "
+            "qkv does not apply");
+  // Present but neutral: accepted.
+  EXPECT_EQ(tiny_config(test::tiny_llama_gguf()
+                            .set("llama.expert_count", gguf_u32(0))
+                            .set("llama.rope.scaling.type", gguf_str("none")))
+                .layers,
+            2);
+}
+
+// ---- the tiny model loaded and run (CausalLM: the tokenizer, the special ids, generation) ----
+
+// The message of the qkv::Error that loading `g` (written to a scratch file) throws.
+std::string load_error(const TinyLlamaGguf& g) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  try {
+    CausalLM::load(g.write(dir.path("tiny.gguf")));
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    return m.substr(m.find("tiny.gguf"));
+  }
+  return "(no error)";
+}
+
+// Without merges every text fell apart into bytes ("19" → "1", "9") and generation went on.
+TEST(TinyLlama, ABpeVocabularyWithoutMergesIsRefused) {
+  EXPECT_EQ(load_error(test::tiny_llama_gguf().erase("tokenizer.ggml.merges")),
+            "tiny.gguf: no metadata \"tokenizer.ggml.merges\"; a BPE vocabulary "
+            "(tokenizer.ggml.model \"gpt2\") needs its merges");
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.merges", test::gguf_strings({}))),
+      "tiny.gguf: metadata \"tokenizer.ggml.merges\" is an array of 0 items; a BPE "
+      "vocabulary (tokenizer.ggml.model \"gpt2\") needs its merges");
+  EXPECT_EQ(load_error(test::tiny_llama_gguf()), "(no error)");
+}
+
+// An end-of-text id of 1,000,000 in a vocabulary of 40 never matched a token: --chat went on past
+// the answer's end and printed "<|im_end|>\n<|im_start|>user" as text.
+TEST(TinyLlama, EverySpecialTokenIdMustBeInTheVocabulary) {
+  const std::string range = "; expected a token id from 0 to 39 (the vocabulary holds 40 tokens)";
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.eos_token_id", gguf_u32(1000000))),
+      "tiny.gguf: metadata \"tokenizer.ggml.eos_token_id\" is 1000000" + range);
+  EXPECT_EQ(load_error(test::tiny_llama_gguf().set("tokenizer.ggml.eos_token_id", gguf_u32(40))),
+            "tiny.gguf: metadata \"tokenizer.ggml.eos_token_id\" is 40" + range);
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.bos_token_id", test::gguf_i32(-5))),
+      "tiny.gguf: metadata \"tokenizer.ggml.bos_token_id\" is -5" + range);
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.unknown_token_id", gguf_str("0"))),
+      "tiny.gguf: metadata \"tokenizer.ggml.unknown_token_id\" is \"0\"" + range);
+  EXPECT_EQ(load_error(test::tiny_llama_gguf().set("tokenizer.ggml.eot_token_id", gguf_f32(NAN))),
+            "tiny.gguf: metadata \"tokenizer.ggml.eot_token_id\" is NaN" + range);
+  // The last id is in range.
+  EXPECT_EQ(load_error(test::tiny_llama_gguf().set("tokenizer.ggml.eos_token_id", gguf_u32(39))),
+            "(no error)");
+}
+
+CausalLM load_tiny(const test::ScratchDir& dir, const TinyLlamaGguf& g) {
+  return CausalLM::load(g.write(dir.path("tiny.gguf")));
+}
+
+// Weights that load (each finite) but overflow float32 when multiplied out: argmax over NaN
+// logits chose id 0 every time, and generation printed <|endoftext|> as text.
+TEST(TinyLlama, GenerationRefusesNonFiniteLogits) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  TinyLlamaGguf g = test::tiny_llama_gguf();
+  g.tensor("output_norm.weight").values.assign(16, 3e38f);
+  const CausalLM m = load_tiny(dir, g);
+  int tokens = 0;
+  try {
+    m.generate({5, 6, 7}, {.max_tokens = 3}, [&](int32_t) { ++tokens; });
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::runtime);
+    EXPECT_THAT(e.what(), ::testing::MatchesRegex(
+                              "the next-token logits of the prompt came out (NaN|\\+∞|−∞); the "
+                              "model computes non-finite numbers \\(its weights overflow "
+                              "float32 or are corrupt\\), so there is no next token to choose"));
+  }
+  EXPECT_EQ(tokens, 0);
+}
+
+// The context (32 positions here) ends generation: as many tokens as fit after the prompt.
+TEST(TinyLlama, GenerationStopsWhereTheContextIsFull) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  // No end-of-text token: nothing else can stop it early.
+  const CausalLM m = load_tiny(dir, test::tiny_llama_gguf().erase("tokenizer.ggml.eos_token_id"));
+  EXPECT_EQ(m.generate({5, 6, 7, 8, 9}, {.max_tokens = 40}).size(), 27u);
+  EXPECT_EQ(m.generate(std::vector<int32_t>(32, 5), {.max_tokens = 40}).size(), 0u);
+  EXPECT_EQ(m.generate({5, 6, 7, 8, 9}, {.max_tokens = 4}).size(), 4u);
+  try {
+    m.generate(std::vector<int32_t>(33, 5), {.max_tokens = 1});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    EXPECT_STREQ(e.what(),
+                 "generate: the prompt is 33 tokens; the model reads at most 32 (its context "
+                 "length)");
+  }
 }
 
 }  // namespace

@@ -84,17 +84,30 @@ TEST(ModelFileKinds, SentenceModelRefusesAModelFileThatIsNotARegularFileAsBadInp
 namespace qkv {
 namespace {
 
-// model_kind reads nothing: a *.safetensors file is a trained model, anything else (a model
-// directory, even one named *.safetensors) a sentence encoder's directory.
-TEST(ModelFileKinds, ModelKindGoesByTheNameAndWhetherItIsAFolder) {
+// model_kind reads no more than a regular file's first four bytes: a GGUF file is a decoder
+// whatever its name (an Ollama blob has none; `explain` said "no config.json" of one while
+// `generate` ran it); otherwise the name decides: *.gguf a decoder, *.safetensors a trained model,
+// anything else (a model directory, even one named *.safetensors) a sentence encoder's directory.
+TEST(ModelFileKinds, ModelKindGoesByTheMagicBytesThenTheName) {
   const test::ScratchDir dir("qkv-model-kind");
   std::filesystem::create_directory(dir.path("folder.safetensors"));
+  std::filesystem::create_directory(dir.path("folder.gguf"));
   EXPECT_EQ(model_kind(dir.path("dates.safetensors")), ModelKind::seq2seq);  // not there yet
   EXPECT_EQ(model_kind(dir.write("saved.safetensors", "x")), ModelKind::seq2seq);
   EXPECT_EQ(model_kind(dir.path("folder.safetensors")), ModelKind::sentence_encoder);
   EXPECT_EQ(model_kind(dir.path("")), ModelKind::sentence_encoder);
   EXPECT_EQ(model_kind("model.safetensors.bak"), ModelKind::sentence_encoder);
   EXPECT_EQ(model_kind(".safetensors"), ModelKind::sentence_encoder);
+  EXPECT_EQ(model_kind("smollm2"), ModelKind::causal_lm);
+  EXPECT_EQ(model_kind(dir.path("missing.gguf")), ModelKind::causal_lm);
+  EXPECT_EQ(model_kind(dir.path("folder.gguf")), ModelKind::sentence_encoder);
+  const std::string gguf = std::string("GGUF\x03\0\0\0", 8) + std::string(16, '\0');
+  EXPECT_EQ(model_kind(dir.write("sha256-4f2a9c", gguf)), ModelKind::causal_lm);
+  EXPECT_EQ(model_kind(dir.write("renamed.safetensors", gguf)), ModelKind::causal_lm);
+  EXPECT_EQ(model_kind(dir.write("notes.txt", "GGU")), ModelKind::sentence_encoder);
+  const test::Watchdog watchdog(30);  // a FIFO's magic is not waited for
+  EXPECT_EQ(model_kind(dir.fifo("fifo")), ModelKind::sentence_encoder);
+  EXPECT_EQ(model_kind(dir.fifo("fifo.gguf")), ModelKind::causal_lm);
 }
 
 }  // namespace

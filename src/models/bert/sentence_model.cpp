@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/dispatch.h"
+#include "core/gguf.h"
 #include "core/safetensors.h"
 #include "models/bert/bert.h"
 #include "models/text/tokenizer.h"
@@ -91,14 +92,16 @@ Encoding SentenceModel::tokenize_pair(std::string_view a, std::string_view b) co
 }
 
 ModelKind model_kind(const std::string& path) {
-  const std::string ext = ".safetensors";
-  const bool named =
-      path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
-  if (path == "smollm2" || (path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 &&
-                            !std::filesystem::is_directory(path)))
-    return ModelKind::causal_lm;
-  return named && !std::filesystem::is_directory(path) ? ModelKind::seq2seq
-                                                       : ModelKind::sentence_encoder;
+  namespace fs = std::filesystem;
+  const auto named = [&](std::string_view ext) {
+    std::error_code ec;
+    return path.size() > ext.size() &&
+           path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
+           !fs::is_directory(path, ec);
+  };
+  // The magic bytes decide before the name: an Ollama blob is a GGUF file named by its hash.
+  if (path == "smollm2" || is_gguf_file(path) || named(".gguf")) return ModelKind::causal_lm;
+  return named(".safetensors") ? ModelKind::seq2seq : ModelKind::sentence_encoder;
 }
 
 Tensor SentenceModel::embed(const std::vector<std::string>& texts,

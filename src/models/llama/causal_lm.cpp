@@ -10,6 +10,27 @@
 #include "qkv/model.h"
 
 namespace qkv {
+namespace {
+
+// The next-token logits must be finite: weights that overflow float32 make NaN or ±∞, and a choice
+// among them (argmax picks id 0 when every comparison with NaN fails) is garbage, not a token.
+void require_finite_logits(const float* z, int64_t vocab, std::size_t generated) {
+  for (int64_t v = 0; v < vocab; ++v)
+    if (!std::isfinite(z[v]))
+      throw Error(std::string("the next-token logits ") +
+                      (generated == 0 ? "of the prompt"
+                                      : "after " + std::to_string(generated) + " generated token" +
+                                            (generated == 1 ? "" : "s")) +
+                      " came out " +
+                      (std::isnan(z[v]) ? "NaN"
+                       : z[v] > 0       ? "+∞"
+                                        : "−∞") +
+                      "; the model computes non-finite numbers (its weights overflow float32 or "
+                      "are corrupt), so there is no next token to choose",
+                  Error::Kind::runtime);
+}
+
+}  // namespace
 
 std::string default_causal_lm_path() {
   return (std::filesystem::path(default_model_dir()).parent_path() /
@@ -69,12 +90,17 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
   if (!(options.temperature >= 0) || !std::isfinite(options.temperature))
     throw Error("generate: temperature " + std::to_string(options.temperature) +
                 "; expected 0 (greedy) or a positive number");
+  if (static_cast<int64_t>(prompt.size()) > config_->context)
+    throw Error("generate: the prompt is " + std::to_string(prompt.size()) +
+                " tokens; the model reads at most " + std::to_string(config_->context) +
+                " (its context length)");
   std::mt19937_64 rng(options.seed);
   KvCache cache;
   std::vector<int32_t> out;
   Tensor logits = llama_forward(*weights_, *config_, prompt, cache, {.last_logits_only = true});
   while (static_cast<int64_t>(out.size()) < options.max_tokens && cache.length < config_->context) {
     const float* z = logits.data<float>();
+    require_finite_logits(z, config_->vocab, out.size());
     int32_t next = 0;
     if (options.temperature == 0) {
       for (int32_t v = 1; v < config_->vocab; ++v)
@@ -94,6 +120,8 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
   }
   return out;
 }
+
+int64_t CausalLM::context_length() const { return config_->context; }
 
 Tensor CausalLM::capture(const std::vector<int32_t>& ids,
                          std::vector<AttentionCapture>& layers) const {

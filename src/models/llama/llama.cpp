@@ -1,6 +1,7 @@
 #include "models/llama/llama.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -11,12 +12,26 @@
 namespace qkv {
 namespace {
 
-int64_t meta_int(const GgufFile& f, const std::string& key) {
+[[noreturn]] void bad(const GgufFile& f, const std::string& what) {
+  throw Error(f.name() + ": " + what, Error::Kind::runtime);
+}
+
+std::string is(const GgufFile& f, const std::string& key) {
+  return "metadata \"" + key + "\" is " + gguf_value_str(f.meta(key));
+}
+
+// The largest size believed from metadata: far above any model a CPU runs (Llama 3 405B has 126
+// layers, 16,384 dimensions, 128k positions, a 128k vocabulary), and small enough that no product
+// of two sizes overflows.
+constexpr int64_t kMaxSize = int64_t{1} << 24;
+
+// An integer entry from 1 to kMaxSize; an unsigned one beyond INT64_MAX is only too large.
+int64_t meta_size(const GgufFile& f, const std::string& key) {
   const nlohmann::json& v = f.meta(key);
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t{1} << 24))
-    throw Error(
-        f.name() + ": metadata \"" + key + "\" is " + v.dump() + "; expected a positive integer",
-        Error::Kind::runtime);
+  if (!v.is_number_integer()) bad(f, is(f, key) + "; expected a positive integer");
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{kMaxSize} : v.get<int64_t>() > kMaxSize)
+    bad(f, is(f, key) + ", too large; expected at most " + std::to_string(kMaxSize));
+  if (v.get<int64_t>() <= 0) bad(f, is(f, key) + "; expected a positive integer");
   return v.get<int64_t>();
 }
 
@@ -24,10 +39,66 @@ double meta_number(const GgufFile& f, const std::string& key, double fallback) {
   if (!f.has(key)) return fallback;
   const nlohmann::json& v = f.meta(key);
   if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-    throw Error(
-        f.name() + ": metadata \"" + key + "\" is " + v.dump() + "; expected a positive number",
-        Error::Kind::runtime);
+    bad(f, is(f, key) + "; expected a positive number");
   return v.get<double>();
+}
+
+// How many blocks the tensors hold: one more than the largest N of a tensor named blk.N.*.
+int64_t blocks_in_tensors(const GgufFile& f) {
+  int64_t blocks = 0;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    int64_t n = -1;
+    const char* begin = t.name.data() + 4;
+    const auto [end, ec] = std::from_chars(begin, t.name.data() + t.name.size(), n);
+    if (ec != std::errc() || end == begin || *end != '.' || n < 0) continue;
+    blocks = std::max(blocks, std::min(n, kMaxSize) + 1);
+  }
+  return blocks;
+}
+
+// llama.block_count against the blocks the tensors hold: a count that is too small would run part
+// of the model, one that is too large fails at a missing tensor (or, at 2·10⁹, at no size at all).
+int64_t block_count(const GgufFile& f) {
+  const std::string key = "llama.block_count";
+  const nlohmann::json& v = f.meta(key);
+  const int64_t blocks = blocks_in_tensors(f);
+  const std::string held = blocks == 0 ? "the file's tensors hold no blocks (no blk.N.* tensors)"
+                           : blocks == 1
+                               ? "the file's tensors hold 1 block (blk.0)"
+                               : "the file's tensors hold " + std::to_string(blocks) +
+                                     " blocks (blk.0 … blk." + std::to_string(blocks - 1) + ")";
+  const bool positive = v.is_number_integer() &&
+                        (v.is_number_unsigned() ? v.get<uint64_t>() > 0 : v.get<int64_t>() > 0);
+  if (!positive) bad(f, is(f, key) + "; expected a positive integer; " + held);
+  const bool more =
+      v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(blocks) : v.get<int64_t>() > blocks;
+  if (more || v.get<int64_t>() < blocks)
+    bad(f, is(f, key) + (more ? ", too large: " : ", too small: ") + held +
+               (blocks > 0 ? "; expected " + std::to_string(blocks) : std::string()));
+  return blocks;
+}
+
+// The rows of a matrix the metadata implies, checked against the file's tensor when it is there
+// (a missing one is named when the weights are read), so that a lying size is named by its key.
+void expect_rows(const GgufFile& f, const std::string& tensor, int64_t rows,
+                 const std::string& because) {
+  for (const GgufTensorInfo& t : f.tensors())
+    if (t.name == tensor && t.shape.size() == 2 && t.shape[0] != rows)
+      bad(f, "tensor \"" + tensor + "\" is " + shape_str(t.shape) + ", but " + because + " makes " +
+                 std::to_string(rows) + " rows; the metadata and the tensors disagree");
+}
+
+// A size the file may state again (rope.dimension_count, attention.key_length, ...): when present,
+// it must be `expected`, which qkv derives from the other sizes.
+void expect_same(const GgufFile& f, const std::string& key, int64_t expected,
+                 const std::string& what) {
+  if (!f.has(key)) return;
+  const nlohmann::json& v = f.meta(key);
+  const bool equal =
+      v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() == uint64_t(expected)
+                                                       : v.get<int64_t>() == expected);
+  if (!equal) bad(f, is(f, key) + "; expected " + what);
 }
 
 Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
@@ -123,25 +194,72 @@ void append(Tensor& cache, int64_t length, const Tensor& add) {
 LlamaConfig read_llama_config(const GgufFile& f) {
   const nlohmann::json& arch = f.meta("general.architecture");
   if (arch != "llama")
-    throw Error(f.name() + ": architecture " + arch.dump() + "; expected \"llama\"",
-                Error::Kind::runtime);
+    bad(f, "architecture " + gguf_value_str(arch) +
+               "; expected \"llama\" (qkv runs Llama-architecture decoders)");
+  // What qkv's forward pass does not do is refused, not run wrongly: experts, RoPE scaling, and
+  // Llama 3.1's per-frequency RoPE factors.
+  if (f.has("llama.expert_count") && f.meta("llama.expert_count") != 0)
+    bad(f, is(f, "llama.expert_count") +
+               ": a mixture of experts, which qkv does not run; expected a dense Llama model");
+  const bool scaled =
+      (f.has("llama.rope.scaling.type") && f.meta("llama.rope.scaling.type") != "none" &&
+       !(f.has("llama.rope.scaling.factor") && f.meta("llama.rope.scaling.factor") == 1)) ||
+      (f.has("llama.rope.scale_linear") && f.meta("llama.rope.scale_linear") != 1);
+  if (scaled) bad(f, "its RoPE is scaled (llama.rope.scaling.*), which qkv does not apply");
+  for (const GgufTensorInfo& t : f.tensors())
+    if (t.name == "rope_freqs.weight")
+      bad(f,
+          "tensor \"rope_freqs.weight\" scales RoPE's frequencies (Llama 3.1), which qkv "
+          "does not apply");
+
   LlamaConfig c;
-  c.layers = meta_int(f, "llama.block_count");
-  c.hidden = meta_int(f, "llama.embedding_length");
-  c.heads = meta_int(f, "llama.attention.head_count");
-  c.kv_heads = f.has("llama.attention.head_count_kv") ? meta_int(f, "llama.attention.head_count_kv")
-                                                      : c.heads;
-  c.ffn = meta_int(f, "llama.feed_forward_length");
-  c.context = meta_int(f, "llama.context_length");
+  c.layers = block_count(f);
+  c.hidden = meta_size(f, "llama.embedding_length");
+  c.heads = meta_size(f, "llama.attention.head_count");
+  c.kv_heads = f.has("llama.attention.head_count_kv")
+                   ? meta_size(f, "llama.attention.head_count_kv")
+                   : c.heads;
+  c.ffn = meta_size(f, "llama.feed_forward_length");
+  c.context = meta_size(f, "llama.context_length");
   c.eps = meta_number(f, "llama.attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_base = meta_number(f, "llama.rope.freq_base", 10000);
-  c.vocab = static_cast<int64_t>(f.meta("tokenizer.ggml.tokens").size());
-  if (c.hidden % c.heads != 0 || c.heads % c.kv_heads != 0 || (c.hidden / c.heads) % 2 != 0)
-    throw Error(f.name() + ": " + std::to_string(c.heads) + " heads, " +
-                    std::to_string(c.kv_heads) + " key/value heads over " +
-                    std::to_string(c.hidden) + " dimensions; expected whole, even heads",
-                Error::Kind::runtime);
+
+  const nlohmann::json& tokens = f.meta("tokenizer.ggml.tokens");
+  if (!tokens.is_array() || tokens.empty())
+    bad(f, is(f, "tokenizer.ggml.tokens") + "; expected the vocabulary, an array of strings");
+  c.vocab = static_cast<int64_t>(tokens.size());
+  expect_same(f, "llama.vocab_size", c.vocab,
+              "the " + std::to_string(c.vocab) + " tokens of tokenizer.ggml.tokens");
+
+  const std::string hidden = "llama.embedding_length " + std::to_string(c.hidden);
+  const std::string heads = "llama.attention.head_count " + std::to_string(c.heads);
+  if (c.hidden % c.heads != 0)
+    bad(f, heads + " does not divide " + hidden + "; expected whole heads");
+  if (c.heads % c.kv_heads != 0)
+    bad(f, "llama.attention.head_count_kv " + std::to_string(c.kv_heads) + " does not divide " +
+               heads + "; expected a whole number of query heads per key/value head");
   c.head_dim = c.hidden / c.heads;
+  const std::string head_dim = "the head dimension " + std::to_string(c.head_dim) + " (" + hidden +
+                               " / " + std::to_string(c.heads) + " heads)";
+  if (c.head_dim % 2 != 0) bad(f, head_dim + " is odd; RoPE rotates pairs of dimensions");
+  // Each size against the tensors it shapes.
+  for (const GgufTensorInfo& t : f.tensors())
+    if (t.name == "token_embd.weight" && t.shape.size() == 2 &&
+        (t.shape[1] != c.hidden || t.shape[0] != c.vocab))
+      bad(f, "tensor \"token_embd.weight\" is " + shape_str(t.shape) + ", but " + hidden +
+                 " and the " + std::to_string(c.vocab) + " tokens of tokenizer.ggml.tokens make " +
+                 shape_str({c.vocab, c.hidden}) + "; the metadata and the tensors disagree");
+  expect_rows(f, "blk.0.attn_q.weight", c.hidden, hidden);
+  expect_rows(f, "blk.0.attn_k.weight", c.kv_heads * c.head_dim,
+              "llama.attention.head_count_kv " + std::to_string(c.kv_heads) + " × " + head_dim);
+  expect_rows(f, "blk.0.ffn_up.weight", c.ffn,
+              "llama.feed_forward_length " + std::to_string(c.ffn));
+  // llama.cpp refuses a Llama file whose rotated dimensions are not the whole head; qkv rotates
+  // whole heads, so a file that says otherwise would run as another model than it describes.
+  expect_same(f, "llama.rope.dimension_count", c.head_dim, head_dim);
+  expect_same(f, "llama.attention.key_length", c.head_dim, head_dim);
+  expect_same(f, "llama.attention.value_length", c.head_dim, head_dim);
+
   return c;
 }
 

@@ -205,21 +205,47 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
                 "\" with tokenizer.ggml.pre \"" + pre +
                 "\"; qkv's BPE tokenizer reads \"gpt2\" with \"smollm\" (SmolLM2)");
   }
+  // A BPE vocabulary is its tokens and the merges that build them: a file without merges would
+  // encode "19" as "1", "9" and every word as its bytes, a different model from the one trained.
+  if (!file.has("tokenizer.ggml.merges") || !file.meta("tokenizer.ggml.merges").is_array() ||
+      file.meta("tokenizer.ggml.merges").empty())
+    throw Error(file.name() + ": " +
+                (file.has("tokenizer.ggml.merges")
+                     ? "metadata \"tokenizer.ggml.merges\" is " +
+                           gguf_value_str(file.meta("tokenizer.ggml.merges"))
+                     : std::string("no metadata \"tokenizer.ggml.merges\"")) +
+                "; a BPE vocabulary (tokenizer.ggml.model \"gpt2\") needs its merges");
+  BpeTokenizer t;
   try {
     std::vector<int32_t> types;
     if (file.has("tokenizer.ggml.token_type")) {
       types = file.meta("tokenizer.ggml.token_type").get<std::vector<int32_t>>();
     }
-    return from_vocab(file.meta("tokenizer.ggml.tokens").get<std::vector<std::string>>(),
-                      file.has("tokenizer.ggml.merges")
-                          ? file.meta("tokenizer.ggml.merges").get<std::vector<std::string>>()
-                          : std::vector<std::string>{},
-                      std::move(types));
+    t = from_vocab(file.meta("tokenizer.ggml.tokens").get<std::vector<std::string>>(),
+                   file.meta("tokenizer.ggml.merges").get<std::vector<std::string>>(),
+                   std::move(types));
   } catch (const nlohmann::json::exception& e) {
     throw Error(file.name() + ": the tokenizer's metadata: " + e.what());
   } catch (const Error& e) {
     throw Error(file.name() + ": " + e.what());
   }
+  // An end-of-text id outside the vocabulary never matches a generated token: generation would
+  // not stop and would write the end-of-turn markers as text.
+  const std::string prefix = "tokenizer.ggml.", suffix = "_token_id";
+  for (const auto& [key, value] : file.metadata().items()) {
+    if (key.size() <= prefix.size() + suffix.size() || key.rfind(prefix, 0) != 0 ||
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const bool inside = value.is_number_integer() &&
+                        (value.is_number_unsigned() ? value.get<uint64_t>() < t.size()
+                                                    : value.get<int64_t>() >= 0 &&
+                                                          value.get<int64_t>() < int64_t(t.size()));
+    if (!inside)
+      throw Error(file.name() + ": metadata \"" + key + "\" is " + gguf_value_str(value) +
+                  "; expected a token id from 0 to " + std::to_string(t.size() - 1) +
+                  " (the vocabulary holds " + std::to_string(t.size()) + " tokens)");
+  }
+  return t;
 }
 
 int32_t BpeTokenizer::id_of(std::string_view token) const {

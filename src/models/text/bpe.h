@@ -54,7 +54,10 @@ class BpeTokenizer {
 
   // From a GGUF's metadata: tokenizer.ggml.tokens, .merges and .token_type (optional). Only the
   // pre-tokenizer written here is accepted: tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre
-  // "smollm"; another is a qkv::Error naming it, not ids that would silently differ.
+  // "smollm"; another is a qkv::Error naming it, not ids that would silently differ. The merges
+  // must be there (without them every text falls apart into single bytes), and every special
+  // token id the file states (tokenizer.ggml.*_token_id: end of text, padding, ...) must be a
+  // token of the vocabulary.
   static BpeTokenizer from_gguf(const GgufFile& file);
 
   // The ids of a text (steps 1–4 above). Text that is not valid UTF-8 is a qkv::Error naming the
