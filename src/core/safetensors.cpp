@@ -17,6 +17,7 @@
 
 #include "core/half.h"
 #include "qkv/files.h"
+#include "qkv/json.h"
 
 namespace qkv {
 namespace {
@@ -157,7 +158,8 @@ Entry parse_entry(std::string_view file, const std::string& name, const Json& in
   return entry;
 }
 
-// Parses the header JSON, rejecting duplicate keys (nlohmann keeps the last one silently).
+// Parses the header JSON, rejecting duplicate keys (nlohmann keeps the last one silently) and
+// nesting deeper than any header has (qkv/json.h).
 Json parse_header(std::string_view file, std::string_view text) {
   if (const std::size_t at = invalid_utf8_at(text); at != std::string_view::npos)
     fail(file, "the header is not valid UTF-8 (byte " + std::to_string(at) + " of the header)");
@@ -178,9 +180,9 @@ Json parse_header(std::string_view file, std::string_view text) {
   };
   Json header;
   try {
-    header = Json::parse(text.begin(), text.end(), callback);
-  } catch (const Json::exception& e) {
-    fail(file, std::string("the header is not valid JSON: ") + e.what());
+    header = parse_json<Json>(text, callback);
+  } catch (const JsonError& e) {
+    fail(file, std::string("the header ") + e.what());
   }
   if (has_duplicate) fail(file, "the header has the key " + quoted(Json(duplicate)) + " twice");
   if (!header.is_object())

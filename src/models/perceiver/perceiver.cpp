@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "core/safetensors.h"
+#include "qkv/json.h"
 
 namespace qkv {
 
@@ -120,8 +121,14 @@ std::string config_json(const PerceiverConfig& c) {
 
 PerceiverConfig config_from_json(const std::string& text, const std::string& path) {
   PerceiverConfig c;
+  nlohmann::json j;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    j = parse_json(text);
+  } catch (const JsonError& e) {
+    throw Error(path + ": the metadata's " + std::string(kConfigKey) + " " + e.what(),
+                Error::Kind::runtime);
+  }
+  try {
     c.task = j.at("task").get<std::string>();
     c.length = j.at("length").get<int64_t>();
     c.vocab = j.at("vocab").get<int64_t>();
