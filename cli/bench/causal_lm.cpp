@@ -3,8 +3,6 @@
 // text generation (128 tokens, greedy, one at a time with the KV cache: tokens/s), on the
 // model's float32 weights. The fused attention path is checked against the float64 reference
 // attention on the same weights first. bench/compare_llm.py runs transformers on the same ids.
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +20,7 @@
 #include "models/llama/llama.h"
 #include "progress.h"
 #include "qkv/model.h"
+#include "qkv/blas.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -244,7 +243,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
                 args.model.dir + " is a decoder (its prompt is generated)");
   const Settings s = bench::resolve(args.common);
   ::setenv("QKV_NUM_THREADS", std::to_string(s.threads).c_str(), 1);
-  openblas_set_num_threads(s.threads);
+  set_blas_threads(s.threads);
   const int64_t prompt_tokens = s.quick ? 128 : 512, new_tokens = s.quick ? 32 : 128;
   const int64_t sgemm_n = s.quick ? 512 : 2048;
 

@@ -3,7 +3,6 @@
 // at batch 32, beside this machine's SGEMM rate. Everything is checked against the float64
 // reference run of the same model first. bench/compare_torch.py model runs sentence-transformers
 // on exactly the same texts (the JSON rows carry them; --dump-corpus writes the corpus).
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "model_args.h"
 #include "progress.h"
 #include "qkv/files.h"
+#include "qkv/blas.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -88,7 +88,7 @@ std::string sentence_of_tokens(const SentenceModel& m, std::size_t tokens, uint6
 // layer's num_threads = 0 resolves to) and OpenBLAS's own, which runs the projections and the FFN.
 void use_threads(int threads) {
   ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  openblas_set_num_threads(threads);
+  set_blas_threads(threads);
 }
 
 // Encoder FLOPs of one sequence of n tokens (padding excluded), per layer:
