@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "output.h"
 #include "progress.h"
 #include "qkv/model.h"
 #include "text.h"
@@ -83,14 +84,16 @@ int run_generate(const GenerateArgs& args) {
   progress.clear();
   const std::vector<int32_t> prompt = model.tokenize(
       args.chat ? model.chat_prompt(args.prompt, args.system.value_or("")) : args.prompt);
-  if (!args.chat) std::cout << shown(args.prompt) << std::flush;
+  if (!args.chat) std::cout << shown(args.prompt);
+  flush_stdout();
   std::string pending;
   model.generate(
       prompt, {.max_tokens = args.max_tokens, .temperature = args.temperature, .seed = args.seed},
       [&](int32_t id) {
         pending += model.token_text(id);
         const std::size_t cut = whole_characters(pending);
-        std::cout << shown(pending.substr(0, cut)) << std::flush;
+        std::cout << shown(pending.substr(0, cut));
+        flush_stdout();
         pending.erase(0, cut);
       });
   std::cout << shown(pending) << "\n";

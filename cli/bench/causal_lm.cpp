@@ -18,9 +18,10 @@
 #include "bench/common.h"
 #include "bench/english.h"
 #include "models/llama/llama.h"
+#include "output.h"
 #include "progress.h"
-#include "qkv/model.h"
 #include "qkv/blas.h"
+#include "qkv/model.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -192,8 +193,8 @@ void print_row(const Row& r) {
                      rate_str(r.tokens_per_s()), rate_str(r.gflops()), rate_str(r.sgemm),
                      percent_str(r.gflops() / r.sgemm),
                      r.weight_bytes > 0 ? fixed(r.weight_bytes * r.tokens_per_s() / 1e9, 1) : "—"})
-            << "\n"
-            << std::flush;
+            << "\n";
+  flush_stdout();
 }
 
 void print_notes(const Row& prompt, const Row& decode, const CausalLM& m) {

@@ -22,9 +22,10 @@
 #include "bench/common.h"
 #include "bench/english.h"
 #include "model_args.h"
+#include "output.h"
 #include "progress.h"
-#include "qkv/files.h"
 #include "qkv/blas.h"
+#include "qkv/files.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -318,8 +319,8 @@ void print_row(const Row& r) {
                      std::to_string(r.batch_size), ms_str(r.seconds), rate_str(r.sentences_per_s()),
                      rate_str(r.tokens_per_s()), rate_str(r.gflops()), rate_str(r.sgemm),
                      percent_str(r.gflops() / r.sgemm)})
-            << "\n"
-            << std::flush;
+            << "\n";
+  flush_stdout();
 }
 
 void print_notes(const Row& latency12, const Row& latency128, const Row& tp,
@@ -394,9 +395,10 @@ int run_bench_model(const BenchModelArgs& args) {
   auto emit = [&](const Row& r) {
     progress.clear();
     if (s.json)
-      std::cout << to_json(r, s, v, corpus_name).dump() << "\n" << std::flush;
+      std::cout << to_json(r, s, v, corpus_name).dump() << "\n";
     else
       print_row(r);
+    flush_stdout();
   };
   progress.show("bench model: latency, 12 tokens");
   const Row r12 = latency(fast, "latency-12", short_text, s, latency_runs, sgemm_n);

@@ -189,6 +189,19 @@ TEST(ThreadOptionsCli, ThreadsWithoutRoomForOpenBlasBuffersFailInsteadOfSpinning
   EXPECT_EQ(roomy.exit_code, 0) << roomy.describe();
 }
 
+// A message quoting a long argument quoted all of it (a 60 KB line for an inline matrix, issue
+// 26): an error line is cut at 1,000 bytes, and says how much was cut.
+TEST(MessagesCli, AnErrorQuotingALongArgumentIsCut) {
+  const std::string name(20'000, 'x');
+  const testing::CliResult r = run_qkv({"attend", "--example", name});
+  EXPECT_EQ(r.exit_code, 2) << r.describe().substr(0, 300);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+  EXPECT_EQ(r.err.substr(0, 27), "qkv: error: --example 'xxxx");
+  const std::string tail = r.err.substr(r.err.rfind("… ("));
+  EXPECT_LE(r.err.size(), std::string("qkv: error: ").size() + 1000 + tail.size());
+  EXPECT_THAT(tail, ::testing::MatchesRegex("… \\([0-9]+ more bytes\\)\n"));
+}
+
 TEST(ExplainOptionsCli, LayerAndHeadOutOfRangeNameTheModelsRange) {
   expect_usage_error(run_qkv({"explain", "--layer", "-1", "--head", "0"}),
                      "qkv: error: --layer -1 is out of range; this model has layers 0–5\n");
