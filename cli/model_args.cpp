@@ -19,6 +19,12 @@ void add_model_option(CLI::App& command, ModelArgs& args) {
 }
 
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
+InputPath model_input(const ModelArgs& args) {
+  if (args.dir.empty()) return {"--model", default_model_dir()};
+  if (args.dir == "smollm2") return {"--model", default_causal_lm_path()};
+  return {"--model", args.dir};
+}
+
   if (!args.dir.empty()) {
     // A model the user named is input like any other: missing or malformed, exit 2.
     try {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/files.h"
 #include "qkv/model.h"
 #include "text.h"
 
@@ -17,6 +18,10 @@ struct ModelArgs {
 
 // Adds --model DIR to a subcommand.
 void add_model_option(CLI::App& command, ModelArgs& args);
+// --model as an input of check_outputs: the path given, else the default model's (the directory,
+// or the GGUF file "smollm2" names), which no output may replace.
+InputPath model_input(const ModelArgs& args);
+
 // Loads --model DIR, whose faults are usage errors (exit 2, "--model DIR/config.json: ..."), or
 // the default model, whose faults are runtime errors (exit 1) that say how to reinstall it.
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options = {});

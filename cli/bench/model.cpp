@@ -364,7 +364,8 @@ int run_bench_model(const BenchModelArgs& args) {
     corpus_name = "generated: 5–40 words, seed " + std::to_string(kCorpusSeed);
   }
   if (!args.dump_corpus.empty()) check_output_folder(args.dump_corpus);
-  check_outputs({{"--dump-corpus", args.dump_corpus}});
+  check_outputs({{"--dump-corpus", args.dump_corpus}},
+                {{"--corpus", args.corpus}, model_input(args.model)});
 
   Progress progress;
   progress.show("bench model: loading the model");

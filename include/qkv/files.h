@@ -97,8 +97,21 @@ struct OutputPath {
 // anything is computed or written. Empty paths are skipped. A directory, or two options naming one
 // file, is a qkv::Error (Kind::invalid_argument); a folder that does not exist, is not a folder or
 // cannot be written is Kind::runtime. Messages start with the option and the path:
+// One input of a command, for check_outputs: the option that names it ("--keys", "--model") and
+// its path (a file, or a folder such as a model directory). {"stdin", "/dev/stdin"}: the
+// command's standard input, whatever file it is.
+struct InputPath {
+  std::string option;
+  std::string path;
+};
+
 //   "--out o.npy and --weights ./o.npy name the same file; expected a file each"
-void check_outputs(const std::vector<OutputPath>& outputs);
+// An output that would replace one of the command's `inputs` — the same file (device and inode),
+// or an existing file inside an input folder — is Kind::invalid_argument as well:
+//   "--out k.npy and the input --keys ./k.npy name the same file; expected an output other than
+//    the inputs"
+void check_outputs(const std::vector<OutputPath>& outputs,
+                   const std::vector<InputPath>& inputs = {});
 
 // write_files_atomically for a command: each error names the option before the path.
 void write_outputs(const std::vector<std::pair<OutputPath, std::string>>& outputs);
