@@ -78,6 +78,10 @@ std::string read_stream(int fd, std::string_view label, uint64_t max_bytes);
 // "64 MiB", "16 GiB", "100 bytes": a byte count as the messages above show a limit.
 std::string byte_count_str(uint64_t bytes);
 
+// The offset of the first byte of `text` that is not valid UTF-8, or std::string_view::npos.
+// Strict, as Rust's str::from_utf8: no overlong forms, surrogates or code points above U+10FFFF.
+std::size_t invalid_utf8_at(std::string_view text);
+
 // ---- writing ----
 
 // Writes every (path, bytes) pair as one set: first all regular files to temporaries beside them,
@@ -93,10 +97,6 @@ struct OutputPath {
   std::string path;
 };
 
-// What a command checks before its (possibly long) work, so that the usual failures come before
-// anything is computed or written. Empty paths are skipped. A directory, or two options naming one
-// file, is a qkv::Error (Kind::invalid_argument); a folder that does not exist, is not a folder or
-// cannot be written is Kind::runtime. Messages start with the option and the path:
 // One input of a command, for check_outputs: the option that names it ("--keys", "--model") and
 // its path (a file, or a folder such as a model directory). {"stdin", "/dev/stdin"}: the
 // command's standard input, whatever file it is.
@@ -105,6 +105,10 @@ struct InputPath {
   std::string path;
 };
 
+// What a command checks before its (possibly long) work, so that the usual failures come before
+// anything is computed or written. Empty paths are skipped. A directory, or two options naming one
+// file, is a qkv::Error (Kind::invalid_argument); a folder that does not exist, is not a folder or
+// cannot be written is Kind::runtime. Messages start with the option and the path:
 //   "--out o.npy and --weights ./o.npy name the same file; expected a file each"
 // An output that would replace one of the command's `inputs` — the same file (device and inode),
 // or an existing file inside an input folder — is Kind::invalid_argument as well:

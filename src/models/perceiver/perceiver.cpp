@@ -244,11 +244,17 @@ std::unique_ptr<Perceiver> Perceiver::load(const std::string& path,
   const SafetensorsFile file = read_safetensors(path);
   const auto format = file.metadata.find(kFormatKey);
   const auto config = file.metadata.find(kConfigKey);
-  if (format == file.metadata.end() || format->second != kFormat || config == file.metadata.end())
-    throw Error(path +
-                    " is not a Perceiver saved by qkv train --model perceiver (its metadata "
-                    "has no format " +
-                    std::string(kFormat) + ")",
+  if (format == file.metadata.end() || format->second != kFormat)
+    throw Error(path + " is not a Perceiver saved by qkv train --model perceiver: its metadata " +
+                    (format == file.metadata.end()
+                         ? std::string("has no \"format\"")
+                         : "'s format is \"" + format->second.substr(0, 40) + "\"") +
+                    "; expected \"" + kFormat + "\"",
+                Error::Kind::runtime);
+  if (config == file.metadata.end())
+    throw Error(path + ": its metadata has format \"" + kFormat + "\" but no " +
+                    std::string(kConfigKey) +
+                    "; expected the model's config, as qkv train saves it",
                 Error::Kind::runtime);
   const PerceiverConfig c = config_from_json(config->second, path);
   // A config that lies about its sizes must not allocate what the file does not hold: the model
