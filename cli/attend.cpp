@@ -370,8 +370,17 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
 
 int run_attend(const AttendArgs& a) {
   if (!a.example.empty()) return run_example(a);
-  // Every output can be written, and no two are one file, before any input is read.
-  check_outputs({{"--out", a.out}, {"--weights", a.weights}, {"--lse", a.lse}, {"--html", a.html}});
+  // Every output can be written, no two are one file and none replaces an input (--keys k.npy
+  // --out k.npy), before any input is read.
+  std::vector<InputPath> inputs;
+  auto input = [&](const char* option, const std::string& argument) {
+    if (!is_inline_matrix(argument)) inputs.push_back({option, argument});
+  };
+  input("--query", a.query), input("--keys", a.keys), input("--values", a.values);
+  input("--mask", a.mask);
+  for (const std::string& p : a.params) input("--params", p);
+  check_outputs({{"--out", a.out}, {"--weights", a.weights}, {"--lse", a.lse}, {"--html", a.html}},
+                inputs);
   const explain::AttentionCall c = case_from_files(a);
   const int64_t weights = weight_count(c);
   // The report embeds every logit and weight (float32): bound it before anything is written.

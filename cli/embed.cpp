@@ -35,7 +35,9 @@ CLI::App* add_embed_command(CLI::App& app, EmbedArgs& args) {
 
 int run_embed(const EmbedArgs& args) {
   const std::vector<std::string> texts = texts_or_stdin(args.texts, "texts");
-  check_outputs({{"--npy", args.npy}});
+  std::vector<InputPath> inputs = {model_input(args.model)};
+  if (args.texts.empty()) inputs.push_back({"stdin", "/dev/stdin"});  // `< x.npy` with --npy x.npy
+  check_outputs({{"--npy", args.npy}}, inputs);
   const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
   for (std::size_t i = 0; i < texts.size(); ++i) model.tokenize(texts[i]);  // bad UTF-8 → error
   Progress progress;

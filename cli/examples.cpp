@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "qkv/json.h"
+
 namespace qkv::cli {
 
 std::vector<std::string_view> embedded_examples();  // generated: build/generated/examples_data.cpp
@@ -76,7 +78,7 @@ void read_qkv(const json& run, const std::string& example, explain::AttentionCal
 }
 
 Example parse(std::string_view text) {
-  const json j = json::parse(text);
+  const json j = parse_json(text);
   Example e;
   e.name = j.at("name").get<std::string>();
   e.title = j.at("title").get<std::string>();
@@ -130,6 +132,8 @@ const std::vector<Example>& examples() {
       } catch (const json::exception& e) {
         throw Error(std::string("a built-in example is malformed: ") + e.what(),
                     Error::Kind::runtime);
+      } catch (const JsonError& e) {
+        throw Error(std::string("a built-in example ") + e.what(), Error::Kind::runtime);
       }
     }
     return out;

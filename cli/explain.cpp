@@ -100,7 +100,8 @@ int run_explain(const ExplainArgs& args) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
   // Every output can be written, and no two are one file, before the model runs.
-  check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}});
+  check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}},
+                {model_input(args.model)});
   const bool decoder = model_kind(args.model.dir) == ModelKind::causal_lm;
   if (decoder && args.text_b)
     throw Error("a second text \"" + clip(*args.text_b, 40) +

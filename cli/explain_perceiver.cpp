@@ -3,10 +3,8 @@
 // terminal and as an HTML heatmap of latents × positions.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "explain.h"
 #include "qkv/files.h"
@@ -18,14 +16,21 @@ namespace qkv::cli {
 
 namespace {
 
+// A Perceiver reads at most 65,536 symbols: 1 MiB is far above any input, and far below what a
+// FIFO, /dev/zero or a sparse 2 GB file would have it read (each was read whole, or forever).
+constexpr InputSpec kInputFile{.expected = "a regular text file holding the input",
+                               .max_bytes = uint64_t{1} << 20,
+                               .noun = "the input"};
+
 // --input TEXT, or --input @FILE for an input too long to type (one trailing newline dropped).
 std::string read_input(const std::string& given) {
   if (given.empty() || given[0] != '@') return given;
-  std::ifstream in(given.substr(1), std::ios::binary);
-  if (!in) throw Error("--input " + given + ": cannot read " + given.substr(1));
-  std::ostringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
+  std::string text;
+  try {
+    text = read_input_file(given.substr(1), kInputFile);
+  } catch (const Error& e) {
+    throw Error("--input @" + std::string(e.what()), e.kind());
+  }
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   return text;
 }
@@ -41,7 +46,9 @@ int run_explain_perceiver(const ExplainArgs& args) {
         "--layer, --head, --svg, --png and a second text are not available for a Perceiver; use "
         "--input, --top, --json and --html");
   const std::string& path = args.model.dir;
-  check_outputs({{"--html", args.html}});
+  const std::string input_file =
+      args.input && !args.input->empty() && (*args.input)[0] == '@' ? args.input->substr(1) : "";
+  check_outputs({{"--html", args.html}}, {{"--model", path}, {"--input", input_file}});
   std::map<std::string, std::string> metadata;
   std::unique_ptr<Perceiver> model;
   try {

@@ -65,7 +65,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   if (!std::filesystem::exists(path))
     throw Error("--model " + path + ": no such file; train one with qkv train --task dates --out " +
                 path);
-  check_outputs({{"--html", args.html}});
+  check_outputs({{"--html", args.html}}, {{"--model", path}});
   std::map<std::string, std::string> metadata;
   const std::unique_ptr<Seq2Seq> model = load_seq2seq(path, metadata);
   const Seq2SeqConfig& c = model->config();

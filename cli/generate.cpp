@@ -5,6 +5,7 @@
 
 #include "model_args.h"
 #include "options.h"
+#include "output.h"
 #include "progress.h"
 #include "qkv/model.h"
 #include "text.h"
@@ -109,11 +110,13 @@ int run_generate(const GenerateArgs& args) {
         start();
         pending += model.token_text(id);
         const std::size_t cut = whole_characters(pending);
-        std::cout << shown(pending.substr(0, cut)) << std::flush;
+        std::cout << shown(pending.substr(0, cut));
+        flush_stdout();
         pending.erase(0, cut);
       });
   start();
-  std::cout << shown(pending) << "\n" << std::flush;
+  std::cout << shown(pending) << "\n";
+  flush_stdout();
   // Generation stops at the end-of-text token, at --max-tokens, or when the prompt and the text
   // fill the model's context; the last is not the user's choice, so it is said (on stderr: stdout
   // stays the text). Exit 0: what was generated is a correct continuation, only a shorter one.

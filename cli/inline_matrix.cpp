@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "qkv/json.h"
+
 namespace qkv::cli {
 
 namespace {
@@ -104,25 +106,38 @@ Tensor parse_inline_matrix(const std::string& option, const std::string& text, I
     fail(option, "has NaN or Infinity, which JSON cannot hold (a .npy file can)");
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(option, "is not valid JSON (at character " + std::to_string(e.byte) + ")");
-  } catch (const json::out_of_range&) {  // e.g. 1e999
-    fail(option, "has a number beyond float64's range (±1.8e308)");
+    j = parse_json(text);
+  } catch (const JsonError& e) {
+    // In a person's words (where it went wrong), not the parser's states.
+    if (e.reason() == JsonError::Reason::too_deep)
+      fail(option, "nests more than " + std::to_string(kMaxJsonDepth) +
+                       " lists deep; at most 3 ([H, L, D]; [B, H, L, D] needs a .npy file)");
+    if (e.reason() == JsonError::Reason::out_of_range)  // e.g. 1e999
+      fail(option, "has a number beyond float64's range (±1.8e308)");
+    fail(option, "is not valid JSON (at character " + std::to_string(e.byte()) + ")");
   }
   Walk walk{option, use};
+  // The depth first, then emptiness: an empty list 20,000 lists down is one short message about
+  // the depth, not 20,000 "[0]" (parse_json bounds the depth anyway).
+  std::size_t depth = 0;
+  const json* empty = nullptr;
   for (const json* x = &j; x->is_array(); x = &(*x)[0]) {
-    if (x->empty())
-      fail(option, "has an empty list" +
-                       (walk.shape.empty()
-                            ? std::string()
-                            : " at " + at_index(std::vector<std::size_t>(walk.shape.size(), 0))));
+    ++depth;
+    if (x->empty()) {
+      empty = x;
+      break;
+    }
     walk.shape.push_back(static_cast<int64_t>(x->size()));
   }
-  if (walk.shape.empty()) fail(option, "is a " + std::string(j.type_name()) + ", not a list");
-  if (walk.shape.size() > kMaxInlineDepth)
-    fail(option, "nests " + std::to_string(walk.shape.size()) +
+  if (depth == 0) fail(option, "is a " + std::string(j.type_name()) + ", not a list");
+  if (depth > kMaxInlineDepth)
+    fail(option, "nests " + std::to_string(depth) +
                      " lists deep; at most 3 ([H, L, D]; [B, H, L, D] needs a .npy file)");
+  if (empty != nullptr)
+    fail(option, "has an empty list" +
+                     (walk.shape.empty()
+                          ? std::string()
+                          : " at " + at_index(std::vector<std::size_t>(walk.shape.size(), 0))));
   walk.visit(j);
   Shape shape = walk.shape;
   if (shape.size() == 1 && use != InlineUse::param) shape.insert(shape.begin(), 1);  // one row

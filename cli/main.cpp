@@ -10,6 +10,7 @@
 #include "experiment.h"
 #include "explain.h"
 #include "generate.h"
+#include "output.h"
 #include "qkv/tensor.h"
 #include "text.h"
 #include "train.h"
@@ -17,15 +18,37 @@
 namespace {
 
 // Messages quote what the user typed (texts, file names, option values): control characters in them
-// are shown escaped, so an error can neither act on the terminal nor spill onto a second line.
+// are shown escaped, so an error can neither act on the terminal nor spill onto a second line; and
+// a message is cut at kMaxMessageBytes, so that a quoted argument of 100 KB (an inline matrix of
+// 20,000 nested lists once gave a 60 KB line) cannot bury it.
+constexpr std::size_t kMaxMessageBytes = 1000;
+
 int error(const std::string& message, int code) {
-  std::cerr << "qkv: error: " << qkv::cli::printable(message) << "\n";
+  std::string shown = qkv::cli::printable(message);
+  if (shown.size() > kMaxMessageBytes) {
+    std::size_t cut = kMaxMessageBytes;
+    while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+    const std::size_t more = shown.size() - cut;
+    shown = shown.substr(0, cut) + "… (" + std::to_string(more) + " more bytes)";
+  }
+  std::cerr << "qkv: error: " << shown << "\n";
+  return code;
+}
+
+// Help and version go to standard output as results do: checked the same way.
+int printed(int code) {
+  try {
+    qkv::cli::flush_stdout();
+  } catch (const qkv::Error& e) {
+    return error(e.what(), 1);
+  }
   return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  qkv::cli::use_checked_stdout();  // so that a failed write is known, with its reason
   CLI::App app{
       "qkv — attention: queries, keys and values, exact and explained.\n\n"
       "  qkv explain \"a sentence\"          a real model's attention (all-MiniLM-L6-v2), "
@@ -63,11 +86,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return printed(app.exit(e));
   } catch (const CLI::ParseError& e) {
     const std::string first = argc > 1 ? argv[1] : "";
     bool known = false;
@@ -86,7 +109,7 @@ int main(int argc, char** argv) {
     return error(std::string(e.what()) + " (see qkv --help)", 2);
   }
 
-  try {
+  auto run = [&]() -> int {
     if (attend->parsed()) return qkv::cli::run_attend(attend_args);
     if (bench->parsed()) return qkv::cli::run_bench(bench_args);
     if (explain->parsed()) return qkv::cli::run_explain(explain_args);
@@ -96,10 +119,15 @@ int main(int argc, char** argv) {
     if (train->parsed()) return qkv::cli::run_train(train_args);
     if (generate->parsed()) return qkv::cli::run_generate(generate_args);
     if (experiment->parsed()) return qkv::cli::run_experiment_command(experiment_args);
+    return error("no subcommand ran; see qkv --help", 2);
+  };
+  try {
+    const int code = run();
+    qkv::cli::flush_stdout();  // what the command printed was written, or it failed
+    return code;
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
   } catch (const std::exception& e) {
     return error(e.what(), 1);
   }
-  return error("no subcommand ran; see qkv --help", 2);
 }

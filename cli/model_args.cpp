@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -22,6 +23,12 @@ void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) 
     help += ", or a .safetensors model saved by qkv train (transformer, rnnsearch, perceiver)";
   command.add_option("--model", args.dir, help)
       ->option_text(choices.decoder || choices.trained ? "DIR|FILE" : "DIR");
+}
+
+InputPath model_input(const ModelArgs& args) {
+  if (args.dir.empty()) return {"--model", default_model_dir()};
+  if (args.dir == "smollm2") return {"--model", default_causal_lm_path()};
+  return {"--model", args.dir};
 }
 
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
@@ -106,15 +113,33 @@ std::vector<std::string> split_lines(const std::string& bytes) {
   return lines;
 }
 
+// Every line UTF-8, checked here where the file and the line are known: the tokenizer, which
+// would find a bad byte later, knows neither ("text is not valid UTF-8: byte 0xff at offset 6").
+// `where` names the source: "--corpus docs.txt line", "stdin line", "text".
+void check_utf8(const std::vector<std::string>& lines, const std::string& where) {
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::size_t at = invalid_utf8_at(lines[i]);
+    if (at == std::string::npos) continue;
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(lines[i][at]));
+    throw Error(where + " " + std::to_string(i + 1) + " is not valid UTF-8 (byte " +
+                std::to_string(at + 1) + " of the line is " + byte + "); expected UTF-8 text");
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> texts_or_stdin(const std::vector<std::string>& args, const char* what) {
-  if (!args.empty()) return args;
+  if (!args.empty()) {
+    check_utf8(args, "text");
+    return args;
+  }
   if (::isatty(STDIN_FILENO) == 1)
     throw Error(std::string("no ") + what +
                 " given; pass them as arguments or one a line on stdin");
   std::vector<std::string> lines = split_lines(read_stream(STDIN_FILENO, "stdin", kMaxStdinBytes));
   if (lines.empty()) throw Error(std::string("stdin is empty; expected ") + what + ", one a line");
+  check_utf8(lines, "stdin line");
   return lines;
 }
 
@@ -125,8 +150,10 @@ std::vector<std::string> read_lines(const std::string& option, const std::string
   } catch (const Error& e) {
     throw Error(option + " " + e.what(), e.kind());
   }
+  std::vector<std::string> all = split_lines(bytes);
+  check_utf8(all, option + " " + path + " line");
   std::vector<std::string> lines;
-  for (std::string& line : split_lines(bytes))
+  for (std::string& line : all)
     if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
   if (lines.empty())
     throw Error(option + " " + path + " has no non-empty lines; expected one text a line");

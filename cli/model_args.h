@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/files.h"
 #include "qkv/model.h"
 #include "text.h"
 
@@ -22,6 +23,10 @@ struct ModelChoices {
 };
 // Adds --model to a subcommand.
 void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices = {});
+// --model as an input of check_outputs: the path given, else the default model's (the directory,
+// or the GGUF file "smollm2" names), which no output may replace.
+InputPath model_input(const ModelArgs& args);
+
 // Loads --model DIR, whose faults are usage errors (exit 2, "--model DIR/config.json: ..."), or
 // the default model, whose faults are runtime errors (exit 1) that say how to reinstall it. A
 // decoder or a trained model given here is a usage error that says which commands take it.

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "qkv/threads.h"
+
 namespace qkv::cli {
 namespace {
 
@@ -61,6 +63,22 @@ CLI::Validator seed_integer() {
         return "";
       },
       want);
+}
+
+CLI::Validator thread_count() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        int64_t n = 0;
+        if (!CLI::detail::lexical_cast(input, n))
+          return input + " is not an integer; expected " + num_threads_range();
+        return num_threads_problem(n);
+      },
+      "1 to " + std::to_string(max_num_threads()));
+}
+
+std::string thread_count_help() {
+  return "threads, at most " + std::to_string(kThreadsPerCore) +
+         " × the cores (default $QKV_NUM_THREADS, else all cores)";
 }
 
 }  // namespace qkv::cli

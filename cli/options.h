@@ -23,4 +23,11 @@ CLI::Validator finite_number(Bounds bounds = {});
 // the value (check() may not).
 CLI::Validator seed_integer();
 
+// A thread count: an integer from 1 to 4 × the machine's cores (qkv/threads.h), the same bound as
+// $QKV_NUM_THREADS and the library's num_threads. Every command's --threads takes this.
+CLI::Validator thread_count();
+// The help of a --threads option: "threads, at most 4 × the cores (default $QKV_NUM_THREADS, else
+// all cores)".
+std::string thread_count_help();
+
 }  // namespace qkv::cli

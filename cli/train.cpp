@@ -1,7 +1,6 @@
 // `qkv train`: options, thread setup, the progress bar, the summary (text or JSON), saving.
 #include "train.h"
 
-#include <cblas.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +14,7 @@
 
 #include "options.h"
 #include "progress.h"
+#include "qkv/blas.h"
 #include "qkv/files.h"
 #include "qkv/threads.h"
 #include "qkv/train.h"
@@ -93,7 +93,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
       ->option_text("FILE");
   cmd->add_flag("--json", args.json, "print the summary as JSON");
   add_perceiver_options(cmd, args.perceiver);
-  cmd->add_option("--threads", args.threads, "threads (default $QKV_NUM_THREADS, else all cores)")
+  cmd->add_option("--threads", args.threads, thread_count_help())
+      ->check(thread_count())
       ->option_text("N");
   cmd->footer(
       "\nTasks (character-level; 1 in 10 sources is held out and never trained on):\n" +
@@ -141,7 +142,6 @@ int run_train(const TrainArgs& args) {
   in_range("--steps", args.steps, 1, 100'000'000, "1 to 10^8 (leave it out for the default)");
   in_range("--d-model", args.d_model, 1, 4096, "1 to 4096 (leave it out for the default)");
   in_range("--eval-every", args.eval_every, 1, 100'000'000, "1 to 10^8");
-  in_range("--threads", args.threads, 1, 4096, "1 to 4096");
   const bool rnn = *architecture == Seq2SeqArchitecture::rnnsearch;
   if (rnn && (args.layers || args.heads))
     throw Error(std::string(args.layers ? "--layers" : "--heads") +
@@ -170,7 +170,7 @@ int run_train(const TrainArgs& args) {
   // GEMMs), as qkv bench model does.
   const int threads = resolve_num_threads(args.threads.value_or(0));  // 0: the default
   ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  openblas_set_num_threads(threads);
+  set_blas_threads(threads);
 
   std::unique_ptr<Seq2Seq> model = make_model(config, options.seed);
   Progress bar;

@@ -1,7 +1,6 @@
 // `qkv train --model perceiver`: options, the progress bar, the summary (text or JSON), saving.
 #include "train_perceiver.h"
 
-#include <cblas.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "progress.h"
+#include "qkv/blas.h"
 #include "qkv/files.h"
 #include "qkv/perceiver.h"
 #include "qkv/threads.h"
@@ -50,7 +50,6 @@ int run_train_perceiver(const TrainArgs& args) {
   in_range("--batch", args.batch, 1, 65536);
   if (args.steps) in_range("--steps", *args.steps, 1, 100'000'000);
   if (args.eval_every) in_range("--eval-every", *args.eval_every, 1, 100'000'000);
-  if (args.threads) in_range("--threads", *args.threads, 1, 4096);
   in_range("--test-examples", args.test_examples, 0, 1'000'000);
   const PerceiverConfig config{.length = task.length,
                                .vocab = static_cast<int64_t>(task.alphabet.size()),
@@ -73,7 +72,7 @@ int run_train_perceiver(const TrainArgs& args) {
 
   const int threads = resolve_num_threads(args.threads.value_or(0));
   ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  openblas_set_num_threads(threads);
+  set_blas_threads(threads);
 
   nn::Rng init(options.seed);
   Perceiver model(config, init);

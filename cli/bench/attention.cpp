@@ -24,6 +24,7 @@
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/unfused_attention.h"
 #include "kernels/cpu/vec_ops.h"
+#include "output.h"
 #include "progress.h"
 
 namespace qkv::cli {
@@ -448,8 +449,8 @@ void print_row(const Row& r) {
                      pair(times_str(ratio(r.fwd, r.unfused)),
                           times_str(ratio(r.bwd, r.unfused_bwd))),
                      pair(mib_str(r.peak_mib), mib_str(r.unfused_peak_mib))})
-            << "\n"
-            << std::flush;
+            << "\n";
+  flush_stdout();
 }
 
 constexpr const char* kNotes =
@@ -537,9 +538,10 @@ int run_bench_attention(const BenchAttentionArgs& args) {
       starved += (starved.empty() ? "" : ", ") + row.c.name + " (" +
                  bench::percent_str(row.cpu_share) + ")";
     if (s.json)
-      std::cout << to_json(row, s).dump() << "\n" << std::flush;
+      std::cout << to_json(row, s).dump() << "\n";
     else
       print_row(row);
+    flush_stdout();
   }
   if (!s.json) std::cout << kNotes;
   if (!starved.empty())

@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "options.h"
 #include "qkv/tensor.h"
+#include "qkv/threads.h"
 
 namespace qkv::cli {
 namespace {
@@ -95,9 +97,9 @@ void add_common_options(
     CLI::App* cmd, BenchCommon& c,
     const char* repeats_help = "timed runs after the warm-up; the median is reported") {
   cmd->add_flag("--json", c.json, "one JSON object per case per line instead of a table");
-  cmd->add_option("--threads", c.threads, "threads (default: $QKV_NUM_THREADS, else all cores)")
+  cmd->add_option("--threads", c.threads, thread_count_help())
       ->type_name("N")
-      ->check(CLI::Range(1, 4096));
+      ->check(thread_count());
   cmd->add_option("--repeats", c.repeats, repeats_help)->type_name("R")->check(CLI::Range(1, 1000));
   cmd->add_flag("--quick", c.quick, "small shapes and one timed run: a smoke test");
 }
@@ -163,7 +165,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   ring->footer(kRingFooter);
   ring->allow_extras(false);
   add_common_options(ring, a.ring.common);
-  ring->get_option("--threads")->description("kernel threads per rank (default 1)");
+  ring->get_option("--threads")
+      ->description("kernel threads per rank, at most " + std::to_string(kThreadsPerCore) +
+                    " × the cores (default 1)");
   ring->add_option("--length", a.ring.length, "tokens in the whole sequence (default 4096)")
       ->type_name("N")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));

@@ -3,8 +3,6 @@
 // text generation (128 tokens, greedy, one at a time with the KV cache: tokens/s), on the
 // model's float32 weights. The fused attention path is checked against the float64 reference
 // attention on the same weights first. bench/compare_llm.py runs transformers on the same ids.
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,7 +19,9 @@
 #include "bench/english.h"
 #include "model_args.h"
 #include "models/llama/llama.h"
+#include "output.h"
 #include "progress.h"
+#include "qkv/blas.h"
 #include "qkv/model.h"
 #include "text.h"
 
@@ -203,8 +203,8 @@ void print_row(const Row& r) {
                      rate_str(r.tokens_per_s()), rate_str(r.gflops()), rate_str(r.sgemm),
                      percent_str(r.gflops() / r.sgemm),
                      r.weight_bytes > 0 ? fixed(r.weight_bytes * r.tokens_per_s() / 1e9, 1) : "—"})
-            << "\n"
-            << std::flush;
+            << "\n";
+  flush_stdout();
 }
 
 void print_notes(const Row& prompt, const Row& decode, const CausalLM& m) {
@@ -254,7 +254,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
                 args.model.dir + " is a decoder (its prompt is generated)");
   const Settings s = bench::resolve(args.common);
   ::setenv("QKV_NUM_THREADS", std::to_string(s.threads).c_str(), 1);
-  openblas_set_num_threads(s.threads);
+  set_blas_threads(s.threads);
   const int64_t prompt_tokens = s.quick ? 128 : 512, new_tokens = s.quick ? 32 : 128;
   const int64_t sgemm_n = s.quick ? 512 : 2048;
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "kernels/cpu/blas_threads.h"
 #include "qkv/threads.h"
 
 namespace qkv::cli::bench {
@@ -56,8 +57,7 @@ double sgemm_gflops(int64_t n, int threads, int repeats) {
     a = normal_tensor({n, n}, rng), b = normal_tensor({n, n}, rng), made = n;
   }
   std::vector<float> c(static_cast<std::size_t>(n * n));
-  const int previous = openblas_get_num_threads();
-  openblas_set_num_threads(threads);
+  const cpu::BlasThreads blas(threads);  // at most the cores: the SGEMM's best, not oversubscribed
   const int N = static_cast<int>(n);
   const double t = median_seconds(
       [&] {
@@ -65,7 +65,6 @@ double sgemm_gflops(int64_t n, int threads, int repeats) {
                     b.data<float>(), N, 0.0f, c.data(), N);
       },
       std::max(repeats, 3));
-  openblas_set_num_threads(previous);
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / t / 1e9;
 }
 

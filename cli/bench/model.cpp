@@ -3,7 +3,6 @@
 // at batch 32, beside this machine's SGEMM rate. Everything is checked against the float64
 // reference run of the same model first. bench/compare_torch.py model runs sentence-transformers
 // on exactly the same texts (the JSON rows carry them; --dump-corpus writes the corpus).
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,7 +22,9 @@
 #include "bench/common.h"
 #include "bench/english.h"
 #include "model_args.h"
+#include "output.h"
 #include "progress.h"
+#include "qkv/blas.h"
 #include "qkv/files.h"
 #include "text.h"
 
@@ -88,7 +89,7 @@ std::string sentence_of_tokens(const SentenceModel& m, std::size_t tokens, uint6
 // layer's num_threads = 0 resolves to) and OpenBLAS's own, which runs the projections and the FFN.
 void use_threads(int threads) {
   ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  openblas_set_num_threads(threads);
+  set_blas_threads(threads);
 }
 
 // Encoder FLOPs of one sequence of n tokens (padding excluded), per layer:
@@ -318,8 +319,8 @@ void print_row(const Row& r) {
                      std::to_string(r.batch_size), ms_str(r.seconds), rate_str(r.sentences_per_s()),
                      rate_str(r.tokens_per_s()), rate_str(r.gflops()), rate_str(r.sgemm),
                      percent_str(r.gflops() / r.sgemm)})
-            << "\n"
-            << std::flush;
+            << "\n";
+  flush_stdout();
 }
 
 void print_notes(const Row& latency12, const Row& latency128, const Row& tp,
@@ -362,7 +363,8 @@ int run_bench_model(const BenchModelArgs& args) {
     corpus_name = "generated: 5–40 words, seed " + std::to_string(kCorpusSeed);
   }
   if (!args.dump_corpus.empty()) check_output_folder(args.dump_corpus);
-  check_outputs({{"--dump-corpus", args.dump_corpus}});
+  check_outputs({{"--dump-corpus", args.dump_corpus}},
+                {{"--corpus", args.corpus}, model_input(args.model)});
 
   Progress progress;
   progress.show("bench model: loading the model");
@@ -393,9 +395,10 @@ int run_bench_model(const BenchModelArgs& args) {
   auto emit = [&](const Row& r) {
     progress.clear();
     if (s.json)
-      std::cout << to_json(r, s, v, corpus_name).dump() << "\n" << std::flush;
+      std::cout << to_json(r, s, v, corpus_name).dump() << "\n";
     else
       print_row(r);
+    flush_stdout();
   };
   progress.show("bench model: latency, 12 tokens");
   const Row r12 = latency(fast, "latency-12", short_text, s, latency_runs, sgemm_n);

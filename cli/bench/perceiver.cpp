@@ -1,8 +1,6 @@
 // `qkv bench perceiver`: the cost of latent queries. One cross-attention of N latent queries over
 // an input of L keys and values (the Perceiver's read, O(N·L)) against one full self-attention
 // over the input (O(L²)), both with the fused kernel, for L from 1k to 16k.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -13,6 +11,7 @@
 #include "core/aligned.h"
 #include "progress.h"
 #include "qkv/attention.h"
+#include "qkv/blas.h"
 
 namespace qkv::cli {
 
@@ -62,7 +61,7 @@ Cost measure(const Tensor& q, const Tensor& k, const Tensor& v, const bench::Set
 
 int run_bench_perceiver(const BenchPerceiverArgs& args) {
   const bench::Settings s = bench::resolve(args.common);
-  openblas_set_num_threads(s.threads);
+  set_blas_threads(s.threads);
   if (args.latents < 1 || args.latents > 4096)
     throw Error("--latents " + std::to_string(args.latents) +
                 " is out of range; expected 1 to 4096");

@@ -28,6 +28,7 @@ int run_bench_ring(const BenchRingArgs&) {
 
 #include "bench/common.h"
 #include "kernels/cpu/vec_ops.h"
+#include "output.h"
 #include "qkv/attention.h"
 #include "qkv/distributed.h"
 
@@ -226,7 +227,8 @@ int run_bench_ring(const BenchRingArgs& args) {
                           {"sent_mib_per_rank_bwd", m.mib_bwd},
                           {"wait_share", m.wait_share},
                           {"max_diff", {m.err[0], m.err[1], m.err[2], m.err[3]}}};
-      std::cout << j.dump() << "\n" << std::flush;
+      std::cout << j.dump() << "\n";
+      flush_stdout();
     } else {
       char line[512];
       std::snprintf(line, sizeof line,
@@ -238,7 +240,8 @@ int run_bench_ring(const BenchRingArgs& args) {
                     decimal(m.mib_bwd, 1).c_str(), decimal(m.wait_share * 100, 0).c_str(),
                     sci(m.err[0]).c_str(), sci(m.err[1]).c_str(), sci(m.err[2]).c_str(),
                     sci(m.err[3]).c_str());
-      std::cout << line << std::flush;
+      std::cout << line;
+      flush_stdout();
     }
   }
   if (rank == 0 && status != 0)

@@ -78,6 +78,10 @@ std::string read_stream(int fd, std::string_view label, uint64_t max_bytes);
 // "64 MiB", "16 GiB", "100 bytes": a byte count as the messages above show a limit.
 std::string byte_count_str(uint64_t bytes);
 
+// The offset of the first byte of `text` that is not valid UTF-8, or std::string_view::npos.
+// Strict, as Rust's str::from_utf8: no overlong forms, surrogates or code points above U+10FFFF.
+std::size_t invalid_utf8_at(std::string_view text);
+
 // ---- writing ----
 
 // Writes every (path, bytes) pair as one set: first all regular files to temporaries beside them,
@@ -93,12 +97,25 @@ struct OutputPath {
   std::string path;
 };
 
+// One input of a command, for check_outputs: the option that names it ("--keys", "--model") and
+// its path (a file, or a folder such as a model directory). {"stdin", "/dev/stdin"}: the
+// command's standard input, whatever file it is.
+struct InputPath {
+  std::string option;
+  std::string path;
+};
+
 // What a command checks before its (possibly long) work, so that the usual failures come before
 // anything is computed or written. Empty paths are skipped. A directory, or two options naming one
 // file, is a qkv::Error (Kind::invalid_argument); a folder that does not exist, is not a folder or
 // cannot be written is Kind::runtime. Messages start with the option and the path:
 //   "--out o.npy and --weights ./o.npy name the same file; expected a file each"
-void check_outputs(const std::vector<OutputPath>& outputs);
+// An output that would replace one of the command's `inputs` — the same file (device and inode),
+// or an existing file inside an input folder — is Kind::invalid_argument as well:
+//   "--out k.npy and the input --keys ./k.npy name the same file; expected an output other than
+//    the inputs"
+void check_outputs(const std::vector<OutputPath>& outputs,
+                   const std::vector<InputPath>& inputs = {});
 
 // write_files_atomically for a command: each error names the option before the path.
 void write_outputs(const std::vector<std::pair<OutputPath, std::string>>& outputs);

@@ -4,13 +4,31 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace qkv {
 
-// The thread count used when an API call asks for 0: $QKV_NUM_THREADS if it is a positive
-// integer, else the machine's cores.
+// The machine's cores (std::thread::hardware_concurrency, at least 1).
+int num_cores();
+// The most threads qkv runs: kThreadsPerCore × num_cores(). More threads than cores only wait for
+// one another, and each costs memory (a stack, and OpenBLAS's 128 MiB buffer in a thread that
+// calls it): `--threads 4096` was accepted, and 50 threads under a memory limit hung (issue 26).
+inline constexpr int kThreadsPerCore = 4;
+int max_num_threads();
+// "1 to 8 (4 × this machine's 2 cores)": the range a thread count must be in, for messages.
+std::string num_threads_range();
+// What is wrong with `n` as a thread count, empty if nothing (1 ≤ n ≤ max_num_threads()):
+//   "4096 is more than 8; expected 1 to 8 (4 × this machine's 2 cores)"
+std::string num_threads_problem(int64_t n);
+// `n` if it is a thread count, else a qkv::Error (Kind::invalid_argument) naming `what`:
+//   "num_threads: 4096 is more than 8; expected 1 to 8 (4 × this machine's 2 cores)"
+int check_num_threads(int64_t n, const std::string& what);
+
+// The thread count used when an API call asks for 0: $QKV_NUM_THREADS when it is set (an integer
+// from 1 to max_num_threads(); anything else is a qkv::Error naming it — an empty value counts as
+// unset), else the machine's cores.
 int default_num_threads();
-// `requested` if positive, else default_num_threads().
+// check_num_threads(requested, "num_threads") if positive, else default_num_threads().
 int resolve_num_threads(int requested);
 
 // Runs body(i, worker) for every i in [0, n) on at most `threads` workers (the caller is worker 0;

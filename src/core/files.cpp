@@ -238,7 +238,38 @@ void write_outputs(const std::vector<std::pair<OutputPath, std::string>>& output
   write_targets(targets, contents);
 }
 
-void check_outputs(const std::vector<OutputPath>& outputs) {
+namespace {
+
+// An output that exists as a regular file must not be an input, nor a file of an input folder:
+// it would be replaced by what was computed from it (`attend --keys k.npy --out k.npy`).
+void check_not_inputs(const std::vector<Target>& outputs, const std::vector<InputPath>& inputs) {
+  auto same = [](const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  };
+  for (const InputPath& in : inputs) {
+    struct stat st {};
+    if (in.path.empty() || ::stat(in.path.c_str(), &st) != 0) continue;  // its reader says why
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;          // a device is not replaced
+    // Standard input (/dev/stdin, whatever file it is) is named by its option alone.
+    const std::string input = in.path == "/dev/stdin" ? in.option : in.option + " " + in.path;
+    for (const Target& out : outputs) {
+      if (!out.exists || !S_ISREG(out.st.st_mode)) continue;  // nothing there to lose
+      if (S_ISREG(st.st_mode) && same(st, out.st))
+        throw Error(out.label + " and the input " + input +
+                        " name the same file; expected an output other than the inputs",
+                    Error::Kind::invalid_argument);
+      struct stat folder {};
+      if (S_ISDIR(st.st_mode) && ::stat(folder_of(out).c_str(), &folder) == 0 && same(st, folder))
+        throw Error(out.label + " is a file of the input " + input +
+                        "; expected an output outside the inputs",
+                    Error::Kind::invalid_argument);
+    }
+  }
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs) {
   std::vector<Target> targets;
   for (const OutputPath& o : outputs) {
     if (o.path.empty()) continue;
@@ -261,6 +292,7 @@ void check_outputs(const std::vector<OutputPath>& outputs) {
       runtime("cannot write in the folder " + folder + ": " + std::strerror(errno));
   }
   check_distinct(targets);
+  check_not_inputs(targets, inputs);
 }
 
 }  // namespace qkv

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "qkv/json.h"
+
 namespace qkv {
 namespace {
 
@@ -25,6 +27,30 @@ nlohmann::json tensor_json(const Tensor& t) {
   if (!t.defined()) return nullptr;
   int64_t pos = 0;
   return nested_json(t, 0, pos);
+}
+
+void check_json_depth(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped character, a quote included, cannot end the string
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        throw JsonError("nests arrays and objects more than " + std::to_string(max_depth) +
+                            " deep (at byte " + std::to_string(i) + "); expected at most " +
+                            std::to_string(max_depth) + " levels",
+                        JsonError::Reason::too_deep, i);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
 }
 
 }  // namespace qkv

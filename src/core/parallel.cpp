@@ -6,15 +6,18 @@
 // time; a parallel_for called from inside a job runs serially on its caller, so nesting never
 // deadlocks.
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "qkv/tensor.h"
 #include "qkv/threads.h"
 
 namespace qkv {
@@ -55,7 +58,14 @@ class Pool {
       std::lock_guard lock(mutex_);
       while (static_cast<int>(threads_.size()) < threads - 1) {
         const int id = static_cast<int>(threads_.size()) + 1;
-        threads_.emplace_back([this, id] { worker(id); });
+        try {
+          threads_.emplace_back([this, id] { worker(id); });
+        } catch (const std::system_error& e) {  // e.g. no room for its stack under ulimit -v
+          throw Error("cannot start thread " + std::to_string(id + 1) + " of " +
+                          std::to_string(threads) + ": " + e.what() +
+                          "; expected fewer threads, or more memory",
+                      Error::Kind::runtime);
+        }
       }
       body_ = &body;
       n_ = n;
@@ -127,17 +137,49 @@ Pool& pool() {
 
 }  // namespace
 
-int default_num_threads() {
-  if (const char* env = std::getenv("QKV_NUM_THREADS")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n > 0 && n <= 4096) return static_cast<int>(n);
-  }
+int num_cores() {
   const unsigned cores = std::thread::hardware_concurrency();
   return cores > 0 ? static_cast<int>(cores) : 1;
 }
 
-int resolve_num_threads(int requested) { return requested > 0 ? requested : default_num_threads(); }
+int max_num_threads() { return kThreadsPerCore * num_cores(); }
+
+std::string num_threads_range() {
+  const int cores = num_cores();
+  return "1 to " + std::to_string(max_num_threads()) + " (" + std::to_string(kThreadsPerCore) +
+         " × this machine's " + std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
+}
+
+std::string num_threads_problem(int64_t n) {
+  if (n < 1) return std::to_string(n) + " is not a thread count; expected " + num_threads_range();
+  if (n > max_num_threads())
+    return std::to_string(n) + " is more than " + std::to_string(max_num_threads()) +
+           "; expected " + num_threads_range();
+  return {};
+}
+
+int check_num_threads(int64_t n, const std::string& what) {
+  if (const std::string problem = num_threads_problem(n); !problem.empty())
+    throw Error(what + ": " + problem);
+  return static_cast<int>(n);
+}
+
+int default_num_threads() {
+  const char* env = std::getenv("QKV_NUM_THREADS");
+  if (env == nullptr || *env == '\0') return num_cores();
+  // Set but wrong is said, not ignored: the user meant to limit the threads.
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(env, &end, 10);
+  if (end == env || *end != '\0' || errno == ERANGE)
+    throw Error("$QKV_NUM_THREADS is \"" + std::string(env).substr(0, 40) +
+                "\", not an integer; expected " + num_threads_range() + ", or unset for all cores");
+  return check_num_threads(n, "$QKV_NUM_THREADS");
+}
+
+int resolve_num_threads(int requested) {
+  return requested > 0 ? check_num_threads(requested, "num_threads") : default_num_threads();
+}
 
 void parallel_for(int64_t n, int threads, const std::function<void(int64_t, int)>& body) {
   if (n <= 0) return;

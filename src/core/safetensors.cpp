@@ -17,6 +17,7 @@
 
 #include "core/half.h"
 #include "qkv/files.h"
+#include "qkv/json.h"
 
 namespace qkv {
 namespace {
@@ -46,40 +47,6 @@ std::string quoted(const Json& value) {
   return text;
 }
 std::string tensor_label(const std::string& name) { return "tensor " + quoted(Json(name)); }
-
-// Strict UTF-8 (as Rust's str::from_utf8): no overlongs, surrogates or code points > U+10FFFF.
-// Returns the offset of the first invalid byte, or npos.
-std::size_t invalid_utf8_at(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int extra = 0;
-    uint32_t lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    if (s.size() - i <= static_cast<std::size_t>(extra)) return i;
-    for (int k = 1; k <= extra; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return i;
-    }
-    i += extra + 1;
-  }
-  return std::string_view::npos;
-}
 
 struct FileDType {
   std::string_view name;  // as in the header
@@ -157,7 +124,8 @@ Entry parse_entry(std::string_view file, const std::string& name, const Json& in
   return entry;
 }
 
-// Parses the header JSON, rejecting duplicate keys (nlohmann keeps the last one silently).
+// Parses the header JSON, rejecting duplicate keys (nlohmann keeps the last one silently) and
+// nesting deeper than any header has (qkv/json.h).
 Json parse_header(std::string_view file, std::string_view text) {
   if (const std::size_t at = invalid_utf8_at(text); at != std::string_view::npos)
     fail(file, "the header is not valid UTF-8 (byte " + std::to_string(at) + " of the header)");
@@ -178,9 +146,9 @@ Json parse_header(std::string_view file, std::string_view text) {
   };
   Json header;
   try {
-    header = Json::parse(text.begin(), text.end(), callback);
-  } catch (const Json::exception& e) {
-    fail(file, std::string("the header is not valid JSON: ") + e.what());
+    header = parse_json<Json>(text, callback);
+  } catch (const JsonError& e) {
+    fail(file, std::string("the header ") + e.what());
   }
   if (has_duplicate) fail(file, "the header has the key " + quoted(Json(duplicate)) + " twice");
   if (!header.is_object())

@@ -156,6 +156,18 @@ TEST_F(AttendInline, InvalidJsonAndDeepNestingAreAUsageError) {
   expect_inline_error("[[[[1]]]]", "nests 4 lists deep");
 }
 
+// 20,000 nested empty lists gave a 60 KB line: "has an empty list at [0][0][0]…" (issue 26).
+TEST_F(AttendInline, DeepNestingIsOneShortLine) {
+  const std::string deep = std::string(20'000, '[') + std::string(20'000, ']');
+  const CliResult r =
+      run_qkv({"attend", "--query", kQ, "--keys", kK, "--values", kV, "--mask", deep});
+  expect_one_line_error(r, 2,
+                        "qkv: error: --mask inline matrix nests more than 64 lists deep; at most 3 "
+                        "([H, L, D]; [B, H, L, D] needs a .npy file); expected rows of numbers in "
+                        "JSON, e.g. \"[[1, 0], [0, 1]]\"\n");
+  expect_inline_error("[[[[[[[[[[]]]]]]]]]]", "nests 10 lists deep; at most 3");
+}
+
 TEST_F(AttendInline, MoreThan64KiBIsAUsageError) {
   std::string big = "[[0";
   while (big.size() < 70'000) big += ",0";

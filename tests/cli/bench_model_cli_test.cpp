@@ -194,7 +194,9 @@ TEST(BenchModelCli, UsageErrorsAreOneLineWithExitCode2) {
   expect_usage_error(run_qkv({"bench", "model", "--corpus", dir.file("blank.txt")}),
                      "has no non-empty lines");
   expect_usage_error(run_qkv({"bench", "model", "--corpus", dir.file("bad.txt")}),
-                     "--corpus " + dir.file("bad.txt") + ": text 2: ");
+                     "--corpus " + dir.file("bad.txt") +
+                         " line 2 is not valid UTF-8 (byte 5 of the line is 0xff); expected UTF-8 "
+                         "text");
   expect_usage_error(run_qkv({"bench", "model", "--dump-corpus", dir.file("no/such/c.txt")}),
                      "does not exist");
   expect_usage_error(run_qkv({"bench", "--json", "model"}), "options go after the target");

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,82 @@ TEST_F(FilesCli, CorpusThatIsNotARegularFileIsRefused) {
                "--corpus " + fifo + ": is a FIFO (named pipe)" + expected);
 }
 
+// A Perceiver, trained for a few steps once for the tests below (its weights do not matter).
+const std::string& perceiver_model() {
+  static const std::string path = [] {
+    const std::string p = (fs::temp_directory_path() / "qkv-files-cli-count.safetensors").string();
+    const CliResult r =
+        run_qkv({"train",     "--model",   "perceiver", "--task",  "count",
+                 "--length",  "32",        "--latents", "4",       "--steps",
+                 "2",         "--layers",  "1",         "--heads", "2",
+                 "--d-model", "16",        "--batch",   "8",       "--test-examples",
+                 "4",         "--threads", "1",         "--out",   p});
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return p;
+  }();
+  return path;
+}
+
+// `explain --input @FILE` opened the file with an ifstream: a FIFO blocked forever, /dev/zero was
+// read for 4 GB, a sparse 2 GB file whole before it was refused, and a directory was "0 symbols"
+// (issue 26). It is an InputFile now, of at most 1 MiB (a Perceiver reads 65,536 symbols at most).
+TEST_F(FilesCli, PerceiverInputFileIsCheckedBeforeItIsRead) {
+  const std::string model = perceiver_model();
+  auto explain = [&](const std::string& file) {
+    return run_limited({"explain", "--model", model, "--input", "@" + file});
+  };
+  const std::string expected = "; expected a regular text file holding the input";
+  const std::string fifo = dir_.fifo("input.txt");
+  expect_error(explain(fifo), 2, "--input @" + fifo + ": is a FIFO (named pipe)" + expected);
+  expect_error(explain("/dev/zero"), 2, "--input @/dev/zero: is a character device" + expected);
+  const std::string folder = dir_.root().string();
+  expect_error(explain(folder), 2, "--input @" + folder + ": is a directory" + expected);
+  const std::string sparse = dir_.path("sparse.txt");
+  { std::ofstream(sparse).close(); }
+  fs::resize_file(sparse, uint64_t{2} << 30);  // 2 GiB of holes: nothing on the disk
+  expect_error(explain(sparse), 2,
+               "--input @" + sparse + ": has 2147483648 bytes" + expected + " of at most 1 MiB");
+  expect_error(
+      explain(dir_.path("none.txt")), 2,
+      "--input @" + dir_.path("none.txt") + ": cannot open the input: No such file or directory");
+  // A file of the right length is read, its final newline dropped.
+  const std::string input = dir_.write("ok.txt", std::string(32, '#') + "\n");
+  const CliResult ok = explain(input);
+  EXPECT_EQ(ok.exit_code, 0) << ok.describe();
+  EXPECT_THAT(ok.out, HasSubstr("32 symbols"));
+}
+
+// `qkv attend --keys k.npy --out k.npy` replaced its own input with the result (issue 26). An
+// output that would replace an input of the same command — by any name — is refused before the
+// work, in every command that reads files and writes them.
+TEST_F(FilesCli, AnOutputThatWouldReplaceAnInputIsRefused) {
+  const std::string keys = dir_.read("k.npy");
+  const std::string same = " name the same file; expected an output other than the inputs";
+  expect_error(run_limited(attend({"--out", k_})), 2,
+               "--out " + k_ + " and the input --keys " + k_ + same);
+  fs::create_symlink(q_, dir_.path("alias.npy"));
+  expect_error(run_limited(attend({"--weights", dir_.path("alias.npy")})), 2,
+               "--weights " + dir_.path("alias.npy") + " and the input --query " + q_ + same);
+  EXPECT_EQ(dir_.read("k.npy"), keys);
+
+  const std::string texts = dir_.write("texts.txt", "one text\n");
+  expect_error(run_limited({"embed", "--npy", texts}, {.stdin_path = texts}), 2,
+               "--npy " + texts + " and the input stdin" + same);
+  expect_error(
+      run_limited({"bench", "model", "--quick", "--corpus", texts, "--dump-corpus", texts}), 2,
+      "--dump-corpus " + texts + " and the input --corpus " + texts + same);
+  EXPECT_EQ(dir_.read("texts.txt"), "one text\n");
+
+  const std::string model = dir_.path("count.safetensors");
+  fs::copy_file(perceiver_model(), model);
+  expect_error(run_limited({"explain", "--model", model, "--html", model}), 2,
+               "--html " + model + " and the input --model " + model + same);
+  const std::string input = dir_.write("input.txt", std::string(32, '#'));
+  expect_error(run_limited({"explain", "--model", model, "--input", "@" + input, "--html", input}),
+               2, "--html " + input + " and the input --input " + input + same);
+  EXPECT_EQ(dir_.read("input.txt"), std::string(32, '#'));
+}
+
 TEST_F(FilesCli, EndlessStdinStopsAtItsLimit) {
   // `qkv embed < /dev/zero` read until memory ran out.
   expect_error(run_limited({"embed"}, {.stdin_path = "/dev/zero"}), 2,
@@ -146,8 +223,9 @@ TEST_F(FilesCli, ModelFileThatIsNotARegularFileIsRefused) {
   dir_.write("model/model.safetensors", "x");
   fs::remove(model + "/vocab.txt");
   ASSERT_EQ(::symlink("/dev/zero", (model + "/vocab.txt").c_str()), 0);
+  const std::string corpus = dir_.write("corpus.txt", "a line of text\n");  // read before the model
   expect_error(
-      run_limited({"search", "q", "--corpus", q_, "--model", model}), 2,
+      run_limited({"search", "q", "--corpus", corpus, "--model", model}), 2,
       "--model " + model + "/vocab.txt: is a character device; expected a regular text file");
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -124,6 +125,57 @@ TEST(ModelFaultsCli, AMissingModelTheUserNamedIsExit2InEveryCommand) {
     expect_one_line_error(
         run_qkv(args), 2,
         "--model " + dir + " has no config.json; expected a BERT model directory");
+}
+
+// JSON nested 100,000 deep (200 KB) killed every reader with SIGSEGV (issue 26): in the weights'
+// header it is refused at its 65th level, in config.json too, by every command.
+TEST(ModelFaultsCli, DeeplyNestedJsonIsRefusedByEveryCommandNotACrash) {
+  constexpr std::size_t kDeep = 100'000;
+  const std::string header_dir = test::minilm_copy("deep-header");
+  std::filesystem::remove(header_dir + "/model.safetensors");
+  std::string header = std::string(kDeep, '[') + std::string(kDeep, ']');
+  std::string bytes(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  std::ofstream(header_dir + "/model.safetensors", std::ios::binary) << bytes + header;
+  for (const auto& args : model_commands(header_dir))
+    expect_one_line_error(run_qkv(args), 2,
+                          "qkv: error: --model " + header_dir +
+                              "/model.safetensors: the header nests arrays and objects more than "
+                              "64 deep (at byte 64); expected at most 64 levels\n");
+  const std::string config_dir = test::minilm_copy("deep-config");
+  std::ofstream(config_dir + "/config.json", std::ios::trunc)
+      << std::string(kDeep, '[') + std::string(kDeep, ']');
+  for (const auto& args : model_commands(config_dir))
+    expect_one_line_error(run_qkv(args), 2,
+                          "qkv: error: --model " + config_dir +
+                              "/config.json: nests arrays and objects more than 64 deep (at byte "
+                              "64); expected at most 64 levels\n");
+  // A file given as the model: a trained model's header.
+  const std::string file = temp_path("deep.safetensors");
+  std::ofstream(file, std::ios::binary) << bytes + header;
+  expect_one_line_error(run_qkv({"explain", "--model", file}), 2,
+                        "qkv: error: " + file +
+                            ": the header nests arrays and objects more than 64 deep (at byte "
+                            "64); expected at most 64 levels\n");
+}
+
+// A corpus line or a line of stdin that is not UTF-8 was reported without the file or the line:
+// "text is not valid UTF-8: byte 0xff at offset 6" (issue 26).
+TEST(ModelFaultsCli, BadUtf8NamesTheFileAndTheLine) {
+  const std::string corpus = temp_path("bad-utf8.txt");
+  std::ofstream(corpus) << "The bank raised its rates.\n\nI sat \xff on the bank.\n";
+  const std::string at_line_3 = "qkv: error: --corpus " + corpus +
+                                " line 3 is not valid UTF-8 (byte 7 of the line is 0xff); "
+                                "expected UTF-8 text\n";
+  expect_one_line_error(run_qkv({"search", "cash", "--corpus", corpus}), 2, at_line_3);
+  expect_one_line_error(run_qkv({"bench", "model", "--quick", "--corpus", corpus}), 2, at_line_3);
+  expect_one_line_error(run_qkv({"embed"}, "first\nsecond \xfe\n"), 2,
+                        "qkv: error: stdin line 2 is not valid UTF-8 (byte 8 of the line is "
+                        "0xfe); expected UTF-8 text\n");
+  expect_one_line_error(run_qkv({"embed", "fine", "caf\xc3"}), 2,
+                        "qkv: error: text 2 is not valid UTF-8 (byte 4 of the line is 0xc3); "
+                        "expected UTF-8 text\n");
 }
 
 // The default model is scripts/bootstrap's: damaged, it is the installation that failed (exit 1),
@@ -262,6 +314,39 @@ TEST(ExplainTrainedCli, CorruptMetadataNamesTheFileAndTheFieldNotAFlag) {
                         accuracy +
                             ": the metadata's qkv.test_accuracy is \"nan\"; expected a "
                             "number from 0 to 1");
+}
+
+// A file whose "format" is not qkv's was reported as "its metadata has no qkv.config" (issue 26):
+// the message says what the format is and what was expected.
+TEST(ExplainTrainedCli, AnUnknownFormatIsNamedWithTheExpectedOnes) {
+  const std::string other =
+      trained_model("format", [](auto& m) { m["format"] = "qkv-seq2seq-v9"; });
+  const std::string expected =
+      "; expected \"qkv-seq2seq\" (a model saved by qkv train), or \"qkv-perceiver\" (qkv train "
+      "--model perceiver)\n";
+  expect_one_line_error(run_qkv({"explain", "--model", other}), 2,
+                        "qkv: error: " + other +
+                            " is not a model saved by qkv train: its metadata's format is "
+                            "\"qkv-seq2seq-v9\"" +
+                            expected);
+  const std::string none = trained_model("no-format", [](auto& m) { m.erase("format"); });
+  expect_one_line_error(run_qkv({"explain", "--model", none}), 2,
+                        "qkv: error: " + none +
+                            " is not a model saved by qkv train: its metadata has no \"format\"" +
+                            expected);
+  const std::string no_config = trained_model("no-config", [](auto& m) { m.erase("qkv.config"); });
+  expect_one_line_error(run_qkv({"explain", "--model", no_config}), 2,
+                        "qkv: error: " + no_config +
+                            ": its metadata has format \"qkv-seq2seq\" but no qkv.config; "
+                            "expected the model's config, as qkv train saves it\n");
+  // The config itself, JSON in a metadata string, is bounded like any other JSON.
+  const std::string deep = trained_model("deep-config", [](auto& m) {
+    m["qkv.config"] = std::string(100'000, '[') + std::string(100'000, ']');
+  });
+  expect_one_line_error(run_qkv({"explain", "--model", deep}), 2,
+                        "qkv: error: " + deep +
+                            ": the metadata's qkv.config nests arrays and objects more than 64 "
+                            "deep (at byte 64); expected at most 64 levels\n");
 }
 
 // A broken trained model is bad input like any other (a missing tensor used to be exit 1 while a

@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "cli/cli_runner.h"
 #include "qkv/npy.h"
@@ -97,9 +100,115 @@ TEST(TrainOptionsCli, ZeroIsAValueNotTheDefault) {
   expect_usage_error(run_qkv({"train", "--task", "copy", "--eval-every", "0"}),
                      "--eval-every 0 is out of range; expected 1 to 10^8");
   expect_usage_error(run_qkv({"train", "--task", "copy", "--threads", "0"}),
-                     "--threads 0 is out of range; expected 1 to 4096");
+                     "--threads: 0 is not a thread count; expected 1 to ");
   const auto help = run_qkv({"train", "--help"});
   EXPECT_THAT(help.out, HasSubstr("steps at most, ≥ 1 (default 4000; dates, lookup 6000)"));
+}
+
+// ---- thread counts (issue 26): `--threads 4096` was accepted by every command, and 50 threads
+// under a memory limit never finished. A thread count is 1 to 4 × the cores, in every command's
+// --threads and in $QKV_NUM_THREADS, and the help says so.
+
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+std::string thread_range() {
+  return "expected 1 to " + std::to_string(4 * cores()) + " (4 × this machine's " +
+         std::to_string(cores()) + (cores() == 1 ? " core)" : " cores)");
+}
+
+TEST(ThreadOptionsCli, EveryCommandTakesAtMostFourTimesTheCores) {
+  const std::string more = std::to_string(4 * cores() + 1);
+  const std::vector<std::vector<std::string>> commands = {
+      {"train", "--task", "copy"},
+      {"train", "--model", "perceiver", "--task", "count"},
+      {"bench", "attention", "--quick"},
+      {"bench", "model", "--quick"},
+      {"bench", "perceiver", "--quick"}};
+  for (std::vector<std::string> args : commands) {
+    args.push_back("--threads");
+    for (const std::string& n : {more, std::string("4096")}) {
+      args.push_back(n);
+      expect_usage_error(run_qkv(args), "qkv: error: --threads: " + n + " is more than " +
+                                            std::to_string(4 * cores()) + "; " + thread_range() +
+                                            " (see qkv --help)\n");
+      args.pop_back();
+    }
+    args.push_back("two");
+    expect_usage_error(run_qkv(args), "--threads: two is not an integer; " + thread_range());
+    args.resize(args.size() - 2);
+    args.push_back("--help");
+    EXPECT_THAT(run_qkv(args).out, HasSubstr("threads, at most 4 × the cores")) << args[1];
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"embed", "one text"},
+        std::vector<std::string>{"train", "--task", "copy", "--steps", "1"}})
+    expect_usage_error(run_qkv(args, testing::RunOptions{.env = {"QKV_NUM_THREADS=4096"}}),
+                       "qkv: error: $QKV_NUM_THREADS: 4096 is more than " +
+                           std::to_string(4 * cores()) + "; " + thread_range() + "\n");
+}
+
+// Runs qkv under an address-space limit of `kib` KiB (ulimit -v), for at most 60 seconds.
+testing::CliResult run_limited_to(uint64_t kib, const std::vector<std::string>& args) {
+  std::vector<std::string> sh = {
+      "-c", "ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\"", testing::qkv_binary()};
+  sh.insert(sh.end(), args.begin(), args.end());
+  return testing::run_program("/bin/sh", sh, testing::RunOptions{.timeout_s = 60});
+}
+
+// Each thread that calls OpenBLAS maps a 128 MiB buffer, and OpenBLAS 0.3.21 retries a failed map
+// forever: under `ulimit -v` too small for them, `qkv train --threads 50` spun without end. The
+// room is now checked before the threads call it, and the command fails with one line.
+TEST(ThreadOptionsCli, ThreadsWithoutRoomForOpenBlasBuffersFailInsteadOfSpinning) {
+  const int threads = std::min(8, 4 * cores());
+  auto train = [](int n) {
+    return std::vector<std::string>{"train",
+                                    "--task",
+                                    "copy",
+                                    "--steps",
+                                    "1",
+                                    "--layers",
+                                    "1",
+                                    "--heads",
+                                    "1",
+                                    "--d-model",
+                                    "128",
+                                    "--batch",
+                                    "64",
+                                    "--test-examples",
+                                    "4",
+                                    "--threads",
+                                    std::to_string(n)};
+  };
+  // The least address space (in 64 MiB steps) one thread trains in; the extra threads need
+  // (threads − 1) × 128 MiB more for their buffers, far beyond the 64 MiB given on top.
+  uint64_t enough = 0;
+  for (uint64_t kib = 256 << 10; kib <= uint64_t{8} << 20 && enough == 0; kib += 64 << 10)
+    if (run_limited_to(kib, train(1)).exit_code == 0) enough = kib;
+  ASSERT_GT(enough, 0u) << "one thread did not train in 8 GiB";
+  const testing::CliResult r = run_limited_to(enough + (64 << 10), train(threads));
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("qkv: error: cannot map the OpenBLAS buffers of ")) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr(" MiB (ulimit -v); expected fewer threads, or more memory\n"))
+      << r.describe();
+  // With the room, the same run trains.
+  const testing::CliResult roomy =
+      run_limited_to(enough + uint64_t(threads) * (160 << 10), train(threads));
+  EXPECT_EQ(roomy.exit_code, 0) << roomy.describe();
+}
+
+// A message quoting a long argument quoted all of it (a 60 KB line for an inline matrix, issue
+// 26): an error line is cut at 1,000 bytes, and says how much was cut.
+TEST(MessagesCli, AnErrorQuotingALongArgumentIsCut) {
+  const std::string name(20'000, 'x');
+  const testing::CliResult r = run_qkv({"attend", "--example", name});
+  EXPECT_EQ(r.exit_code, 2) << r.describe().substr(0, 300);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+  EXPECT_EQ(r.err.substr(0, 27), "qkv: error: --example 'xxxx");
+  const std::string tail = r.err.substr(r.err.rfind("… ("));
+  EXPECT_LE(r.err.size(), std::string("qkv: error: ").size() + 1000 + tail.size());
+  EXPECT_THAT(tail, ::testing::MatchesRegex("… \\([0-9]+ more bytes\\)\n"));
 }
 
 TEST(ExplainOptionsCli, LayerAndHeadOutOfRangeNameTheModelsRange) {

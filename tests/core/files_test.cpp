@@ -194,5 +194,45 @@ TEST(CheckOutputs, FindsTheUsualFailuresBeforeAnyWork) {
   EXPECT_TRUE(dir.names() == (std::vector<std::string>{"d", "plain"}));  // nothing was created
 }
 
+// `qkv attend --keys k.npy --out k.npy` replaced its own input (issue 26): an output that is one of
+// the command's input files — by any name: ./k.npy, a hard link, a symlink — or an existing file
+// inside an input folder (a model directory) is a usage error before any work.
+TEST(CheckOutputs, AnOutputThatWouldReplaceAnInputIsRefused) {
+  const ScratchDir dir;
+  dir.write("k.npy", "keys");
+  dir.write("q.npy", "queries");
+  std::filesystem::create_directory(dir.path("model"));
+  dir.write("model/vocab.txt", "[PAD]");
+  ASSERT_EQ(::link(dir.path("k.npy").c_str(), dir.path("hard.npy").c_str()), 0);
+  std::filesystem::create_symlink(dir.path("k.npy"), dir.path("soft.npy"));
+  const std::vector<InputPath> inputs = {{"--query", dir.path("q.npy")},
+                                         {"--keys", dir.path("k.npy")},
+                                         {"--model", dir.path("model")}};
+  auto check = [&](const std::string& option, const std::string& path) {
+    return error_of([&] { check_outputs({{option, path}}, inputs); });
+  };
+  const std::string same = " and the input --keys " + dir.path("k.npy") +
+                           " name the same file; expected an output other than the inputs";
+  EXPECT_EQ(check("--out", dir.path("k.npy")), "usage: --out " + dir.path("k.npy") + same);
+  EXPECT_EQ(check("--out", dir.path("./k.npy")), "usage: --out " + dir.path("./k.npy") + same);
+  EXPECT_EQ(check("--weights", dir.path("hard.npy")),
+            "usage: --weights " + dir.path("hard.npy") + same);
+  EXPECT_EQ(check("--lse", dir.path("soft.npy")), "usage: --lse " + dir.path("soft.npy") + same);
+  EXPECT_EQ(check("--html", dir.path("model/vocab.txt")),
+            "usage: --html " + dir.path("model/vocab.txt") + " is a file of the input --model " +
+                dir.path("model") + "; expected an output outside the inputs");
+  // A new file, even inside the model folder, replaces nothing; nor does a device.
+  EXPECT_EQ(check("--out", dir.path("o.npy")), "");
+  EXPECT_EQ(check("--html", dir.path("model/report.html")), "");
+  EXPECT_EQ(check("--out", "/dev/null"), "");
+  // An input that does not exist (its reader reports it) or is inline is no reason to refuse.
+  EXPECT_EQ(error_of([&] {
+              check_outputs({{"--out", dir.path("q.npy")}}, {{"--keys", dir.path("none.npy")}});
+            }),
+            "");
+  EXPECT_EQ(dir.read("k.npy"), "keys");
+  EXPECT_EQ(dir.read("q.npy"), "queries");
+}
+
 }  // namespace
 }  // namespace qkv

@@ -149,5 +149,20 @@ TEST(ByteCount, NamesWholeUnits) {
   EXPECT_EQ(byte_count_str(1), "1 byte");
 }
 
+TEST(Utf8, FindsTheFirstInvalidByte) {
+  constexpr auto npos = std::string_view::npos;
+  EXPECT_EQ(invalid_utf8_at(""), npos);
+  EXPECT_EQ(invalid_utf8_at("plain ascii"), npos);
+  EXPECT_EQ(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), npos);  // é € 😀
+  EXPECT_EQ(invalid_utf8_at("ab\xff"), 2u);            // never a UTF-8 byte
+  EXPECT_EQ(invalid_utf8_at("a\x80"), 1u);             // a continuation without a lead
+  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(invalid_utf8_at("\xe0\x80\xaf"), 0u);      // overlong, three bytes
+  EXPECT_EQ(invalid_utf8_at("x\xed\xa0\x80"), 1u);     // a surrogate, U+D800
+  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(invalid_utf8_at("ok\xc3"), 2u);            // cut short by the end
+  EXPECT_EQ(invalid_utf8_at("\xe2\x82x"), 0u);         // cut short by an ASCII byte
+}
+
 }  // namespace
 }  // namespace qkv

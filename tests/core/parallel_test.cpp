@@ -2,8 +2,9 @@
 //
 // parallel_for(n, threads, body) runs body(i, worker) once for every i in [0, n), on at most
 // `threads` workers, the caller being worker 0; exceptions reach the caller; a parallel_for inside
-// a job runs serially on its caller. default_num_threads() reads $QKV_NUM_THREADS (a positive
-// integer), else the machine's cores; resolve_num_threads(n) is n if positive, else that default.
+// a job runs serially on its caller. default_num_threads() reads $QKV_NUM_THREADS (an integer from
+// 1 to 4 × the cores; anything else is an error), else the machine's cores; resolve_num_threads(n)
+// is n if positive (and at most 4 × the cores), else that default.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "qkv/tensor.h"
 #include "qkv/threads.h"
 
 namespace qkv {
@@ -213,28 +215,71 @@ TEST_F(ParallelNumThreads, UnsetMeansTheMachinesCores) {
   EXPECT_GE(default_num_threads(), 1);
 }
 
-TEST_F(ParallelNumThreads, APositiveIntegerIsTheThreadCount) {
-  for (const char* v : {"1", "2", "3", "7", "64"}) {
-    setenv("QKV_NUM_THREADS", v, 1);
-    EXPECT_EQ(default_num_threads(), std::atoi(v)) << "QKV_NUM_THREADS=" << v;
+TEST_F(ParallelNumThreads, APositiveIntegerUpToFourTimesTheCoresIsTheThreadCount) {
+  for (const int n : {1, 2, 3, 4 * cores() - 1, 4 * cores()}) {
+    const std::string v = std::to_string(n);
+    setenv("QKV_NUM_THREADS", v.c_str(), 1);
+    EXPECT_EQ(default_num_threads(), n) << "QKV_NUM_THREADS=" << v;
   }
+  setenv("QKV_NUM_THREADS", "", 1);  // set but empty: as unset
+  EXPECT_EQ(default_num_threads(), cores());
 }
 
-TEST_F(ParallelNumThreads, AnythingElseFallsBackToTheCores) {
-  for (const char* v : {"", "0", "-1", "-8", "abc", "4x", "2.5", "x4", "99999999999999999999"}) {
-    setenv("QKV_NUM_THREADS", v, 1);
-    EXPECT_EQ(default_num_threads(), cores()) << "QKV_NUM_THREADS=\"" << v << "\"";
+// Anything else was silently replaced by the cores, and 4096 was taken (issue 26): a limit the
+// user set and got wrong is said.
+TEST_F(ParallelNumThreads, AnythingElseIsAnErrorNamingTheVariable) {
+  const std::string range = "expected 1 to " + std::to_string(4 * cores()) +
+                            " (4 × this machine's " + std::to_string(cores()) +
+                            (cores() == 1 ? " core)" : " cores)");
+  const std::string more = std::to_string(4 * cores() + 1);
+  const std::pair<std::string, std::string> cases[] = {
+      {"0", "$QKV_NUM_THREADS: 0 is not a thread count; " + range},
+      {"-8", "$QKV_NUM_THREADS: -8 is not a thread count; " + range},
+      {more,
+       "$QKV_NUM_THREADS: " + more + " is more than " + std::to_string(4 * cores()) + "; " + range},
+      {"4096", "$QKV_NUM_THREADS: 4096 is more than " + std::to_string(4 * cores()) + "; " + range},
+      {"abc", "$QKV_NUM_THREADS is \"abc\", not an integer; " + range + ", or unset for all cores"},
+      {"4x", "$QKV_NUM_THREADS is \"4x\", not an integer; " + range + ", or unset for all cores"},
+      {"2.5", "$QKV_NUM_THREADS is \"2.5\", not an integer; " + range + ", or unset for all cores"},
+      {"99999999999999999999", "$QKV_NUM_THREADS is \"99999999999999999999\", not an integer; " +
+                                   range + ", or unset for all cores"},
+  };
+  for (const auto& [value, message] : cases) {
+    setenv("QKV_NUM_THREADS", value.c_str(), 1);
+    try {
+      default_num_threads();
+      ADD_FAILURE() << "QKV_NUM_THREADS=" << value << " was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    }
   }
 }
 
 TEST_F(ParallelNumThreads, ResolveKeepsAPositiveRequestElseTheDefault) {
   setenv("QKV_NUM_THREADS", "3", 1);
-  EXPECT_EQ(resolve_num_threads(5), 5);
+  EXPECT_EQ(resolve_num_threads(4), 4);
   EXPECT_EQ(resolve_num_threads(1), 1);
   EXPECT_EQ(resolve_num_threads(0), 3);
   EXPECT_EQ(resolve_num_threads(-2), 3);
   unsetenv("QKV_NUM_THREADS");
   EXPECT_EQ(resolve_num_threads(0), cores());
+}
+
+TEST_F(ParallelNumThreads, ARequestBeyondFourTimesTheCoresIsRefused) {
+  EXPECT_EQ(max_num_threads(), 4 * cores());
+  EXPECT_EQ(resolve_num_threads(4 * cores()), 4 * cores());
+  try {
+    resolve_num_threads(4096);
+    ADD_FAILURE() << "4096 threads were taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "num_threads: 4096 is more than " +
+                                         std::to_string(4 * cores()) + "; expected " +
+                                         num_threads_range());
+  }
+  EXPECT_THROW(check_num_threads(0, "x"), Error);
+  EXPECT_EQ(check_num_threads(1, "x"), 1);
+  EXPECT_EQ(num_threads_problem(4 * cores()), "");
 }
 
 }  // namespace

@@ -197,6 +197,21 @@ TEST(SafetensorsTest, RejectsBadJsonAndNonObjects) {
   EXPECT_EQ(parse_error(make_file(R"({"__metadata__":null}   )")), "");
 }
 
+// A header of 100,000 nested '[' (200 KB) overflowed the stack and killed the process, through
+// every reader (issue 26); 30,000 was refused. Now both are refused at the 65th level.
+TEST(SafetensorsTest, RejectsDeeplyNestedHeadersWithoutCrashing) {
+  for (const std::size_t depth : {std::size_t{65}, std::size_t{30'000}, std::size_t{100'000}}) {
+    EXPECT_EQ(parse_error(make_file(std::string(depth, '[') + std::string(depth, ']'))),
+              "bad.safetensors: the header nests arrays and objects more than 64 deep (at byte "
+              "64); expected at most 64 levels")
+        << depth;
+    std::string objects;
+    for (std::size_t i = 0; i < depth; ++i) objects += "{\"a\":";
+    objects += "1" + std::string(depth, '}');
+    EXPECT_THAT(parse_error(make_file(objects)), HasSubstr("more than 64 deep")) << depth;
+  }
+}
+
 TEST(SafetensorsTest, ListsIntegerTensorsWithoutLoadingThem) {
   const SafetensorsFile file = parse_safetensors(
       make_file(one_tensor("\"I64\"", "[1]", "[0,8]"), std::string(8, 'x')), "t.safetensors");

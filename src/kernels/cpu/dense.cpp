@@ -39,10 +39,11 @@ void linear(float* y, const float* x, const float* w, const float* b, int64_t n,
   const int64_t extent = by_rows ? n : out;
   const int64_t step =
       by_rows ? (extent + parts - 1) / parts : ((extent + parts - 1) / parts + 15) / 16 * 16;
-  SingleThreadedBlas blas;
+  SingleThreadedBlas blas(static_cast<int>(std::min<int64_t>(threads, parts)));
   parallel_for(parts, threads, [&](int64_t part, int) {
     const int64_t begin = part * step, size = std::min(extent, begin + step) - begin;
     if (size <= 0) return;
+    note_blas_caller();
     const int64_t rows = by_rows ? size : n, cols = by_rows ? out : size;
     const float* xs = by_rows ? x + begin * in : x;
     const float* ws = by_rows ? w : w + begin * in;
@@ -66,9 +67,10 @@ void linear_backward(float* dx, float* dw, float* db, const float* dy, const flo
   const int64_t parts = threads == 1 ? 1 : 2 * threads;
   const int64_t dx_step = (n + parts - 1) / parts, dw_step = (out + parts - 1) / parts;
   const int ii = static_cast<int>(in), oi = static_cast<int>(out);
-  SingleThreadedBlas blas;
+  SingleThreadedBlas blas(threads);
   parallel_for(2 * parts, threads, [&](int64_t item, int) {
     const int64_t part = item % parts;
+    note_blas_caller();
     if (item < parts) {
       const int64_t begin = part * dx_step, rows = std::min(n, begin + dx_step) - begin;
       if (dx == nullptr || rows <= 0) return;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "kernels/cpu/blas_threads.h"
 #include "qkv/threads.h"
 
 namespace qkv::cpu {
@@ -18,20 +19,6 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 int I(int64_t n) { return static_cast<int>(n); }  // BLAS takes int sizes
-
-// Holds OpenBLAS at `n` threads for its lifetime, restoring the previous count afterwards.
-class BlasThreads {
- public:
-  explicit BlasThreads(int n) : previous_(openblas_get_num_threads()) {
-    openblas_set_num_threads(n);
-  }
-  ~BlasThreads() { openblas_set_num_threads(previous_); }
-  BlasThreads(const BlasThreads&) = delete;
-  BlasThreads& operator=(const BlasThreads&) = delete;
-
- private:
-  int previous_;
-};
 
 // exp(x) in float for x ≤ 88, branch-free so that GCC vectorizes the loops calling it: with a
 // scalar expf the softmax takes as long as both GEMMs at D = 64 and would flatter the fused kernel
@@ -131,6 +118,7 @@ QKV_ROW_LOOP void dscore_row(const float* p, float* dp, int64_t n, float d, floa
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  note_blas_caller();
   if (m == 1 && !trans_a) {  // c = alpha·op(B)ᵀ·a + beta·c
     if (trans_b)
       cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, b, I(ldb), a, 1, beta, c, 1);
@@ -277,7 +265,7 @@ void unfused_forward(const FlashProblem& p, float* out, float* lse, int threads,
     const int workers = static_cast<int>(std::min<int64_t>(threads, heads));
     std::vector<AlignedBuffer<float>> scratch(workers);
     for (AlignedBuffer<float>& s : scratch) s.resize(LS);
-    BlasThreads one(1);
+    SingleThreadedBlas one(workers);
     parallel_for(heads, workers, [&](int64_t bh, int w) { head(bh, scratch[w].data(), 1); });
   } else {
     AlignedBuffer<float> s(LS);
@@ -333,7 +321,7 @@ void unfused_backward(const FlashProblem& p, const float* dout, const float* lse
     const int workers = static_cast<int>(std::min<int64_t>(threads, items));
     std::vector<AlignedBuffer<float>> prob(workers), dprob(workers);
     for (int w = 0; w < workers; ++w) prob[w].resize(LS), dprob[w].resize(LS);
-    BlasThreads one(1);
+    SingleThreadedBlas one(workers);
     parallel_for(items, workers,
                  [&](int64_t item, int w) { group(item, prob[w].data(), dprob[w].data(), 1); });
   } else {

@@ -11,6 +11,7 @@
 #include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/short_attention.h"
 #include "nn/finite.h"
+#include "qkv/json.h"
 
 namespace qkv {
 namespace {
@@ -179,9 +180,9 @@ BertConfig read_bert_config(const std::string& path) {
   const std::string text = read_input_file(path, kBertConfigInput);
   Json json;
   try {
-    json = Json::parse(text);
-  } catch (const Json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what(), Error::Kind::runtime);
+    json = parse_json(text);
+  } catch (const JsonError& e) {
+    throw Error(path + ": " + e.what(), Error::Kind::runtime);
   }
   return config_from_json(json, path);
 }

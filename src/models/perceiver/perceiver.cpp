@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "core/safetensors.h"
+#include "qkv/json.h"
 
 namespace qkv {
 
@@ -120,8 +121,14 @@ std::string config_json(const PerceiverConfig& c) {
 
 PerceiverConfig config_from_json(const std::string& text, const std::string& path) {
   PerceiverConfig c;
+  nlohmann::json j;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    j = parse_json(text);
+  } catch (const JsonError& e) {
+    throw Error(path + ": the metadata's " + std::string(kConfigKey) + " " + e.what(),
+                Error::Kind::runtime);
+  }
+  try {
     c.task = j.at("task").get<std::string>();
     c.length = j.at("length").get<int64_t>();
     c.vocab = j.at("vocab").get<int64_t>();
@@ -237,11 +244,17 @@ std::unique_ptr<Perceiver> Perceiver::load(const std::string& path,
   const SafetensorsFile file = read_safetensors(path);
   const auto format = file.metadata.find(kFormatKey);
   const auto config = file.metadata.find(kConfigKey);
-  if (format == file.metadata.end() || format->second != kFormat || config == file.metadata.end())
-    throw Error(path +
-                    " is not a Perceiver saved by qkv train --model perceiver (its metadata "
-                    "has no format " +
-                    std::string(kFormat) + ")",
+  if (format == file.metadata.end() || format->second != kFormat)
+    throw Error(path + " is not a Perceiver saved by qkv train --model perceiver: its metadata " +
+                    (format == file.metadata.end()
+                         ? std::string("has no \"format\"")
+                         : "'s format is \"" + format->second.substr(0, 40) + "\"") +
+                    "; expected \"" + kFormat + "\"",
+                Error::Kind::runtime);
+  if (config == file.metadata.end())
+    throw Error(path + ": its metadata has format \"" + kFormat + "\" but no " +
+                    std::string(kConfigKey) +
+                    "; expected the model's config, as qkv train saves it",
                 Error::Kind::runtime);
   const PerceiverConfig c = config_from_json(config->second, path);
   // A config that lies about its sizes must not allocate what the file does not hold: the model

@@ -15,6 +15,11 @@ constexpr const char* kFormatKey = "format";
 constexpr const char* kFormat = "qkv-seq2seq";
 constexpr const char* kConfigKey = "qkv.config";
 
+// The metadata's "format" as a message quotes it: at most 40 bytes (it is any string of the file).
+std::string shown_format(const std::string& format) {
+  return "\"" + (format.size() > 40 ? format.substr(0, 37) + "..." : format) + "\"";
+}
+
 // Token ids padded to `length` with PAD.
 std::vector<int32_t> padded(std::vector<int32_t> ids, int64_t length) {
   ids.resize(static_cast<std::size_t>(length), Vocabulary::kPad);
@@ -123,9 +128,20 @@ std::unique_ptr<Seq2Seq> Seq2Seq::load(const std::string& path,
   const SafetensorsFile file = read_safetensors(path);
   const auto format = file.metadata.find(kFormatKey);
   const auto config = file.metadata.find(kConfigKey);
-  if (format == file.metadata.end() || format->second != kFormat || config == file.metadata.end())
-    throw Error(path + " is not a model saved by qkv train (its metadata has no " +
-                std::string(kConfigKey) + "); train one with qkv train --task dates --out " + path);
+  // What the file is, said before anything else is read from it: a BERT checkpoint has no format,
+  // a Perceiver or another program's file another one.
+  const std::string expected = std::string("; expected \"") + kFormat +
+                               "\" (a model saved by qkv train), or \"qkv-perceiver\" (qkv train "
+                               "--model perceiver)";
+  if (format == file.metadata.end())
+    throw Error(path + " is not a model saved by qkv train: its metadata has no \"format\"" +
+                expected);
+  if (format->second != kFormat)
+    throw Error(path + " is not a model saved by qkv train: its metadata's format is " +
+                shown_format(format->second) + expected);
+  if (config == file.metadata.end())
+    throw Error(path + ": its metadata has format \"" + kFormat + "\" but no " +
+                std::string(kConfigKey) + "; expected the model's config, as qkv train saves it");
   const Seq2SeqConfig c = config_from_metadata(config->second, path);
   const double at_least = fewest_parameters(c);
   const double vocab = static_cast<double>(Vocabulary(c.characters).size());

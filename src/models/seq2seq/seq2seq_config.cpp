@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "qkv/json.h"
 #include "qkv/model.h"
 
 namespace qkv {
@@ -246,10 +247,9 @@ std::string config_to_metadata(const Seq2SeqConfig& config) { return to_json(con
 Seq2SeqConfig config_from_metadata(const std::string& text, const std::string& path) {
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": the metadata's " + std::string(kConfigKey) + " is not valid JSON (" +
-                e.what() + ")");
+    json = parse_json(text);
+  } catch (const JsonError& e) {
+    throw Error(path + ": the metadata's " + std::string(kConfigKey) + " " + e.what());
   }
   const Seq2SeqConfig c = from_json(json, path);
   c.validate(path);

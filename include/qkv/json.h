@@ -1,0 +1,65 @@
+// qkv/json.h — the one way qkv parses JSON that comes from a file or from the user: safetensors
+// headers, a BERT model's config.json, a trained model's metadata, inline matrices, the built-in
+// examples. Every nlohmann::json::parse of such text goes through parse_json.
+//
+// Why a bound on nesting: nlohmann's parser keeps its own stack, but what walks the value
+// afterwards — dump() for a message, a reader's recursion — takes a stack frame a level. A
+// safetensors header of 100,000 nested '[' (200 KB) overflowed the stack and killed the process,
+// a Python interpreter included (issue 26). So the depth is measured on the text first, before
+// anything is parsed, and text nested deeper than any file qkv reads is refused.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "qkv/tensor.h"
+
+namespace qkv {
+
+// Far above the deepest JSON qkv reads: a safetensors header and a config nest 3 levels, an
+// inline matrix at most 3, the examples 5.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Why parse_json refused a text. The message is a predicate for the caller to put after what it
+// names (a file, "the header", an option): "nests arrays and objects more than 64 deep (at byte
+// 64); expected at most 64 levels", or "is not valid JSON: " and nlohmann's own description of
+// the syntax error or the number out of range.
+class JsonError : public Error {
+ public:
+  enum class Reason { too_deep, syntax, out_of_range };
+  JsonError(const std::string& message, Reason reason, std::size_t byte)
+      : Error(message), reason_(reason), byte_(byte) {}
+  Reason reason() const noexcept { return reason_; }
+  // Where the parse stopped: the opening bracket one level too deep, or (nlohmann's convention)
+  // one past the character a syntax error found; 0 for a number out of range.
+  std::size_t byte() const noexcept { return byte_; }
+
+ private:
+  Reason reason_;
+  std::size_t byte_;
+};
+
+// Throws JsonError when `text` nests arrays and objects more than `max_depth` deep. Brackets
+// inside strings do not count; nothing else is checked (the parser does that).
+void check_json_depth(std::string_view text, int max_depth = kMaxJsonDepth);
+
+// check_json_depth, then nlohmann's parse (with `callback`, as Json::parse takes it). Every failure
+// is a JsonError.
+template <class Json = nlohmann::json>
+Json parse_json(std::string_view text, typename Json::parser_callback_t callback = nullptr,
+                int max_depth = kMaxJsonDepth) {
+  check_json_depth(text, max_depth);
+  try {
+    return Json::parse(text.begin(), text.end(), callback);
+  } catch (const typename Json::parse_error& e) {
+    throw JsonError(std::string("is not valid JSON: ") + e.what(), JsonError::Reason::syntax,
+                    e.byte);
+  } catch (const typename Json::exception& e) {  // out_of_range: a number such as 1e999
+    throw JsonError(std::string("is not valid JSON: ") + e.what(), JsonError::Reason::out_of_range,
+                    0);
+  }
+}
+
+}  // namespace qkv
