@@ -50,6 +50,18 @@ std::string experiment_progress_line(const std::string& name, const ExperimentPr
          ", ETA " + duration_str(eta);
 }
 
+// A reading's paragraphs (separated by a blank line) each wrapped to 80 columns.
+std::string wrap_paragraphs(const std::string& text) {
+  std::string out;
+  for (std::size_t start = 0; start <= text.size();) {
+    std::size_t end = text.find("\n\n", start);
+    if (end == std::string::npos) end = text.size();
+    out += (out.empty() ? "" : "\n\n") + wrap(text.substr(start, end - start), 80, 0);
+    start = end + 2;
+  }
+  return out;
+}
+
 }  // namespace
 
 CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
@@ -65,7 +77,8 @@ CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
   cmd->footer(
       "\nExperiments:\n"
       "  tie-qk   W_Q = W_K (a symmetric QKᵀ) against separate projections, on reverse\n"
-      "           and on follow (a previous-token relation)\n"
+      "           and on follow (a previous-token relation); worked by hand in\n"
+      "           qkv attend --example tied\n"
       "  no-wv    identity W_V and no W_O against learned ones\n"
       "  scale    softmax(QKᵀ/√d_k) against softmax(QKᵀ) as d_k grows\n"
       "  heads    1, 2, 4, 8 heads at the same d_model\n"
@@ -109,7 +122,7 @@ int run_experiment_command(const ExperimentArgs& args) {
             << wrap(r.question, 80, 0) << "\n\n"
             << wrap("Setup: " + r.setup, 80, 2) << "\n\n"
             << render_rows(r.columns, r.rows) << "\n"
-            << wrap(r.reading, 80, 0) << "\n\n"
+            << wrap_paragraphs(r.reading) << "\n\n"
             << "(" << fixed(r.seconds, 0) << " s)\n";
   return 0;
 }

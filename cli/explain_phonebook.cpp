@@ -40,6 +40,18 @@ std::optional<Phonebook> parse(const std::string& s) {
 
 std::string two(double x) { return fixed(x, 2); }
 
+// A transformer head's logit, scale·score(q, k), in the notation of its score.
+std::string logit_formula(Score score) {
+  switch (score) {
+    case Score::scaled_dot:
+      return "q·k/√d_k";
+    case Score::dot:
+      return "q·k";
+    default:
+      return "scale·" + std::string(to_string(score)) + "(q, k)";
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> phonebook_reading(const Seq2SeqCapture& c) {
@@ -113,18 +125,30 @@ std::vector<std::string> phonebook_reading(const Seq2SeqCapture& c) {
     for (int64_t d = 0; d < v.dim(3); ++d) norm += std::pow(v.at<double>(0, kv_head, j, d), 2);
     flow_sum += w.at<double>(0, match_head, 0, j) * std::sqrt(norm);
   }
+  // What the brackets hold is named once, the way the rest of the view names it: RNNsearch's
+  // score e (its worked step's e_ij, at scale 1 the logit itself), a transformer's logit.
+  const std::string number_score = rnn ? "e" : "logit";
   lines.push_back((rnn ? std::string("match  the additive attention")
                        : "match  decoder layer " + std::to_string(match_layer) + ", head " +
                              std::to_string(match_head)) +
                   ": the query '" + std::string(1, book->query) + "' against each entry");
-  lines.push_back("       (its weight on name + number, and the number's logit)");
+  if (rnn) {
+    lines.push_back("       (its weight on name + number, and e, the number's score");
+    lines.push_back("       v_a·tanh(W_a s_0 + U_a h_j) before the softmax)");
+  } else {
+    lines.push_back("       (its weight on name + number, and the number's logit " +
+                    logit_formula(cross.score) + ")");
+  }
   std::string line = "      ";
   for (std::size_t e = 0; e < entries.size(); ++e) {
-    if (e > 0 && e % 4 == 0) lines.push_back(line), line = "      ";
-    line += "   " + std::string(1, entries[e].key) + std::string(1, entries[e].number) + " " +
-            two(weight[e]) + " (" +
-            fixed(logits.at<double>(0, match_head, 0, entries[e].at + 1), 1) + ")" +
-            (book->asked == e ? " ←" : "");
+    const std::string entry = "   " + std::string(1, entries[e].key) +
+                              std::string(1, entries[e].number) + " " + two(weight[e]) + " (" +
+                              number_score + " " +
+                              fixed(logits.at<double>(0, match_head, 0, entries[e].at + 1), 1) +
+                              ")" + (book->asked == e ? " ←" : "");
+    // Within 80 columns with the two the caller indents by.
+    if (e > 0 && display_width(line + entry) > 78) lines.push_back(line), line = "      ";
+    line += entry;
   }
   lines.push_back(line);
   if (book->asked) {
@@ -144,8 +168,15 @@ std::vector<std::string> phonebook_reading(const Seq2SeqCapture& c) {
   }
   lines.push_back("SQL    SELECT number FROM book WHERE name = '" + std::string(1, book->query) +
                   "'");
-  lines.push_back("       query: the name asked; keys: the names listed; values: the numbers;");
-  lines.push_back("       softmax(QKᵀ/√d_k) makes the WHERE soft");
+  if (rnn) {  // one set of vectors, h_j, is both the keys and the values; the score is additive
+    lines.push_back("       query: s_0, carrying the name asked; keys and values: the same h_j,");
+    lines.push_back("       a number's carrying its name; softmax over the additive scores e");
+    lines.push_back("       makes the WHERE soft");
+  } else {
+    lines.push_back("       query: the name asked; keys: the names listed; values: the numbers;");
+    lines.push_back("       softmax over the logits " + logit_formula(cross.score) +
+                    " makes the WHERE soft");
+  }
   return lines;
 }
 

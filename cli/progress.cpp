@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <utility>
 
 #include "text.h"
 
@@ -26,10 +27,26 @@ std::string step_counter(int64_t step, int64_t steps, bool with_bar) {
   return line;
 }
 
-std::string rate_and_eta(int64_t step, int64_t steps, double seconds) {
+namespace {
+
+// Steps a second since the start, and the seconds the steps left take at that rate (NaN before
+// any rate is known).
+std::pair<double, double> rate_and_seconds_left(int64_t step, int64_t steps, double seconds) {
   const double rate = seconds > 0 ? static_cast<double>(step) / seconds : 0;
-  const double eta = rate > 0 ? static_cast<double>(steps - step) / rate : NAN;
-  return "  " + fixed(rate, 1) + " steps/s  ETA " + duration_str(eta);
+  return {rate, rate > 0 ? static_cast<double>(steps - step) / rate : NAN};
+}
+
+}  // namespace
+
+std::string rate_and_eta(int64_t step, int64_t steps, double seconds) {
+  const auto [rate, left] = rate_and_seconds_left(step, steps, seconds);
+  return "  " + fixed(rate, 1) + " steps/s  ETA " + duration_str(left);
+}
+
+std::string rate_and_time_to_limit(int64_t step, int64_t steps, double seconds) {
+  const auto [rate, left] = rate_and_seconds_left(step, steps, seconds);
+  return "  " + fixed(rate, 1) + " steps/s  ≤ " + duration_str(left) + " to the " + grouped(steps) +
+         "-step limit; may stop early";
 }
 
 Progress::Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}

@@ -43,11 +43,14 @@ std::string task_list() {
 
 std::string percent(double x, int digits = 1) { return fixed(100 * x, digits) + "%"; }
 
-std::string progress_line(const TrainProgress& p, bool with_bar) {
+// With a target of at most 100% the run may stop early, so the time shown is to the step limit,
+// said as such (--target above 1: it takes every step, and the time is an ETA).
+std::string progress_line(const TrainProgress& p, bool with_bar, bool may_stop_early) {
   return step_counter(p.step, p.steps, with_bar) + "  loss " + fixed(p.loss, 3) + "  tokens " +
          percent(p.token_accuracy) + "  held-out " +
          (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—")) +
-         rate_and_eta(p.step, p.steps, p.seconds);
+         (may_stop_early ? rate_and_time_to_limit(p.step, p.steps, p.seconds)
+                         : rate_and_eta(p.step, p.steps, p.seconds));
 }
 
 }  // namespace
@@ -103,12 +106,14 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
       "sinusoidal positions; AdamW with warmup, cosine decay to lr/10 at --steps and\n"
       "gradient clipping at 1; label smoothing 0.1. Accuracy is exact-sequence: the\n"
       "whole output must match. Training stops early once a held-out evaluation shows\n"
-      "--target beyond doubt. Same --seed and --threads, same numbers.\n\n"
+      "--target beyond doubt, so the progress line's time is to the --steps limit, an\n"
+      "upper bound. Same --seed and --threads, same numbers; on a machine shared with\n"
+      "other work, --threads 1 is often the fastest.\n\n"
       "RNNsearch (--model rnnsearch, Bahdanau et al. 2014): a bidirectional GRU reads the\n"
       "source into annotations h_j; a GRU decoder's state s_{i-1} is the query of an\n"
       "additive attention, e_ij = v_a·tanh(W_a s_{i-1} + U_a h_j), whose keys and values\n"
       "are both the h_j. --d-model sets the width (annotations and decoder state).\n"
-      "(measured: dates, 99.6% held-out after 500 steps, about 3 minutes on 2 cores)\n\n"
+      "(measured: dates, 99.6% held-out after 500 steps, 15 s of CPU on one thread)\n\n"
       "Examples:\n"
       "  qkv train --task reverse\n"
       "  qkv train --task dates --out dates.safetensors\n"
@@ -176,11 +181,13 @@ int run_train(const TrainArgs& args) {
   Progress bar;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const int64_t every = std::max<int64_t>(1, options.steps / 10);
+  const bool may_stop_early = options.target_accuracy <= 1;
   const TrainSummary s = train(*model, task, options, [&](const TrainProgress& p) {
     if (tty) {
-      if (p.step == 1 || p.step % 5 == 0 || p.evaluated) bar.show(progress_line(p, true));
+      if (p.step == 1 || p.step % 5 == 0 || p.evaluated)
+        bar.show(progress_line(p, true, may_stop_early));
     } else if (p.step % every == 0) {
-      std::cerr << progress_line(p, false) << "\n";
+      std::cerr << progress_line(p, false, may_stop_early) << "\n";
     }
   });
   bar.clear();

@@ -22,11 +22,13 @@ namespace {
 
 std::string percent(double x) { return fixed(100 * x, 1) + "%"; }
 
-std::string progress_line(const PerceiverProgress& p, bool with_bar) {
+// As qkv train's: the time to the step limit when the run may stop early at its target.
+std::string progress_line(const PerceiverProgress& p, bool with_bar, bool may_stop_early) {
   return step_counter(p.step, p.steps, with_bar) + "  loss " + fixed(p.loss, 3) + "  batch " +
          percent(p.accuracy) + "  held-out " +
          (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—")) +
-         rate_and_eta(p.step, p.steps, p.seconds);
+         (may_stop_early ? rate_and_time_to_limit(p.step, p.steps, p.seconds)
+                         : rate_and_eta(p.step, p.steps, p.seconds));
 }
 
 void in_range(const char* flag, int64_t value, int64_t lo, int64_t hi) {
@@ -79,12 +81,14 @@ int run_train_perceiver(const TrainArgs& args) {
   Progress bar;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const int64_t every = std::max<int64_t>(1, options.steps / 10);
+  const bool may_stop_early = options.target_accuracy <= 1;
   const PerceiverTrainSummary s =
       train_perceiver(model, task, options, [&](const PerceiverProgress& p) {
         if (tty) {
-          if (p.step == 1 || p.step % 5 == 0 || p.evaluated) bar.show(progress_line(p, true));
+          if (p.step == 1 || p.step % 5 == 0 || p.evaluated)
+            bar.show(progress_line(p, true, may_stop_early));
         } else if (p.step % every == 0) {
-          std::cerr << progress_line(p, false) << "\n";
+          std::cerr << progress_line(p, false, may_stop_early) << "\n";
         }
       });
   bar.clear();

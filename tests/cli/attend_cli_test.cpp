@@ -595,11 +595,12 @@ TEST(QkvCli, AttendHelpShowsAnExample) {
   EXPECT_THAT(r.out, AllOf(HasSubstr("--query"), HasSubstr("--score"), HasSubstr("--causal")));
 }
 
-TEST(QkvCli, ExampleListNamesTheSevenExamples) {
+TEST(QkvCli, ExampleListNamesTheEightExamples) {
   const CliResult r = run_qkv({"attend", "--example", "list"});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7) << r.describe();
-  for (const char* name : {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend"})
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 8) << r.describe();
+  for (const char* name :
+       {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend", "tied"})
     EXPECT_THAT(r.out, HasSubstr(name)) << r.describe();
 }
 
@@ -613,7 +614,7 @@ TEST(QkvCli, PhonebookExampleExplainsSoftmaxAndOut) {
 
 TEST(QkvCli, EveryExampleRuns) {
   for (const char* name :
-       {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend"}) {
+       {"phonebook", "search", "pronoun", "bank", "laplace", "lsi", "recommend", "tied"}) {
     const CliResult r = run_qkv({"attend", "--example", name});
     EXPECT_EQ(r.exit_code, 0) << r.describe();
     EXPECT_FALSE(r.out.empty()) << r.describe();

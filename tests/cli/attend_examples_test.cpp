@@ -1,6 +1,7 @@
-// tests/cli/attend_examples_test.cpp — the worked examples `qkv attend --example lsi` and
-// `--example recommend`, checked against numbers worked out here from their inputs (restated
-// below) or, for the SVD, by NumPy in examples/attend/make_lsi.py — never copied from qkv's output.
+// tests/cli/attend_examples_test.cpp — the worked examples `qkv attend --example lsi`,
+// `--example recommend` and `--example tied`, checked against numbers worked out here from their
+// inputs (restated below) or, for the SVD, by NumPy in examples/attend/make_lsi.py — never copied
+// from qkv's output.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -167,6 +168,116 @@ TEST(AttendExamples, RecommendTextShowsTheReading) {
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_THAT(r.out, HasSubstr("DIN drops the softmax"));
   EXPECT_THAT(r.out, HasSubstr("Run 2 of 2: normalize none"));
+}
+
+// ---- tied: W_Q = W_K makes the scores symmetric, and a token's best match itself
+
+// "the cat sat", one-hot features noun, verb, det; each run's W_Q and W_K (3 features → 2),
+// restated from examples/attend/tied.json.
+using Projection = std::array<std::array<double, 2>, 3>;
+constexpr std::array<std::array<double, 3>, 3> kTheCatSat = {{{0, 0, 1}, {1, 0, 0}, {0, 1, 0}}};
+constexpr Projection kAsks = {{{0, 2}, {2, 0}, {0, 0}}};     // a noun wants a det, a verb a noun
+constexpr Projection kAnswers = {{{2, 0}, {0, 0}, {0, 2}}};  // a noun says so, a det says so
+constexpr Projection kCatLonger = {{{3, 0}, {2, 0}, {0, 0}}};
+constexpr std::array<std::pair<Projection, Projection>, 3> kTiedRuns = {
+    {{kAsks, kAnswers}, {kAsks, kAsks}, {kCatLonger, kCatLonger}}};
+enum Token { the = 0, cat = 1, sat = 2 };
+
+// x·W for the three tokens.
+std::array<std::array<double, 2>, 3> project(const Projection& w) {
+  std::array<std::array<double, 2>, 3> out{};
+  for (int t = 0; t < 3; ++t)
+    for (int d = 0; d < 2; ++d)
+      for (int f = 0; f < 3; ++f) out[t][d] += kTheCatSat[t][f] * w[f][d];
+  return out;
+}
+
+// The scores q_i·k_j and the softmax weights of (q_i·k_j)/√2, row by row.
+void tied_expected(int run, std::vector<double>& scores, std::vector<double>& weights) {
+  const auto q = project(kTiedRuns[run].first), k = project(kTiedRuns[run].second);
+  scores.assign(9, 0), weights.assign(9, 0);
+  for (int i = 0; i < 3; ++i) {
+    double sum = 0;
+    for (int j = 0; j < 3; ++j) {
+      scores[i * 3 + j] = q[i][0] * k[j][0] + q[i][1] * k[j][1];
+      weights[i * 3 + j] = std::exp(scores[i * 3 + j] / std::sqrt(2.0));
+      sum += weights[i * 3 + j];
+    }
+    for (int j = 0; j < 3; ++j) weights[i * 3 + j] /= sum;
+  }
+}
+
+int argmax_row(const std::vector<double>& w, int row) {
+  int best = 0;
+  for (int j = 1; j < 3; ++j)
+    if (w[row * 3 + j] > w[row * 3 + best]) best = j;
+  return best;
+}
+
+TEST(AttendExamples, TiedScoresAndWeightsAreTheProjectionsProducts) {
+  const nlohmann::json runs = example_json("tied").at("runs");
+  ASSERT_EQ(runs.size(), 3u);
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run + 1));
+    std::vector<double> scores, weights;
+    tied_expected(run, scores, weights);
+    EXPECT_EQ(runs[run].at("score"), "scaled-dot");
+    EXPECT_NEAR(runs[run].at("scale").get<double>(), 1 / std::sqrt(2.0), 1e-15);
+    const std::vector<double> got_s = numbers(runs[run].at("scores")),
+                              got_w = numbers(runs[run].at("weights"));
+    ASSERT_EQ(got_s.size(), 9u);
+    ASSERT_EQ(got_w.size(), 9u);
+    for (int i = 0; i < 9; ++i) {
+      EXPECT_NEAR(got_s[i], scores[i], 1e-12) << "entry " << i;
+      EXPECT_NEAR(got_w[i], weights[i], 1e-12) << "entry " << i;
+    }
+  }
+}
+
+// What the example shows: separate projections send "sat" to "cat"; tied ones, with every vector
+// as long as the others, send it to itself; tied with "cat" the longer, "sat" finds "cat" and
+// "cat" itself. Tied scores are symmetric, and each diagonal entry is ‖q‖².
+TEST(AttendExamples, TiedFindsItselfWhereSeparateFindsTheSubject) {
+  const nlohmann::json runs = example_json("tied").at("runs");
+  ASSERT_EQ(runs.size(), 3u);
+  const std::vector<double> separate = numbers(runs[0].at("weights")),
+                            tied = numbers(runs[1].at("weights")),
+                            longer = numbers(runs[2].at("weights"));
+  EXPECT_EQ(argmax_row(separate, sat), cat);
+  EXPECT_EQ(argmax_row(separate, cat), the);
+  EXPECT_EQ(argmax_row(tied, sat), sat);
+  EXPECT_EQ(argmax_row(tied, cat), cat);
+  EXPECT_EQ(argmax_row(longer, sat), cat);
+  EXPECT_EQ(argmax_row(longer, cat), cat);
+  // By hand: e^(4/√2) / (e^(4/√2) + 2) = 0.894 on the match, run 1's "cat", run 2's "sat" itself.
+  const double sharp = std::exp(4 / std::sqrt(2.0)) / (std::exp(4 / std::sqrt(2.0)) + 2);
+  EXPECT_NEAR(separate[sat * 3 + cat], sharp, 1e-12);
+  EXPECT_NEAR(tied[sat * 3 + sat], sharp, 1e-12);
+  EXPECT_NEAR(sharp, 0.894, 5e-4);
+  // Run 3: s(sat, cat) = 2·3 = 6, s(sat, sat) = 4, s(cat, cat) = 9; weights 0.80 and 0.11 across.
+  EXPECT_NEAR(longer[sat * 3 + cat], 0.795, 5e-4);
+  EXPECT_NEAR(longer[cat * 3 + sat], 0.107, 5e-4);
+  for (int run : {1, 2}) {
+    const std::vector<double> s = numbers(runs[run].at("scores"));
+    const std::vector<double> q = numbers(runs[run].at("query"));
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_NEAR(s[i * 3 + i], q[i * 2] * q[i * 2] + q[i * 2 + 1] * q[i * 2 + 1], 1e-12);
+      for (int j = 0; j < 3; ++j) EXPECT_EQ(s[i * 3 + j], s[j * 3 + i]) << i << ", " << j;
+    }
+  }
+  // Separate projections: not symmetric ("sat" scores "cat" 4, "cat" scores "sat" 0).
+  const std::vector<double> s0 = numbers(runs[0].at("scores"));
+  EXPECT_EQ(s0[sat * 3 + cat], 4.0);
+  EXPECT_EQ(s0[cat * 3 + sat], 0.0);
+}
+
+TEST(AttendExamples, TiedTextShowsTheReading) {
+  const CliResult r = run_qkv({"attend", "--example", "tied"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out,
+              HasSubstr("W_Q = W_K: symmetric scores, and each token's best match is itself"));
+  EXPECT_THAT(r.out, HasSubstr("Run 3 of 3"));
+  EXPECT_THAT(r.out, HasSubstr("s(a, a) = ‖q_a‖²"));
 }
 
 }  // namespace

@@ -41,12 +41,17 @@ TEST(ExplainPhonebookCli, ALookupModelIsReadAsAPhonebook) {
   // The match: the query 'b' against the three entries, the asked one marked.
   EXPECT_THAT(r.out, HasSubstr("match  decoder layer "));
   EXPECT_THAT(r.out, HasSubstr(": the query 'b' against each entry"));
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +a3 [01]\\.[0-9]{2} \\(-?[0-9.]+\\) +b7 "
-                                                  "[01]\\.[0-9]{2} \\(-?[0-9.]+\\) ← +c1 ")))
+  // Each entry's weight, and in brackets the one number named in the line above: the logit of
+  // the entry's number.
+  EXPECT_THAT(r.out, HasSubstr("(its weight on name + number, and the number's logit q·k/√d_k)"));
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("\n +a3 [01]\\.[0-9]{2} \\(logit -?[0-9.]+\\) +b7 [01]\\.[0-9]{2} "
+                        "\\(logit -?[0-9.]+\\) ← +c1 ")))
       << r.out;
   EXPECT_THAT(r.out, HasSubstr("of what that head reads back (Σ weight·‖v‖) is the entry \"b7\""));
   EXPECT_THAT(r.out, HasSubstr("the model answers \""));
   EXPECT_THAT(r.out, HasSubstr("SQL    SELECT number FROM book WHERE name = 'b'"));
+  EXPECT_THAT(r.out, HasSubstr("softmax over the logits q·k/√d_k makes the WHERE soft"));
   std::ifstream in(html);
   std::stringstream page;
   page << in.rdbuf();
@@ -68,7 +73,7 @@ TEST(ExplainPhonebookCli, RnnSearchLearnsThePhonebook) {
   std::filesystem::remove(model);
   const auto train =
       run_qkv({"train", "--task", "lookup", "--model", "rnnsearch", "--steps", "1500",
-               "--test-examples", "200", "--threads", "2", "--json", "--out", model});
+               "--test-examples", "200", "--threads", "1", "--json", "--out", model});
   ASSERT_EQ(train.exit_code, 0) << train.describe();
   EXPECT_GE(nlohmann::json::parse(train.out)["test_accuracy"].get<double>(), 0.95) << train.out;
   const auto r = run_qkv({"explain", "--model", model, "--input", "? b a3 b7 c1"});
@@ -81,6 +86,22 @@ TEST(ExplainPhonebookCli, RnnSearchLearnsThePhonebook) {
       << r.out;
   EXPECT_GE(std::stoi(m[1]), 50) << r.out;
   EXPECT_THAT(r.out, HasSubstr("the model answers \"7\": its number"));
+  // The number in brackets is named as the worked step names it, e (the additive score), and is
+  // the worked step's e_1j of that number (the source's only '7').
+  EXPECT_THAT(r.out, HasSubstr("(its weight on name + number, and e, the number's score\n"
+                               "         v_a·tanh(W_a s_0 + U_a h_j) before the softmax)"));
+  std::smatch match, worked;
+  ASSERT_TRUE(
+      std::regex_search(r.out, match, std::regex(" b7 [01]\\.[0-9]{2} \\(e (-?[0-9.]+)\\) ←")))
+      << r.out;
+  ASSERT_TRUE(
+      std::regex_search(r.out, worked, std::regex("\n +[0-9]+  '7' +\\[[^\\]]*\\] +(-?[0-9.]+) ")))
+      << r.out;
+  EXPECT_NEAR(std::stod(match[1]), std::stod(worked[1]), 0.05) << r.out;
+  // The SQL reading is true of additive attention: no QKᵀ/√d_k, keys and values the same h_j.
+  EXPECT_THAT(r.out, Not(HasSubstr("QKᵀ")));
+  EXPECT_THAT(r.out, HasSubstr("keys and values: the same h_j"));
+  EXPECT_THAT(r.out, HasSubstr("softmax over the additive scores e"));
   std::filesystem::remove(model);
 }
 

@@ -64,6 +64,12 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
   EXPECT_DOUBLE_EQ(ja["chance"].get<double>(), 0.1);
   EXPECT_EQ(ja["training"]["final_loss"], jb["training"]["final_loss"]);  // same seed, same run
   EXPECT_EQ(ja["test_accuracy"], jb["test_accuracy"]);
+  // Its progress (stderr, not a terminal): it may stop at --target, so the time shown is to the
+  // step limit, and says so.
+  EXPECT_TRUE(std::regex_search(
+      a.err, std::regex("\nstep 20/20  loss [0-9.]+  batch [0-9.]+%  held-out [0-9.]+%  [0-9.]+ "
+                        "steps/s  ≤ 0s to the 20-step limit; may stop early\n$")))
+      << a.err;
 
   // The terminal view: one row a latent, the prediction and the true count.
   const auto text = run_qkv({"explain", "--model", out});

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
@@ -17,6 +18,7 @@ namespace {
 
 using testing::expect_one_line_error;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::run_qkv;
 
 std::string temp_path(const std::string& name) {
@@ -132,6 +134,40 @@ TEST(TrainCli, TinyRunIsDeterministicSavesAndExplains) {
   for (const auto& block : data["blocks"]) EXPECT_EQ(block["layers"].size(), 1u);
   std::filesystem::remove(html_path);
   std::filesystem::remove(out);
+}
+
+// The progress line (stderr is not a terminal here: a line every tenth of the steps). A run that
+// stops at --target says its time is to the step limit and that it may stop early: this one,
+// --target 0, stops at its first evaluation, step 100 of 1,000. With --target above 1 every step
+// is taken, and the time left is an ETA.
+TEST(TrainCli, ProgressTimeIsToTheStepLimitWhenTheRunMayStopEarly) {
+  const std::vector<std::string> run = {
+      "train", "--task",          "copy", "--steps",   "1000", "--layers",
+      "1",     "--heads",         "2",    "--d-model", "16",   "--batch",
+      "16",    "--test-examples", "20",   "--threads", "1",    "--target"};
+  auto with_target = [&](const std::string& target) {
+    std::vector<std::string> args = run;
+    args.push_back(target);
+    return run_qkv(args);
+  };
+  const auto early = with_target("0");
+  ASSERT_EQ(early.exit_code, 0) << early.describe();
+  EXPECT_TRUE(std::regex_search(
+      early.err, std::regex("^step 100/1000  loss [0-9.]+  tokens [0-9.]+%  held-out [0-9.]+%  "
+                            "[0-9.]+ steps/s  ≤ [0-9]+(s|m[0-9]{2}s) to the 1,000-step limit; "
+                            "may stop early\n$")))
+      << early.err;
+  EXPECT_THAT(early.out, HasSubstr("100 steps × 16 examples, stopped early"));
+
+  const auto all = run_qkv({"train", "--task", "copy", "--steps", "20", "--layers", "1", "--heads",
+                            "2", "--d-model", "16", "--batch", "16", "--test-examples", "20",
+                            "--threads", "1", "--target", "2"});
+  ASSERT_EQ(all.exit_code, 0) << all.describe();
+  EXPECT_TRUE(std::regex_search(
+      all.err, std::regex("\nstep 20/20  loss [0-9.]+  tokens [0-9.]+%  held-out [0-9.]+%  "
+                          "[0-9.]+ steps/s  ETA 0s\n$")))
+      << all.err;
+  EXPECT_THAT(all.err, Not(HasSubstr("may stop early")));
 }
 
 TEST(ExplainSeq2SeqCli, InputWithoutATrainedModelExits2) {

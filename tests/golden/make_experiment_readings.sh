@@ -3,8 +3,9 @@
 # that a test can check the --quick runs read the same direction without spending ctest's time
 # on full runs (tests/cli/experiment_readings_test.cpp). Each run is deterministic for a given
 # seed and thread count; the tables here were made on one thread (QKV_NUM_THREADS=1, the default
-# below) on this 2-core AMD EPYC (Zen 3, AVX2): tie-qk took 6 minutes and scores 14 on an idle
-# machine; heads 22, scale 11 and no-wv 8 with other work beside them.
+# below) on this 2-core AMD EPYC (Zen 3, AVX2): scores took 14 minutes on an idle machine; heads
+# 22, scale 11 and no-wv 8 with other work beside them; tie-qk 6 minutes idle, and 10 (223 s of
+# CPU) when it was last remade, at a load average of 6 to 10.
 #
 #   tests/golden/make_experiment_readings.sh [build/qkv] [NAME ...]
 set -euo pipefail

@@ -40,7 +40,7 @@ Run train_once(const Setup& s, uint64_t seed, const nn::MultiHeadAttentionOption
   t.batch_size = s.batch;
   t.seed = seed;
   t.eval_examples = 200;
-  t.test_examples = 300;
+  t.test_examples = kTestExamples;
   t.target_accuracy = 2;  // never stop early: every variant gets the same steps
   const std::string run_label = label + " (seed " + std::to_string(seed) + ")";
   ++runner.run;

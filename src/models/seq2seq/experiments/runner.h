@@ -16,6 +16,9 @@ namespace qkv::experiments {
 std::string fmt(const char* format, double x);  // snprintf of one number
 double now();                                   // seconds, steady clock
 
+// Held-out sequences each trained model is tested on (greedy decoding).
+constexpr int64_t kTestExamples = 300;
+
 struct Setup {
   std::string task;
   TaskOptions task_options;
