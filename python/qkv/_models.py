@@ -240,8 +240,8 @@ class CausalLM:
                     "install it with scripts/fetch_model smollm2 from qkv's repository")
             self.name = "SmolLM2-135M-Instruct"
         else:
-            expected = "expected a .gguf model file, or 'smollm2' for the one scripts/fetch_model " \
-                       "installs"
+            expected = ("expected a .gguf model file, or 'smollm2' for the one "
+                        "scripts/fetch_model installs")
             what = _checks.what_it_is(path)
             if what is None:
                 raise FileNotFoundError(f"{path}: no such file; {expected}")
