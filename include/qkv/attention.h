@@ -19,6 +19,7 @@
 // applies float32's range to float32 inputs). Scale such inputs down, or pass float64.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,6 +70,43 @@ struct AttentionOptions {
   int num_threads = 0;  // 0: $QKV_NUM_THREADS if set, else the machine's cores
 };
 
+// What a forward was computed from, so that a backward given that forward can tell whether it is
+// its own: each input's dtype and shape, and a 64-bit hash of its values, beside the options that
+// change the result. attention() records it with keep_for_backward, and the backward that is
+// given the forward refuses one recorded from other inputs or options, whose saved softmax would
+// otherwise give wrong gradients without a sign. Values, not addresses: an array changed in place
+// between the forward and the backward is another input. The hash (not cryptographic) catches
+// mistakes, not an adversary who crafts a collision.
+struct ForwardFingerprint {
+  bool recorded = false;
+  struct Input {
+    DType dtype = DType::f32;
+    Shape shape;
+    uint64_t values = 0;  // tensor_values_hash
+    bool defined = false;
+    bool operator==(const Input&) const = default;
+  };
+  Input query, key, value, mask;
+  uint64_t key_lengths = 0;  // a hash of options.key_lengths
+  uint64_t params = 0;       // a hash of options.params, each tensor's dtype, shape and values
+  Score score = Score::scaled_dot;
+  double scale = 0;  // as applied: default_scale(score, Dk) when options.scale is empty
+  Normalize normalize = Normalize::softmax;
+  Causal causal = Causal::none;
+};
+
+// The record of q, k, v and options (recorded = true). Reads every element once.
+ForwardFingerprint fingerprint_of(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const AttentionOptions& options);
+// How the forward's record differs from this call's, as the end of "the saved forward was
+// computed ...": "from another key: float32 [2, 6, 8], not float32 [2, 7, 8]", "with causal
+// top-left, not none"; empty when they are the same.
+std::string fingerprint_difference(const ForwardFingerprint& forward,
+                                   const ForwardFingerprint& now);
+// A 64-bit hash of t's dtype, shape and values in row-major order (strides do not matter: a view
+// and its contiguous copy hash alike); 0 for an undefined tensor.
+uint64_t tensor_values_hash(const Tensor& t);
+
 // Results are float64 when any of q, k, v is float64, else float32.
 struct AttentionResult {
   Tensor out;        // [B, Hq, L, Dv]
@@ -80,6 +118,8 @@ struct AttentionResult {
   // kernels formed it (its largest exponent, in the kernels' units, and the sum of the exponentials
   // below it): what the backward needs beside `out` to skip the forward. Undefined elsewhere.
   Tensor saved_max, saved_sum;
+  // With keep_for_backward (on either path): what the forward was computed from.
+  ForwardFingerprint fingerprint;
 };
 
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -134,6 +174,8 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
 // keep_for_backward: its out and saved softmax let the fused backward skip the forward pass (a
 // quarter to a third of the work). The results are the same bits as without it. Where `forward`
 // holds no saved softmax (the reference path, or keep_for_backward off), the forward runs again.
+// A forward whose fingerprint shows other inputs or options is a qkv::Error
+// (Kind::invalid_argument) that says what differs; so is a saved softmax without a fingerprint.
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionResult& forward,
                                   const AttentionOptions& options = {});

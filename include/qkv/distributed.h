@@ -52,6 +52,11 @@ struct RingResult {
   // Each row's global softmax as the fused kernels form it (AttentionResult::saved_max/sum):
   // what ring_attention_backward needs beside `out`.
   Tensor saved_max, saved_sum;
+  // What this rank's forward was computed from (its q, k, v, the scale and causal) and its
+  // layout: ring_attention_backward refuses, on every rank, a forward of other inputs or options
+  // (as attention_backward does, qkv/attention.h).
+  ForwardFingerprint fingerprint;
+  RingLayout layout = RingLayout::contiguous;
   RingTraffic traffic;
 };
 
@@ -64,7 +69,8 @@ RingResult ring_attention(MPI_Comm comm, const Tensor& q, const Tensor& k, const
                           const RingOptions& options = {});
 
 // Gradients of a loss given dout = ∂loss/∂out for this rank's rows, and what ring_attention
-// returned for these very inputs and options.
+// returned for these very inputs and options (a forward of others, on any rank, is a qkv::Error on
+// every rank).
 RingGrads ring_attention_backward(MPI_Comm comm, const Tensor& dout, const Tensor& q,
                                   const Tensor& k, const Tensor& v, const RingResult& forward,
                                   const RingOptions& options = {});

@@ -1,11 +1,12 @@
 """qkv.attention and qkv.attention_backward: PyTorch's scaled_dot_product_attention conventions on
 NumPy arrays, computed by qkv's C++ kernels."""
 
-from typing import Dict, NamedTuple, Optional, Union
+from collections.abc import Mapping
+from typing import Any, Dict, NamedTuple, Optional, Union
 
 import numpy as np
 
-from . import _qkv
+from . import _checks, _qkv
 
 _FLOATS = (np.float32, np.float64)
 
@@ -14,7 +15,12 @@ def _array(x, name):
     """x as an array qkv can view without a copy: float32/float64 (or bool for a mask), strides
     that are whole, non-negative elements, aligned. Anything else is copied once here; a list or
     a PyTorch CPU tensor becomes an array (PyTorch's shares its memory)."""
-    a = x if isinstance(x, np.ndarray) else np.asarray(x)
+    try:
+        a = x if isinstance(x, np.ndarray) else np.asarray(x)
+    except (TypeError, ValueError) as e:  # a ragged list, an object NumPy cannot read
+        why = (str(e).splitlines() or [""])[0]
+        raise TypeError(f"{name}: {type(x).__name__} is not an array ({why}); expected a "
+                        "float32 or float64 array") from None
     if a.dtype not in _FLOATS and not (name == "attn_mask" and a.dtype == np.bool_):
         expected = "float32 or float64, or bool" if name == "attn_mask" else "float32 or float64"
         raise TypeError(f"{name}: {a.dtype} array; expected {expected}")
@@ -26,6 +32,8 @@ def _array(x, name):
 
 def _prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, score,
              causal_alignment, params):
+    is_causal = _checks.flag(is_causal, "is_causal")
+    enable_gqa = _checks.flag(enable_gqa, "enable_gqa")
     q, k, v = _array(query, "query"), _array(key, "key"), _array(value, "value")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"query, key and value have dtypes {q.dtype}, {k.dtype}, {v.dtype}; "
@@ -45,14 +53,19 @@ def _prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, score,
         mask = _array(attn_mask, "attn_mask")
         if mask.dtype != np.bool_ and mask.dtype != q.dtype:
             raise TypeError(f"attn_mask: {mask.dtype}; expected bool or the query's {q.dtype}")
-    if causal_alignment not in ("top_left", "bottom_right"):
+    if _checks.text(causal_alignment, "causal_alignment") not in ("top_left", "bottom_right"):
         raise ValueError(f"causal_alignment '{causal_alignment}'; expected top_left (PyTorch's "
                          "is_causal) or bottom_right (a KV cache's)")
     causal = causal_alignment if is_causal else "none"
     if scale is not None:
-        scale = float(scale)
-    p = {name: _array(a, f"params['{name}']") for name, a in (params or {}).items()}
-    return q, k, v, mask, causal, scale, str(score), p
+        scale = _checks.number(scale, "scale")
+    if params is not None and not isinstance(params, Mapping):
+        raise TypeError(f"params: {type(params).__name__}; expected a dict of arrays (general: "
+                        "w; additive: w_q, w_k, v)")
+    p = {_checks.text(name, "params' key"): _array(a, f"params['{name}']")
+         for name, a in (params or {}).items()}
+    # The score's name is checked by qkv (which also takes the command's "scaled-dot").
+    return q, k, v, mask, causal, scale, _checks.text(score, "score"), p
 
 
 def attention(query, key, value, attn_mask=None, is_causal: bool = False,
@@ -96,22 +109,28 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     q, k, v, mask, causal, scale, score, p = _prepare(query, key, value, attn_mask, is_causal,
                                                       scale, enable_gqa, score,
                                                       causal_alignment, params)
-    out, weights, saved_max, saved_sum = _qkv.attention(q, k, v, mask, causal, scale, score,
-                                                        normalize, p, need_weights, path,
-                                                        keep_for_backward)
+    need_weights = _checks.flag(need_weights, "need_weights")
+    keep_for_backward = _checks.flag(keep_for_backward, "keep_for_backward")
+    out, weights, saved_max, saved_sum, fingerprint = _qkv.attention(
+        q, k, v, mask, causal, scale, score, _checks.text(normalize, "normalize"), p,
+        need_weights, _checks.text(path, "path"), keep_for_backward)
     result = (out, weights) if need_weights else (out,)
     if keep_for_backward:
-        result += (SavedForward(out, saved_max, saved_sum),)
+        result += (SavedForward(out, saved_max, saved_sum, fingerprint),)
     return result if len(result) > 1 else out
 
 
 class SavedForward(NamedTuple):
     """What qkv.attention(..., keep_for_backward=True) keeps for qkv.attention_backward: the
     output and, where the fused float32 kernel ran, each row's softmax as it formed it (max and
-    sum; None on the float64 reference path, whose backward runs the forward again)."""
+    sum; None on the float64 reference path, whose backward runs the forward again); and the
+    fingerprint of what it was computed from (the inputs' dtypes, shapes and a hash of their
+    values; the options), with which attention_backward refuses the saved forward of other
+    inputs or options rather than return wrong gradients."""
     out: np.ndarray
     max: Optional[np.ndarray]
     sum: Optional[np.ndarray]
+    fingerprint: Any  # qkv._qkv.ForwardFingerprint, opaque
 
 
 class AttentionGrads(NamedTuple):
@@ -133,7 +152,9 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
     shape): AttentionGrads(dq, dk, dv, dparams, dscale), each the shape and dtype of what it
     differentiates. The arguments are qkv.attention's; `saved`, from qkv.attention(...,
     keep_for_backward=True) on the same inputs, spares the forward pass the backward would
-    otherwise run again (the same bits either way).
+    otherwise run again (the same bits either way). A `saved` of other inputs (another array,
+    or the same one changed in place since) or other options (is_causal, scale, attn_mask,
+    score, ...) is refused with a ValueError that says what differs.
 
     >>> import numpy as np, qkv
     >>> rng = np.random.default_rng(0)
@@ -149,6 +170,13 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
     if saved is not None and not isinstance(saved, SavedForward):
         raise TypeError(f"saved: {type(saved).__name__}; expected the SavedForward that "
                         "qkv.attention(..., keep_for_backward=True) returned")
-    out, saved_max, saved_sum = saved if saved is not None else (None, None, None)
-    return AttentionGrads(*_qkv.attention_backward(dout, q, k, v, mask, causal, scale, score,
-                                                   normalize, p, out, saved_max, saved_sum))
+    out, saved_max, saved_sum, fingerprint = saved if saved is not None else (None,) * 4
+    out, saved_max, saved_sum = (None if a is None else _array(a, f"saved.{name}")
+                                 for a, name in ((out, "out"), (saved_max, "max"),
+                                                 (saved_sum, "sum")))
+    if fingerprint is not None and not isinstance(fingerprint, _qkv.ForwardFingerprint):
+        raise TypeError(f"saved.fingerprint: {type(fingerprint).__name__}; expected the one "
+                        "qkv.attention(..., keep_for_backward=True) returned")
+    return AttentionGrads(*_qkv.attention_backward(
+        dout, q, k, v, mask, causal, scale, score, _checks.text(normalize, "normalize"), p, out,
+        saved_max, saved_sum, fingerprint))

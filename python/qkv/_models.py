@@ -5,13 +5,12 @@ report). The models run in qkv's C++ (python/src/models.cpp, explain.cpp) withou
 import html as _html
 import operator
 import os
-import secrets
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _qkv
+from . import _checks, _qkv
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_NAMES = (DEFAULT_MODEL, "sentence-transformers/" + DEFAULT_MODEL)
@@ -20,14 +19,27 @@ _DECODER_NAMES = ("smollm2", "SmolLM2-135M-Instruct")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _text(x, name: str) -> str:
-    if not isinstance(x, str):
-        raise TypeError(f"{name}: {type(x).__name__}; expected str")
-    return x
+_text = _checks.text
+
+
+def _shown(path: str) -> str:
+    """A path as text to show: bytes that are not UTF-8 (surrogates, from os.fsdecode) as
+    U+FFFD, so that a title made of it reaches the report."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _token(token, name: str = "token") -> str:
+    """A token as `qkv explain --token` names it: its text ("it", "it:2"), or its index."""
+    if isinstance(token, (int, np.integer)) and not isinstance(token, (bool, np.bool_)):
+        return str(int(token))
+    if not isinstance(token, str):
+        raise TypeError(f"{name}: {type(token).__name__}; expected str (the token's text, "
+                        "\"it:2\" for the second) or int (its index)")
+    return _text(token, name)
 
 
 def _positive(x, name: str, low: int = 1, high: Optional[int] = None) -> int:
-    if isinstance(x, bool):  # an int to Python, never meant as a count
+    if isinstance(x, (bool, np.bool_)):  # an int to Python, never meant as a count
         raise TypeError(f"{name}: bool; expected an int")
     try:
         n = operator.index(x)
@@ -71,7 +83,7 @@ class Model:
     """
 
     def __init__(self, name_or_path: PathLike = DEFAULT_MODEL, *, max_length: int = 256):
-        path = os.fsdecode(os.fspath(name_or_path))
+        path = _checks.path(name_or_path, "name_or_path")
         # Room for [CLS] and [SEP]; the model's positions cut it further.
         max_length = min(_positive(max_length, "max_length", 2), _NO_LIMIT)
         # A GGUF file is known by its first bytes, as the command knows it (an Ollama blob has
@@ -88,14 +100,17 @@ class Model:
                     "with scripts/fetch_model from qkv's repository (part of scripts/bootstrap), "
                     "or pass a model directory: qkv.Model('path/to/model')")
         else:
-            if not os.path.isdir(path):
-                raise FileNotFoundError(
-                    f"{path}: no such model directory; expected a BERT model directory "
-                    f"(config.json, model.safetensors, vocab.txt), or {DEFAULT_MODEL!r} for the "
-                    "one scripts/fetch_model installs")
-            self.name = os.path.basename(os.path.normpath(path))
+            expected = (f"expected a BERT model directory (config.json, model.safetensors, "
+                        f"vocab.txt), or {DEFAULT_MODEL!r} for the one scripts/fetch_model "
+                        "installs")
+            what = _checks.what_it_is(path)
+            if what is None:
+                raise FileNotFoundError(f"{path}: no such model directory; {expected}")
+            if what != "is a directory":  # a file, a device, a FIFO: say which
+                raise NotADirectoryError(f"{path}: {what or 'is a file'}; {expected}")
+            self.name = _shown(os.path.basename(os.path.normpath(path)))
         try:
-            self._model = _qkv.SentenceModel(path, max_length)
+            self._model = _qkv.SentenceModel(os.fsencode(path), max_length)
         except (ValueError, RuntimeError) as e:
             if self.name != DEFAULT_MODEL:
                 raise
@@ -153,7 +168,7 @@ class Model:
         """
         single = isinstance(sentences, str)
         if single:
-            texts = [sentences]
+            texts = [_text(sentences, "sentences")]
         elif isinstance(sentences, (bytes, bytearray)):
             raise TypeError(f"sentences: {type(sentences).__name__}; expected str or a list "
                             "of str (decode bytes first)")
@@ -218,7 +233,7 @@ class CausalLM:
     """
 
     def __init__(self, name_or_path: PathLike = "smollm2"):
-        path = os.fsdecode(os.fspath(name_or_path))
+        path = _checks.path(name_or_path, "name_or_path")
         if path in _DECODER_NAMES:
             path = _qkv.default_causal_lm_path()
             if not os.path.isfile(path):
@@ -227,11 +242,17 @@ class CausalLM:
                     "install it with scripts/fetch_model smollm2 from qkv's repository")
             self.name = "SmolLM2-135M-Instruct"
         else:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{path}: no such file; expected a .gguf model file, "
-                                        "or 'smollm2' for the one scripts/fetch_model installs")
-            self.name = os.path.splitext(os.path.basename(path))[0]
-        self._model = _qkv.CausalLM(path)
+            expected = ("expected a .gguf model file, or 'smollm2' for the one "
+                        "scripts/fetch_model installs")
+            what = _checks.what_it_is(path)
+            if what is None:
+                raise FileNotFoundError(f"{path}: no such file; {expected}")
+            if what == "is a directory":
+                raise IsADirectoryError(f"{path}: is a directory; {expected}")
+            if what:  # a device, a FIFO: never opened, which could block or read forever
+                raise ValueError(f"{path}: {what}; {expected}")
+            self.name = _shown(os.path.splitext(os.path.basename(path))[0])
+        self._model = _qkv.CausalLM(os.fsencode(path))
 
     @property
     def path(self) -> str:
@@ -266,10 +287,10 @@ class CausalLM:
         temperature is 0, else sampled from softmax(logits / temperature) with `seed`."""
         _text(prompt, "prompt")
         max_tokens = min(_positive(max_tokens, "max_tokens"), _NO_LIMIT)
-        temperature = float(temperature)
+        temperature = _checks.number(temperature, "temperature")
         if not (0 <= temperature < float("inf")):
             raise ValueError(f"temperature {temperature}; expected a finite number ≥ 0")
-        text = self._model.chat_prompt(prompt) if chat else prompt
+        text = self._model.chat_prompt(prompt) if _checks.flag(chat, "chat") else prompt
         ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
                                    _positive(seed, "seed", 0, 2**64 - 1))
         return b"".join(self._model.token_bytes(i) for i in ids).decode("utf-8", "replace")
@@ -350,7 +371,7 @@ class Explanation:
     def token_index(self, token: Union[str, int]) -> int:
         """The index of a token named as `qkv explain --token` names it: its text ("it", "it:2"
         for the second, "##ing"), or its index."""
-        return self._e.focus(str(token))
+        return self._e.focus(_token(token))
 
     q = _stacked("q", "Queries, (layers, heads, n, head_dim).")
     k = _stacked("k", "Keys, (layers, heads, n, head_dim).")
@@ -394,29 +415,18 @@ class Explanation:
         and data inline; it works offline) with every layer and head. token, layer and head pick
         what it shows first (as --token, --layer, --head); by default the focus token and the
         head `qkv explain` suggests. Returns the page when path is None; else writes it to
-        path, all or nothing (a temporary file renamed into place), and returns None."""
+        path, all or nothing (a temporary file renamed into place), and returns None; a path
+        that cannot be written (a directory, a full disk, /dev/full) raises an OSError naming
+        it."""
         layer = None if layer is None else _positive(layer, "layer", 0)
         head = None if head is None else _positive(head, "head", 0)
-        page = self._e.html(self.model, None if token is None else str(token), layer, head)
-        if path is None:
+        destination = None if path is None else _checks.output_path(path, "path", prefix="")
+        page = self._e.html(self.model, None if token is None else _token(token), layer, head)
+        if destination is None:
             return page
-        path = os.fsdecode(os.fspath(path))
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"{path}: the folder {folder} does not exist; expected a "
-                                    "path in an existing folder")
-        # Beside the destination, so that the rename is atomic; opened "x" (not mkstemp, whose
-        # file is private to the user) so the report gets the permissions any new file gets.
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}."
-                                   f"{secrets.token_hex(4)}.tmp")
-        try:
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(page)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # As `qkv explain --html` writes it: a temporary beside it renamed into place, with the
+        # permissions any new file gets; /dev/full and a FIFO written in place, never replaced.
+        _checks.write_file(destination, page.encode("utf-8"), prefix="")
         return None
 
     def _repr_html_(self) -> str:

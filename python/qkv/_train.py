@@ -4,12 +4,11 @@ attention answered by training variants side by side. Training runs in qkv's C++
 (python/src/train.cpp) without the GIL; a progress callable and Ctrl-C are heard every step."""
 
 import math
-import operator
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
 
-from . import _qkv
+from . import _checks, _qkv
 
 # `qkv train`'s defaults (cli/train.cpp), which reach the tasks' targets on a 2-core machine.
 _DEFAULT_STEPS = {"dates": 6000, "lookup": 6000}  # the others: 4000
@@ -88,22 +87,7 @@ class ExperimentResult:
         return "\n".join([self.question, "", *lines, "", self.reading])
 
 
-def _int(x, name: str, low: int, high: int, expected: str) -> int:
-    if isinstance(x, bool):
-        raise TypeError(f"{name}: bool; expected an int")
-    try:
-        n = operator.index(x)
-    except TypeError:
-        raise TypeError(f"{name}: {type(x).__name__}; expected an int") from None
-    if not low <= n <= high:
-        raise ValueError(f"{name} {n} is out of range; expected {expected}")
-    return n
-
-
-def _number(x, name: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(f"{name}: {type(x).__name__}; expected a number")
-    return float(x)
+_int, _number = _checks.integer, _checks.number
 
 
 def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[int] = None,
@@ -126,7 +110,8 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
     accuracy − 2 standard errors ≥ target (> 1: never). The summary's test_accuracy is greedy
     decoding's exact-sequence accuracy on test_examples held-out examples (sources training
     never sees, whatever the seed). The same seed and thread count ($QKV_NUM_THREADS) give the
-    same numbers. save: a .safetensors path for the model (`qkv explain --model PATH`).
+    same numbers. save: a .safetensors path for the model (`qkv explain --model PATH`), checked
+    before training (an OSError when it cannot be written) and written all or nothing.
     progress: called with a TrainProgress after every step.
 
     >>> import qkv
@@ -137,10 +122,13 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
     if not isinstance(task, str):
         raise TypeError(f"task: {type(task).__name__}; expected str, one of "
                         f"{', '.join(_qkv.task_names())}")
-    if task not in _qkv.task_names():
+    if _checks.text(task, "task") not in _qkv.task_names():
         _qkv.task_description(task)  # qkv's ValueError: "unknown task 'x'; expected one of ..."
     steps = _int(_DEFAULT_STEPS.get(task, 4000) if steps is None else steps, "steps", 1,
                  10**8, "1 to 10^8")
+    if not isinstance(model, str):
+        raise TypeError(f"model: {type(model).__name__}; expected str, 'transformer' or "
+                        "'rnnsearch'")
     if model not in ("transformer", "rnnsearch"):
         raise ValueError(f"model {model!r} is not a model qkv trains; expected 'transformer' or "
                          "'rnnsearch'")
@@ -173,18 +161,13 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
     eval_every = 0 if eval_every is None else _int(eval_every, "eval_every", 1, 10**8,
                                                    "1 to 10^8")
     test_examples = _int(test_examples, "test_examples", 0, 10**6, "0 to 10^6")
-    path = None
-    if save is not None:
-        path = os.fsdecode(os.fspath(save))
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):  # before minutes of training, not after
-            raise FileNotFoundError(f"save: {path}: the folder {folder} does not exist; "
-                                    "expected a path in an existing folder")
+    # Before minutes of training, not after: a directory, a missing or read-only folder.
+    path = None if save is None else _checks.output_path(save, "save", prefix="save: ")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: {type(progress).__name__}; expected a callable")
     hear = None if progress is None else (lambda p: progress(TrainProgress(**p)))
     s = _qkv.train(task, model, steps, layers, heads, d_model, batch_size, lr, seed, target,
-                   eval_every, test_examples, path or "", hear)
+                   eval_every, test_examples, b"" if path is None else os.fsencode(path), hear)
     return TrainSummary(task=s["task"], steps=s["steps"], test_accuracy=s["test_accuracy"],
                         test_examples=s["test_examples"], final_loss=s["final_loss"],
                         reached_target=s["reached_target"], stopped_early=s["stopped_early"],
@@ -223,9 +206,10 @@ def experiment(name: str, *, quick: bool = False,
     if not isinstance(name, str):
         raise TypeError(f"name: {type(name).__name__}; expected str, one of "
                         f"{', '.join(_qkv.experiment_names())}")
+    _checks.text(name, "name")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: {type(progress).__name__}; expected a callable")
-    r = _qkv.experiment(name, bool(quick), progress)
+    r = _qkv.experiment(name, _checks.flag(quick, "quick"), progress)
     return ExperimentResult(name=r["name"], question=r["question"], setup=r["setup"],
                             columns=list(r["columns"]),
                             rows=[dict(zip(r["columns"], row)) for row in r["rows"]],

@@ -78,6 +78,16 @@ nb::dict params_of(const ScoreParams& p) {
 }  // namespace
 
 void bind_attention(nb::module_& m) {
+  // Opaque to Python: SavedForward carries it from qkv.attention to qkv.attention_backward.
+  nb::class_<ForwardFingerprint>(
+      m, "ForwardFingerprint",
+      "qkv::ForwardFingerprint: what a forward was computed from (its inputs' dtypes, shapes and "
+      "a hash of their values; its options), so that a backward refuses another's saved forward.")
+      .def("__repr__", [](const ForwardFingerprint& f) {
+        return "<qkv forward of a query " + std::string(dtype_name(f.query.dtype)) + " " +
+               shape_str(f.query.shape) + ">";
+      });
+
   m.def(
       "attention",
       [](const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
@@ -94,13 +104,14 @@ void bind_attention(nb::module_& m) {
           r = attention(c.q, c.k, c.v, c.options);
         }
         return nb::make_tuple(array_of(r.out), array_of(r.weights), array_of(r.saved_max),
-                              array_of(r.saved_sum));
+                              array_of(r.saved_sum),
+                              r.fingerprint.recorded ? nb::cast(r.fingerprint) : nb::none());
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(), nb::arg("causal"),
       nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"), nb::arg("params"),
       nb::arg("need_weights"), nb::arg("path"), nb::arg("keep_for_backward"),
-      "qkv::attention: (out, weights or None, saved_max or None, saved_sum or None). Called by "
-      "qkv.attention.");
+      "qkv::attention: (out, weights or None, saved_max or None, saved_sum or None, fingerprint or "
+      "None). Called by qkv.attention.");
 
   m.def(
       "attention_backward",
@@ -108,13 +119,14 @@ void bind_attention(nb::module_& m) {
          const std::optional<Array>& mask, const std::string& causal, std::optional<double> scale,
          const std::string& score, const std::string& normalize, const nb::dict& params,
          const std::optional<Array>& out, const std::optional<Array>& saved_max,
-         const std::optional<Array>& saved_sum) {
+         const std::optional<Array>& saved_sum, const ForwardFingerprint* fingerprint) {
         Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
         const Tensor d = tensor_of(dout, "grad_out");
         AttentionResult forward;  // qkv.attention(..., keep_for_backward=True)'s, if given
         if (out) forward.out = tensor_of(*out, "saved.out");
         if (saved_max) forward.saved_max = tensor_of(*saved_max, "saved.max");
         if (saved_sum) forward.saved_sum = tensor_of(*saved_sum, "saved.sum");
+        if (fingerprint != nullptr) forward.fingerprint = *fingerprint;
         AttentionGrads g;
         {
           nb::gil_scoped_release release;
@@ -126,7 +138,7 @@ void bind_attention(nb::module_& m) {
       nb::arg("dout"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(),
       nb::arg("causal"), nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"),
       nb::arg("params"), nb::arg("out").none(), nb::arg("saved_max").none(),
-      nb::arg("saved_sum").none(),
+      nb::arg("saved_sum").none(), nb::arg("fingerprint").none(),
       "qkv::attention_backward: (dq, dk, dv, dparams, dscale). Called by "
       "qkv.attention_backward.");
 

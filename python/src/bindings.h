@@ -3,11 +3,23 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string>
+
+#include "qkv/tensor.h"
+
 namespace qkv::python {
+
+namespace nb = nanobind;
 
 void bind_attention(nanobind::module_& m);  // attention.cpp: qkv::attention and its backward
 void bind_models(nanobind::module_& m);     // models.cpp: the sentence encoder, the decoder LLM
 void bind_explain(nanobind::module_& m);    // explain.cpp: a captured run and its HTML report
 void bind_train(nanobind::module_& m);      // train.cpp: training, the tasks, the experiments
+void bind_files(nanobind::module_& m);      // files.cpp: the files the Python functions write
+
+// files.cpp: a path from os.fsencode, and the error of a failed write raised as Python's OSError
+// (a usage error as ValueError), its message prefixed (the argument's name, "save: ").
+std::string path_of(const nb::bytes& path);
+[[noreturn]] void raise_file_error(const Error& e, const std::string& prefix);
 
 }  // namespace qkv::python

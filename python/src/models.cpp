@@ -89,11 +89,12 @@ void bind_models(nb::module_& m) {
                             "qkv::SentenceModel: a BERT-family sentence encoder. Use qkv.Model.")
       .def(
           "__init__",
-          [](SentenceModel* self, const std::string& dir, std::size_t max_length) {
+          [](SentenceModel* self, const nb::bytes& dir, std::size_t max_length) {
             // batch_size: see encode() above; texts are batched per call.
             const SentenceModelOptions options{.max_length = max_length, .batch_size = INT_MAX};
+            const std::string folder = path_of(dir);
             nb::gil_scoped_release release;
-            new (self) SentenceModel(SentenceModel::load(dir, options));
+            new (self) SentenceModel(SentenceModel::load(folder, options));
           },
           nb::arg("dir"), nb::arg("max_length"))
       .def_prop_ro("dir", &SentenceModel::dir)
@@ -132,9 +133,10 @@ void bind_models(nb::module_& m) {
   nb::class_<CausalLM>(m, "CausalLM", "qkv::CausalLM: a decoder LLM (GGUF). Use qkv.CausalLM.")
       .def(
           "__init__",
-          [](CausalLM* self, const std::string& path) {
+          [](CausalLM* self, const nb::bytes& path) {
+            const std::string file = path_of(path);
             nb::gil_scoped_release release;
-            new (self) CausalLM(CausalLM::load(path));
+            new (self) CausalLM(CausalLM::load(file));
           },
           nb::arg("path"))
       .def_prop_ro("path", &CausalLM::path)

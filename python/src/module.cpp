@@ -21,4 +21,5 @@ NB_MODULE(_qkv, m) {
   qkv::python::bind_models(m);
   qkv::python::bind_explain(m);
   qkv::python::bind_train(m);
+  qkv::python::bind_files(m);
 }

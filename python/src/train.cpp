@@ -95,7 +95,7 @@ void bind_train(nb::module_& m) {
       [](const std::string& task_name, const std::string& architecture, int64_t steps,
          int64_t layers, int64_t heads, int64_t d_model, int64_t batch_size, double lr,
          uint64_t seed, double target, int64_t eval_every, int64_t test_examples,
-         const std::string& out, const nb::object& progress) {
+         const nb::bytes& out_path, const nb::object& progress) {
         const Task task = make_task(task_name);  // an unknown name lists the known ones
         const Seq2SeqConfig config = architecture == "rnnsearch"
                                          ? rnnsearch_config_for(task, d_model)
@@ -118,6 +118,7 @@ void bind_train(nb::module_& m) {
             });
           });
         });
+        const std::string out = path_of(out_path);  // empty: not saved
         if (!out.empty()) {
           // The metadata `qkv train --out` writes, so `qkv explain --model` reads either alike.
           char accuracy[32];
@@ -125,8 +126,12 @@ void bind_train(nb::module_& m) {
           const std::map<std::string, std::string> extra = {{"qkv.steps", std::to_string(s.steps)},
                                                             {"qkv.seed", std::to_string(seed)},
                                                             {"qkv.test_accuracy", accuracy}};
-          nb::gil_scoped_release release;
-          model->save(out, extra);
+          try {
+            nb::gil_scoped_release release;
+            model->save(out, extra);
+          } catch (const Error& e) {
+            raise_file_error(e, "save: ");  // the message starts with the path
+          }
         }
         return summary_of(s, *model);
       },

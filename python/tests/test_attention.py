@@ -260,10 +260,55 @@ def test_backward_from_the_saved_forward_is_the_same_bits():
     out64, saved64 = qkv.attention(q.astype(np.float64), k.astype(np.float64),
                                    v.astype(np.float64), keep_for_backward=True, **kw)
     assert saved64.max is None and saved64.sum is None
-    with pytest.raises(ValueError, match=r"the forward's out is \[2, 4, 33, 8\]"):
+    with pytest.raises(ValueError, match=r"computed from another query: float32 \[2, 4, 33, 16\], "
+                                         r"not float32 \[2, 4, 5, 16\]"):
         qkv.attention_backward(dout[:, :, :5], q[:, :, :5], k, v, saved=saved, **kw)
     with pytest.raises(TypeError, match="saved: tuple; expected the SavedForward"):
         qkv.attention_backward(dout, q, k, v, saved=(out, None, None), **kw)
+
+
+def test_a_saved_forward_of_other_inputs_or_options_is_refused():
+    # Issue 26: the saved softmax of another forward (other values in arrays of the same shapes,
+    # or another is_causal, scale, mask or score) gave wrong gradients without a word.
+    rng = np.random.default_rng(12)
+    q, k, v, dout = (rng.standard_normal((2, 3, 9, 8)).astype(np.float32) for _ in range(4))
+    out, saved = qkv.attention(q, k, v, keep_for_backward=True)
+    right = qkv.attention_backward(dout, q, k, v)
+    np.testing.assert_array_equal(qkv.attention_backward(dout, q, k, v, saved=saved).dq, right.dq)
+    expected = "; expected the forward of these very inputs and options"
+
+    def refused(why, *args, **kwargs):
+        with pytest.raises(ValueError) as e:
+            qkv.attention_backward(dout, *args, **kwargs)
+        assert str(e.value) == f"attention_backward: the saved forward was computed {why}" \
+                               f"{expected}"
+
+    k2 = k.copy()
+    k2[1, 2, 3, 4] += 0.25
+    refused("from another key: the same float32 [2, 3, 9, 8] but other values", q, k2, v,
+            saved=saved)
+    refused("from another value: the same float32 [2, 3, 9, 8] but other values", q, k, k,
+            saved=saved)
+    # The same array, changed in place after the forward, is another input.
+    q_in_place = q.copy()
+    _, saved_in_place = qkv.attention(q_in_place, k, v, keep_for_backward=True)
+    q_in_place[0, 0, 0, 0] = 3.0
+    refused("from another query: the same float32 [2, 3, 9, 8] but other values", q_in_place,
+            k, v, saved=saved_in_place)
+    refused("with causal none, not top-left", q, k, v, is_causal=True, saved=saved)
+    refused("with scale 0.353553, not 0.5", q, k, v, scale=0.5, saved=saved)
+    refused("with score scaled-dot, not dot", q, k, v, score="dot", saved=saved)
+    refused("without a mask, not with one", q, k, v, attn_mask=np.ones((9, 9), bool),
+            saved=saved)
+    _, causal = qkv.attention(q, k, v, is_causal=True, keep_for_backward=True)
+    refused("with causal top-left, not bottom-right", q, k, v, is_causal=True,
+            causal_alignment="bottom_right", saved=causal)
+    # float64 takes the reference path, which saves no softmax; its forward is checked alike.
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    _, saved64 = qkv.attention(q64, k64, v64, score="laplace", keep_for_backward=True)
+    refused("with score laplace, not cosine", q64, k64, v64, score="cosine", saved=saved64)
+    refused("from another query: float64 [2, 3, 9, 8], not float32 [2, 3, 9, 8]", q, k, v,
+            score="laplace", saved=saved64)
 
 
 def test_backward_shapes_and_dscale():

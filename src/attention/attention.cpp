@@ -87,8 +87,11 @@ Dims check_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const 
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const AttentionOptions& options) {
   const Dims dims = attention_detail::check_inputs(q, k, v, options);
-  if (attention_detail::choose_path(q, k, v, options) == Path::fused)
-    return attention_detail::fused_attention(q, k, v, options, dims);
+  if (attention_detail::choose_path(q, k, v, options) == Path::fused) {
+    AttentionResult r = attention_detail::fused_attention(q, k, v, options, dims);
+    if (options.keep_for_backward) r.fingerprint = fingerprint_of(q, k, v, options);
+    return r;
+  }
   const Prepared p = prepare(q, k, v, options);
   const Dims& d = p.dims;
   const Shape bhls{d.B, d.Hq, d.L, d.S};
@@ -112,6 +115,7 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
   if (lse.defined()) r.logsumexp = finish(lse, result_shape(d, 3, {}), p.dtype);
   if (scores.defined()) r.scores = finish(scores, by_key, p.dtype);
   if (logits.defined()) r.logits = finish(logits, by_key, p.dtype);
+  if (options.keep_for_backward) r.fingerprint = fingerprint_of(q, k, v, options);
   return r;
 }
 
@@ -119,8 +123,20 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
                                   const Tensor& v, const AttentionResult& forward,
                                   const AttentionOptions& options) {
   const bool saved = forward.saved_max.defined() || forward.saved_sum.defined();
-  if (!saved) return attention_backward(dout, q, k, v, options);
+  if (!saved && !forward.fingerprint.recorded) return attention_backward(dout, q, k, v, options);
   const Dims dims = check_backward(dout, q, k, v, options);
+  // A saved softmax of other inputs or options gives wrong gradients without a sign: it is refused.
+  // So is a fingerprint of others without one (the reference path saves none), a mistake the same.
+  if (!forward.fingerprint.recorded)
+    throw Error(
+        "attention_backward: the forward's saved softmax has no fingerprint of its inputs; "
+        "expected the result of attention() with keep_for_backward, as it returned it");
+  const std::string difference =
+      fingerprint_difference(forward.fingerprint, fingerprint_of(q, k, v, options));
+  if (!difference.empty())
+    throw Error("attention_backward: the saved forward was computed " + difference +
+                "; expected the forward of these very inputs and options");
+  if (!saved) return attention_backward(dout, q, k, v, options);
   if (attention_detail::choose_path(q, k, v, options) != Path::fused)
     throw Error(
         "attention_backward: the forward saved the fused path's softmax, but these "

@@ -54,6 +54,8 @@ RingResult ring_attention(MPI_Comm comm, const Tensor& q, const Tensor& k, const
   r.out = tensor_of({sh.B, sh.Hq, sh.L, sh.Dv}, running.out);
   r.saved_max = tensor_of(rows, running.max);
   r.saved_sum = tensor_of(rows, running.sum);
+  r.fingerprint = ring_fingerprint(q, k, v, o);
+  r.layout = o.layout;
   const double u = max_unit(sh);
   r.logsumexp = Tensor(rows, DType::f32);
   for (size_t i = 0; i < running.max.size(); ++i) {

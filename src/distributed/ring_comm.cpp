@@ -54,6 +54,18 @@ RingSetup ring_setup(MPI_Comm comm, const char* who, const Tensor& q, const Tens
       why = "the forward's out is " +
             (forward->out.defined() ? shape_str(forward->out.shape()) : "undefined") +
             "; expected what ring_attention returned for these inputs, " + shape_str(outs);
+    else if (!forward->fingerprint.recorded)
+      why = "the forward has no fingerprint of its inputs; expected what ring_attention returned";
+    else if (forward->layout != o.layout)
+      why = std::string("the saved forward was computed with layout ") +
+            (forward->layout == RingLayout::zigzag ? "zigzag, not contiguous"
+                                                   : "contiguous, not zigzag") +
+            "; expected the forward of these very inputs and options";
+    else if (const std::string difference =
+                 fingerprint_difference(forward->fingerprint, ring_fingerprint(q, k, v, o));
+             !difference.empty())
+      why = "the saved forward was computed " + difference +
+            "; expected the forward of these very inputs and options";
   }
   // Every rank's verdict and shapes: {ok, B, Hq, Hkv, Dk, Dv, L, S}.
   constexpr int kFields = 8;
@@ -100,6 +112,12 @@ RingSetup ring_setup(MPI_Comm comm, const char* who, const Tensor& q, const Tens
                 " floats; expected at most " + std::to_string(INT_MAX) +
                 " (an MPI count): use more ranks or fewer heads per call");
   return s;
+}
+
+ForwardFingerprint ring_fingerprint(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const RingOptions& o) {
+  return fingerprint_of(q, k, v,
+                        {.scale = o.scale, .causal = o.causal ? Causal::top_left : Causal::none});
 }
 
 void RingExchange::send_next(const float* data, int64_t floats, int tag) {

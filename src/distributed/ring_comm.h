@@ -25,11 +25,16 @@ struct RingSetup {
   int owner_at(int t) const { return ((rank - t) % size + size) % size; }
 };
 
-// Checks this rank's inputs, gathers every rank's shapes and checks that they agree: a qkv::Error
-// on every rank when any is wrong (collective, so that no rank waits for one that threw).
+// Checks this rank's inputs (and, for the backward, that `forward` was computed from them),
+// gathers every rank's shapes and checks that they agree: a qkv::Error on every rank when any is
+// wrong (collective, so that no rank waits for one that threw).
 RingSetup ring_setup(MPI_Comm comm, const char* who, const Tensor& q, const Tensor& k,
                      const Tensor& v, const RingOptions& options, const Tensor* dout = nullptr,
                      const RingResult* forward = nullptr);
+
+// The fingerprint of this rank's inputs as RingResult records it.
+ForwardFingerprint ring_fingerprint(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const RingOptions& options);
 
 // A step's messages: posted by send_next / receive_previous, completed by wait().
 class RingExchange {

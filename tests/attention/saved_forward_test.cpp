@@ -1,11 +1,13 @@
 // attention_backward given the forward's result (keep_for_backward): the fused backward skips the
 // forward and gives the very same bits as the backward that runs it again; without a saved
-// softmax it falls back; a forward of other inputs is refused by shape.
+// softmax it falls back; a forward of other inputs or options is refused by its fingerprint.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "qkv/attention.h"
 #include "simd_targets.h"
@@ -73,21 +75,113 @@ TEST(SavedForward, WithoutASavedSoftmaxTheForwardRunsAgain) {
   EXPECT_FALSE(attention(q64, q64, q64, {.keep_for_backward = true}).saved_max.defined());
 }
 
+std::string backward_error(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const AttentionResult& forward, const AttentionOptions& o = {}) {
+  try {
+    (void)attention_backward(dout, q, k, v, forward, o);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    return e.what();
+  }
+  return "no error";
+}
+
 TEST(SavedForward, AForwardOfOtherInputsIsRefused) {
   std::mt19937_64 rng(13);
   const Tensor q = normal({1, 2, 6, 8}, rng), other = normal({1, 2, 7, 8}, rng);
   const AttentionResult forward = attention(other, other, other, {.keep_for_backward = true});
-  try {
-    (void)attention_backward(normal({1, 2, 6, 8}, rng), q, q, q, forward);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("the forward's out is [1, 2, 7, 8]"));
-    EXPECT_THAT(e.what(), HasSubstr("expected float32 [1, 2, 6, 8] and [1, 2, 6]"));
-  }
+  EXPECT_EQ(backward_error(normal({1, 2, 6, 8}, rng), q, q, q, forward),
+            "attention_backward: the saved forward was computed from another query: float32 "
+            "[1, 2, 7, 8], not float32 [1, 2, 6, 8]; expected the forward of these very inputs "
+            "and options");
   const AttentionResult fused = attention(q, q, q, {.keep_for_backward = true});
   EXPECT_THROW((void)attention_backward(normal({1, 2, 6, 8}, rng), q, q, q, fused,
                                         {.path = Path::reference}),
                Error);
+}
+
+// Issue 26: a forward of inputs shaped alike but holding other values, or of other options, gave
+// wrong gradients without a word; the fingerprint of what it was computed from refuses it.
+TEST(SavedForward, AForwardOfOtherValuesOrOptionsIsRefused) {
+  std::mt19937_64 rng(14);
+  const Tensor q = normal({2, 9, 8}, rng), k = normal({2, 11, 8}, rng), v = normal({2, 11, 4}, rng);
+  const Tensor dout = normal({2, 9, 4}, rng);
+  const AttentionOptions kept{.keep_for_backward = true};
+  const AttentionResult forward = attention(q, k, v, kept);
+  ASSERT_TRUE(forward.saved_max.defined());
+  EXPECT_NO_THROW((void)attention_backward(dout, q, k, v, forward));
+
+  Tensor k2 = k.clone();
+  k2.data<float>()[17] += 0.5f;
+  EXPECT_THAT(backward_error(dout, q, k2, v, forward),
+              HasSubstr("computed from another key: the same float32 [2, 11, 8] but other "
+                        "values; expected the forward of these very inputs and options"));
+  // The same array changed in place between the forward and the backward is another input.
+  Tensor v_in_place = v.clone();
+  const AttentionResult of_v = attention(q, k, v_in_place, kept);
+  v_in_place.data<float>()[3] = 7.0f;
+  EXPECT_THAT(backward_error(dout, q, k, v_in_place, of_v), HasSubstr("from another value"));
+
+  const std::pair<AttentionOptions, std::string> others[] = {
+      {{.causal = Causal::top_left}, "with causal none, not top-left"},
+      {{.scale = 0.5}, "with scale 0.353553, not 0.5"},
+      {{.score = Score::dot}, "with score scaled-dot, not dot"},
+      {{.key_lengths = {5}}, "with other key_lengths"},
+      {{.mask = Tensor::full({9, 11}, 0.0f)}, "without a mask, not with one"},
+  };
+  for (const auto& [options, why] : others)
+    EXPECT_THAT(backward_error(dout, q, k, v, forward, options), HasSubstr(why)) << why;
+  const AttentionResult causal =
+      attention(q, k, v, {.causal = Causal::top_left, .keep_for_backward = true});
+  EXPECT_THAT(backward_error(dout, q, k, v, causal, {.causal = Causal::bottom_right}),
+              HasSubstr("with causal top-left, not bottom-right"));
+}
+
+// The reference path saves no softmax, but its forward is recorded too: another forward is the
+// same mistake there, though the backward would not have used it.
+TEST(SavedForward, TheReferencePathsForwardIsCheckedToo) {
+  std::mt19937_64 rng(15);
+  const Tensor q = normal({5, 4}, rng).to(DType::f64), k = normal({6, 4}, rng).to(DType::f64);
+  const Tensor dout = normal({5, 4}, rng).to(DType::f64);
+  const AttentionResult forward =
+      attention(q, k, k, {.score = Score::laplace, .keep_for_backward = true});
+  EXPECT_FALSE(forward.saved_max.defined());
+  EXPECT_NO_THROW((void)attention_backward(dout, q, k, k, forward, {.score = Score::laplace}));
+  EXPECT_THAT(backward_error(dout, q, k, k, forward, {.score = Score::cosine}),
+              HasSubstr("with score laplace, not cosine"));
+  EXPECT_THAT(backward_error(dout, q, k, k, forward,
+                             {.score = Score::laplace, .normalize = Normalize::none}),
+              HasSubstr("with normalize softmax, not none"));
+}
+
+TEST(SavedForward, ASavedSoftmaxWithoutAFingerprintIsRefused) {
+  std::mt19937_64 rng(16);
+  const Tensor q = normal({3, 5, 8}, rng);
+  AttentionResult forward = attention(q, q, q, {.keep_for_backward = true});
+  forward.fingerprint = {};
+  EXPECT_THAT(backward_error(normal({3, 5, 8}, rng), q, q, q, forward),
+              HasSubstr("the forward's saved softmax has no fingerprint of its inputs"));
+}
+
+TEST(SavedForward, TheHashReadsValuesInRowMajorOrderWhateverTheStrides) {
+  std::mt19937_64 rng(17);
+  const Tensor a = normal({3, 4, 5}, rng);
+  const Tensor t = a.transpose(0, 2);  // [5, 4, 3], strided
+  EXPECT_EQ(tensor_values_hash(t), tensor_values_hash(t.contiguous()));
+  EXPECT_NE(tensor_values_hash(t), tensor_values_hash(a));  // other shape, other order
+  Tensor b = a.clone();
+  EXPECT_EQ(tensor_values_hash(b), tensor_values_hash(a));
+  b.data<float>()[59] = -b.data<float>()[59];  // the last element's sign bit
+  EXPECT_NE(tensor_values_hash(b), tensor_values_hash(a));
+  Tensor swapped = a.clone();  // two elements traded places: the hash sees the order
+  std::swap(swapped.data<float>()[0], swapped.data<float>()[1]);
+  EXPECT_NE(tensor_values_hash(swapped), tensor_values_hash(a));
+  EXPECT_NE(tensor_values_hash(a), tensor_values_hash(a.to(DType::f64)));
+  EXPECT_EQ(tensor_values_hash(Tensor()), 0u);
+  // A view and its copy pass as the same forward input.
+  const Tensor dout = normal({5, 4, 3}, rng);
+  const AttentionResult forward = attention(t, t, t, {.keep_for_backward = true});
+  EXPECT_NO_THROW((void)attention_backward(dout, t.contiguous(), t, t, forward));
 }
 
 }  // namespace

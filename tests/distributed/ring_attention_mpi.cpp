@@ -279,6 +279,40 @@ TEST(RingErrors, MismatchedHeadsOnOneRankThrowOnEveryRank) {
   }
 }
 
+// Issue 26: the forward of other inputs (here rank 0's key changed in place after it) or another
+// causal gave wrong gradients without a word; it is refused, on every rank.
+TEST(RingErrors, AForwardOfOtherInputsOrOptionsIsRefusedOnEveryRank) {
+  const int rank = world_rank();
+  Tensor q({1, 2, 4, 8}), k({1, 2, 4, 8}), v({1, 2, 4, 8});
+  for (Tensor* t : {&q, &k, &v})
+    for (int64_t i = 0; i < t->numel(); ++i)
+      t->data<float>()[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i + rank)));
+  const Tensor dout = Tensor::full({1, 2, 4, 8}, 0.25);
+  const auto forward = qkv::distributed::ring_attention(MPI_COMM_WORLD, q, k, v);
+  EXPECT_NO_THROW(
+      qkv::distributed::ring_attention_backward(MPI_COMM_WORLD, dout, q, k, v, forward));
+  auto error_of = [&](const Tensor& key, const qkv::distributed::RingOptions& o) -> std::string {
+    try {
+      qkv::distributed::ring_attention_backward(MPI_COMM_WORLD, dout, q, key, v, forward, o);
+    } catch (const qkv::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Tensor changed = k.clone();
+  if (rank == 0) changed.data<float>()[5] += 1.0f;
+  const std::string other_key = error_of(changed, {});
+  EXPECT_NE(other_key.find(rank == 0 ? "computed from another key: the same float32 [1, 2, 4, 8] "
+                                       "but other values; expected the forward of these very"
+                                     : "rank 0's inputs are invalid"),
+            std::string::npos)
+      << other_key;
+  const std::string causal = error_of(k, {.causal = true});
+  EXPECT_NE(causal.find("with causal none, not top-left"), std::string::npos) << causal;
+  const std::string layout = error_of(k, {.layout = RingLayout::zigzag});
+  EXPECT_NE(layout.find("with layout contiguous, not zigzag"), std::string::npos) << layout;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
