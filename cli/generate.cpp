@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "memory.h"
 #include "progress.h"
 #include "qkv/model.h"
 #include "text.h"
@@ -62,6 +63,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
                   "(SmolLM2's: \"You are a helpful AI assistant named SmolLM, trained by Hugging "
                   "Face\")")
       ->needs(chat);
+  add_memory_limit_option(*cmd, args.memory_limit, "the model and its KV cache");
   cmd->footer(
       "\nExamples:\n"
       "  qkv generate \"The capital of France is\"\n"
@@ -83,6 +85,12 @@ int run_generate(const GenerateArgs& args) {
   progress.clear();
   const std::vector<int32_t> prompt = model.tokenize(
       args.chat ? model.chat_prompt(args.prompt, args.system.value_or("")) : args.prompt);
+  // The KV cache grows with every position: bounded, and said, before the first token.
+  require_memory(model.generate_bytes(static_cast<int64_t>(prompt.size()) + args.max_tokens),
+                 args.memory_limit,
+                 "generating " + grouped(args.max_tokens) + " tokens after a prompt of " +
+                     grouped(static_cast<int64_t>(prompt.size())) + " (the model and its KV cache)",
+                 "a shorter prompt or --max-tokens");
   if (!args.chat) std::cout << shown(args.prompt) << std::flush;
   std::string pending;
   model.generate(

@@ -19,6 +19,7 @@
 #include "bench/bench.h"
 #include "bench/common.h"
 #include "bench/english.h"
+#include "memory.h"
 #include "models/llama/llama.h"
 #include "progress.h"
 #include "qkv/model.h"
@@ -251,6 +252,12 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
   Progress progress;
   progress.show("bench model: loading " + args.model.dir);
   const CausalLM m = CausalLM::load(args.model.dir);
+  // The check captures 64 tokens; the runs keep the prompt's and the new tokens' KV cache.
+  require_memory(std::max(m.capture_bytes(64), m.generate_bytes(prompt_tokens + new_tokens + 1)),
+                 args.memory_limit,
+                 "qkv bench model: " + args.model.dir + " (its weights, a captured pass and " +
+                     "the KV cache)",
+                 "a smaller model");
   const std::vector<int32_t> prompt = prompt_ids(m, static_cast<std::size_t>(prompt_tokens));
   progress.show("bench model: checking against the float64 reference attention");
   const Validation v = validate(m, {prompt.begin(), prompt.begin() + 64});

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@ struct CliResult {
   std::string err;         // everything written to stderr
   std::string command;     // the command line, for failure messages
   bool timed_out = false;  // killed after RunOptions::timeout_s
+  long max_rss_kib = 0;    // the child's peak resident memory (wait4's ru_maxrss)
 
   // "qkv attend ... → exit 2\nstdout: ...\nstderr: ..." for a failing assertion.
   std::string describe() const {
@@ -72,23 +74,24 @@ struct RunOptions {
 
 namespace detail {
 
-// Waits for `pid`; after `timeout_s` seconds (0: never) kills it. Returns the wait status.
-inline int wait_for(pid_t pid, int timeout_s, bool& timed_out) {
+// Waits for `pid`; after `timeout_s` seconds (0: never) kills it. Returns the wait status; the
+// child's own resource use (its peak resident memory) goes to `usage`.
+inline int wait_for(pid_t pid, int timeout_s, bool& timed_out, rusage& usage) {
   int status = 0;
   timed_out = false;
   if (timeout_s <= 0) {
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
     }
     return status;
   }
   const timespec step{0, 10'000'000};  // 10 ms
   for (long waited_ms = 0;; waited_ms += 10) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    const pid_t done = ::wait4(pid, &status, WNOHANG, &usage);
     if (done == pid || (done < 0 && errno != EINTR)) return status;
     if (waited_ms >= timeout_s * 1000L) {
       timed_out = true;
       ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
       }
       return status;
     }
@@ -149,7 +152,9 @@ inline CliResult run_program(const std::string& binary, const std::vector<std::s
     ::close(err_fd);
     throw std::runtime_error("cannot start " + binary + ": " + std::strerror(spawn_error));
   }
-  const int status = detail::wait_for(pid, options.timeout_s, result.timed_out);
+  rusage usage{};
+  const int status = detail::wait_for(pid, options.timeout_s, result.timed_out, usage);
+  result.max_rss_kib = usage.ru_maxrss;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
   if (result.timed_out)
