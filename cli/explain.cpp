@@ -111,14 +111,16 @@ int run_explain(const ExplainArgs& args) {
   auto check_memory = [&](int64_t need, std::size_t tokens) {
     require_memory(need, args.memory_limit,
                    "explaining " + grouped(static_cast<int64_t>(tokens)) +
-                       " tokens (every layer's scores, logits and weights kept)",
-                   "a shorter text");
+                       " tokens (every layer's scores, logits and weights kept" +
+                       (args.json ? ", and written as JSON" : "") + ")",
+                   args.json ? "a shorter text, or --html, which needs far less than --json"
+                             : "a shorter text");
   };
   const explain::Explained e = [&] {
     if (decoder) {
       const CausalLM model = CausalLM::load(args.model.dir);
       const std::size_t tokens = model.tokenize(text).size();
-      check_memory(model.capture_bytes(static_cast<int64_t>(tokens)), tokens);
+      check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
       return explain::run(model, text);
     }
     const SentenceModel model = load_model(args.model);
@@ -130,7 +132,7 @@ int run_explain(const ExplainArgs& args) {
     const std::size_t tokens =
         (args.text_b ? model.tokenize_pair(text, *args.text_b) : model.tokenize(text))
             .tokens.size();
-    check_memory(model.capture_bytes(static_cast<int64_t>(tokens)), tokens);
+    check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
     return args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
   }();
   check_index("--layer", args.layer, e.layers, "layers");

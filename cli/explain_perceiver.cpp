@@ -57,9 +57,10 @@ int run_explain_perceiver(const ExplainArgs& args) {
     throw Error(e.what(), Error::Kind::invalid_argument);
   }
   const PerceiverConfig& c = model->config();
-  require_memory(perceiver_explain_bytes(c), args.memory_limit,
-                 "explaining " + path + " (every latent's weight on every position kept)",
-                 "a smaller model");
+  require_memory(
+      perceiver_explain_bytes(c) + (args.html.empty() ? 0 : explain::perceiver_html_bytes(c)),
+      args.memory_limit, "explaining " + path + " (every latent's weight on every position kept)",
+      "a smaller model");
   const PerceiverTask task = make_perceiver_task(c.task, c.length);
   const std::string input =
       args.input ? read_input(*args.input) : perceiver_test_set(task, 1).front().input;

@@ -30,7 +30,9 @@ struct CliResult {
   std::string err;         // everything written to stderr
   std::string command;     // the command line, for failure messages
   bool timed_out = false;  // killed after RunOptions::timeout_s
-  long max_rss_kib = 0;    // the child's peak resident memory (wait4's ru_maxrss)
+  // The child's peak resident memory (wait4's ru_maxrss). It is at least the parent's own peak
+  // at the spawn (the child begins in the parent's memory): measure from a parent that is small.
+  long max_rss_kib = 0;
 
   // "qkv attend ... → exit 2\nstdout: ...\nstderr: ..." for a failing assertion.
   std::string describe() const {
@@ -70,6 +72,9 @@ struct RunOptions {
   // rather than blocking the suite.
   int timeout_s = 0;
   std::vector<std::string> env;  // "NAME=value" entries added to the child's environment
+  // stdout to /dev/null, not read back: a test that measures the child's peak memory must not
+  // grow its own (posix_spawn's child starts from the parent's high-water mark: ru_maxrss).
+  bool discard_stdout = false;
 };
 
 namespace detail {
@@ -140,7 +145,10 @@ inline CliResult run_program(const std::string& binary, const std::vector<std::s
     const std::string& path = options.stdin_path.empty() ? "/dev/null" : options.stdin_path;
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, path.c_str(), O_RDONLY, 0);
   }
-  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  if (options.discard_stdout)
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  else
+    posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
   pid_t pid = 0;
   const int spawn_error =

@@ -26,10 +26,12 @@ double file_bytes(const std::string& path) {
   return ec ? 0.0 : static_cast<double>(size);
 }
 
-// The process at its peak: loading (the file beside the weights), or the work beside the weights.
+// The process at its peak: the weights, the file they were loaded from, and the work. The file
+// is freed once loaded, but a short prompt's peak is the load's, within 2% of weights and file
+// together (measured), so the two are added rather than the larger taken.
 int64_t peak(const CausalLM& model, double work) {
   return saturated_bytes(static_cast<double>(kProcessBytes + model.resident_bytes()) +
-                         std::max(file_bytes(model.path()), work));
+                         file_bytes(model.path()) + work);
 }
 
 // One pass over n positions (float32): h and its normed copy, q, k, v, the attention output and

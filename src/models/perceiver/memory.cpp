@@ -22,11 +22,12 @@ double parameters(const PerceiverConfig& c) {
 
 // One input's activations, as forward saves them for backward: over the L positions the
 // embedding, the positions added, the input norm's input and output, the keys and values (~8
-// vectors of d a position), the ids; over the N latents ~24 vectors of d a block (attention, FFN
-// of 4d, norms, residuals). Backward adds the gradients of the L positions' vectors (~5 of d).
+// vectors of d a position, 10 counted), the ids; over the N latents ~24 vectors of d a block
+// (attention, FFN of 4d, norms, residuals). Backward adds the gradients of the L positions'
+// vectors (~5 of d).
 double forward_bytes(const PerceiverConfig& c) {
   const double d = static_cast<double>(c.d_model), l = static_cast<double>(c.length);
-  return kFloat * (8 * l * d + l + 24 * static_cast<double>(c.latents * (1 + c.blocks)) * d);
+  return kFloat * (10 * l * d + l + 24 * static_cast<double>(c.latents * (1 + c.blocks)) * d);
 }
 double example_bytes(const PerceiverConfig& c) {
   return forward_bytes(c) + kFloat * 5 * static_cast<double>(c.length * c.d_model);
@@ -44,12 +45,12 @@ int64_t perceiver_train_bytes(const PerceiverConfig& c, int64_t batch_size) {
 }
 
 int64_t perceiver_explain_bytes(const PerceiverConfig& c) {
-  // The model (its file read beside it) and one input with the cross-attention's weights kept:
-  // the reference's float64 weights, the layer's copy in its dtype and the explanation's float64
-  // copy, [heads, latents, length] each.
+  // The model (its file read beside it) and one input forward with the cross-attention's weights
+  // kept: the reference's float64 weights, the layer's copy in its dtype and the explanation's
+  // float64 copy, [heads, latents, length] each.
   const double pairs = static_cast<double>(c.heads * c.latents) * static_cast<double>(c.length);
   return saturated_bytes(static_cast<double>(kProcessBytes) + 2 * kFloat * parameters(c) +
-                         example_bytes(c) + pairs * (8 + kFloat + 8 + 4));
+                         forward_bytes(c) + pairs * (8 + kFloat + 8 + 4));
 }
 
 }  // namespace qkv
