@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,9 +29,6 @@ struct CliResult {
   std::string err;         // everything written to stderr
   std::string command;     // the command line, for failure messages
   bool timed_out = false;  // killed after RunOptions::timeout_s
-  // The child's peak resident memory (wait4's ru_maxrss). It is at least the parent's own peak
-  // at the spawn (the child begins in the parent's memory): measure from a parent that is small.
-  long max_rss_kib = 0;
 
   // "qkv attend ... → exit 2\nstdout: ...\nstderr: ..." for a failing assertion.
   std::string describe() const {
@@ -72,31 +68,27 @@ struct RunOptions {
   // rather than blocking the suite.
   int timeout_s = 0;
   std::vector<std::string> env;  // "NAME=value" entries added to the child's environment
-  // stdout to /dev/null, not read back: a test that measures the child's peak memory must not
-  // grow its own (posix_spawn's child starts from the parent's high-water mark: ru_maxrss).
-  bool discard_stdout = false;
 };
 
 namespace detail {
 
-// Waits for `pid`; after `timeout_s` seconds (0: never) kills it. Returns the wait status; the
-// child's own resource use (its peak resident memory) goes to `usage`.
-inline int wait_for(pid_t pid, int timeout_s, bool& timed_out, rusage& usage) {
+// Waits for `pid`; after `timeout_s` seconds (0: never) kills it. Returns the wait status.
+inline int wait_for(pid_t pid, int timeout_s, bool& timed_out) {
   int status = 0;
   timed_out = false;
   if (timeout_s <= 0) {
-    while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     return status;
   }
   const timespec step{0, 10'000'000};  // 10 ms
   for (long waited_ms = 0;; waited_ms += 10) {
-    const pid_t done = ::wait4(pid, &status, WNOHANG, &usage);
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
     if (done == pid || (done < 0 && errno != EINTR)) return status;
     if (waited_ms >= timeout_s * 1000L) {
       timed_out = true;
       ::kill(pid, SIGKILL);
-      while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
       return status;
     }
@@ -145,10 +137,7 @@ inline CliResult run_program(const std::string& binary, const std::vector<std::s
     const std::string& path = options.stdin_path.empty() ? "/dev/null" : options.stdin_path;
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, path.c_str(), O_RDONLY, 0);
   }
-  if (options.discard_stdout)
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  else
-    posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
   pid_t pid = 0;
   const int spawn_error =
@@ -160,9 +149,7 @@ inline CliResult run_program(const std::string& binary, const std::vector<std::s
     ::close(err_fd);
     throw std::runtime_error("cannot start " + binary + ": " + std::strerror(spawn_error));
   }
-  rusage usage{};
-  const int status = detail::wait_for(pid, options.timeout_s, result.timed_out, usage);
-  result.max_rss_kib = usage.ru_maxrss;
+  const int status = detail::wait_for(pid, options.timeout_s, result.timed_out);
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
   if (result.timed_out)
