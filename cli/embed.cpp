@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "finite.h"
+#include "memory.h"
 #include "progress.h"
 #include "qkv/files.h"
 #include "qkv/npy.h"
@@ -25,6 +26,7 @@ CLI::App* add_embed_command(CLI::App& app, EmbedArgs& args) {
       ->check(CLI::Range(1, 4096))
       ->option_text("N");
   add_model_option(*cmd, args.model);
+  add_memory_limit_option(*cmd, args.memory_limit, "the texts, their embeddings and a batch");
   cmd->footer(
       "\nExamples:\n"
       "  qkv embed \"The cat sat on the mat\" \"A dog slept on the rug\"\n"
@@ -40,27 +42,37 @@ int run_embed(const EmbedArgs& args) {
   check_outputs({{"--npy", args.npy}}, inputs);
   const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
   for (std::size_t i = 0; i < texts.size(); ++i) model.tokenize(texts[i]);  // bad UTF-8 → error
-  Progress progress;
+  // The texts are in memory already; their ids, the embeddings (twice with --npy: the file's
+  // bytes are built whole) and a batch's activations are to come.
+  const int64_t n_texts = static_cast<int64_t>(texts.size()), in = texts_bytes(texts);
+  const int64_t npy = args.npy.empty() ? 0 : n_texts * model.config().hidden_size * 4;
+  require_memory(model.embed_bytes(n_texts, in, longest_text(texts)) + in + npy, args.memory_limit,
+                 "embedding " + grouped(n_texts) + " texts (" + bytes_str(in) + ")",
+                 "fewer texts a run");
+  CountProgress progress("embedding", "texts");
   const Tensor e = model.embed(texts, [&](std::size_t done, std::size_t all) {
-    if (all > static_cast<std::size_t>(args.batch_size))
-      progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all) + " texts");
+    progress.update(static_cast<int64_t>(done), static_cast<int64_t>(all));
   });
   progress.clear();
   require_finite_embeddings(e, texts);  // before --npy is written or anything printed
   const int64_t n = e.dim(0), d = e.dim(1);
   if (!args.npy.empty()) write_outputs({{{"--npy", args.npy}, encode_npy(e)}});
   if (args.json) {
-    nlohmann::json out = {
-        {"model", model.dir()}, {"dim", d}, {"embeddings", nlohmann::json::array()}};
+    // {"dim": d, "embeddings": [...], "model": dir}, written one embedding at a time: as one
+    // JSON value a million texts' vectors would take gigabytes before the first byte is out.
+    std::cout << "{\"dim\":" << d << ",\"embeddings\":[";
     for (int64_t i = 0; i < n; ++i) {
       nlohmann::json tokens = nlohmann::json::array();
       for (const Token& t : model.tokenize(texts[static_cast<std::size_t>(i)]).tokens)
         tokens.push_back(t.text);
       std::vector<float> v(e.data<float>() + i * d, e.data<float>() + (i + 1) * d);
-      out["embeddings"].push_back(
-          {{"text", texts[static_cast<std::size_t>(i)]}, {"tokens", tokens}, {"vector", v}});
+      std::cout << (i > 0 ? "," : "")
+                << nlohmann::json{{"text", texts[static_cast<std::size_t>(i)]},
+                                  {"tokens", tokens},
+                                  {"vector", v}}
+                       .dump();
     }
-    std::cout << out.dump() << "\n";
+    std::cout << "],\"model\":" << nlohmann::json(model.dir()).dump() << "}\n";
     return 0;
   }
   if (!args.npy.empty()) {

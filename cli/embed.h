@@ -15,6 +15,7 @@ struct EmbedArgs {
   std::string npy;
   bool json = false;
   int batch_size = 32;
+  std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
 };
 CLI::App* add_embed_command(CLI::App& app, EmbedArgs& args);
 int run_embed(const EmbedArgs& args);
@@ -33,6 +34,7 @@ struct SearchArgs {
   int top = 10;
   double temperature = 0.05;
   bool json = false;
+  std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
 };
 CLI::App* add_search_command(CLI::App& app, SearchArgs& args);
 int run_search(const SearchArgs& args);

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "finite.h"
+#include "memory.h"
 #include "qkv/explain.h"
 #include "qkv/files.h"
 #include "qkv/perceiver.h"
@@ -57,6 +58,7 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
   cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
   add_model_option(*cmd, args.model, {.decoder = true, .trained = true});
+  add_memory_limit_option(*cmd, args.memory_limit, "the captured run (every layer's weights)");
   cmd->footer(
       "\nLayers and heads count from 0, as in transformers' output_attentions.\n\n"
       "Examples:\n"
@@ -106,14 +108,33 @@ int run_explain(const ExplainArgs& args) {
   if (decoder && args.text_b)
     throw Error("a second text \"" + clip(*args.text_b, 40) +
                 "\" is given, but a decoder reads one text; expected one");
+  // Every layer's scores, logits and weights are kept: tokens² a head and layer, said and
+  // bounded before the model runs.
+  auto check_memory = [&](int64_t need, std::size_t tokens) {
+    require_memory(need, args.memory_limit,
+                   "explaining " + grouped(static_cast<int64_t>(tokens)) +
+                       " tokens (every layer's scores, logits and weights kept" +
+                       (args.json ? ", and written as JSON" : "") + ")",
+                   args.json ? "a shorter text, or --html, which needs far less than --json"
+                             : "a shorter text");
+  };
   const explain::Explained e = [&] {
-    if (decoder) return explain::run(load_causal_lm(args.model.dir), text);
+    if (decoder) {
+      const CausalLM model = load_causal_lm(args.model.dir);
+      const std::size_t tokens = model.tokenize(text).size();
+      check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
+      return explain::run(model, text);
+    }
     const SentenceModel model = load_model(args.model);
     const BertConfig& c = model.config();
     check_index("--layer", args.layer, c.num_layers, "layers");
     check_index("--head", args.head, c.num_heads, "heads");
     if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
       throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
+    const std::size_t tokens =
+        (args.text_b ? model.tokenize_pair(text, *args.text_b) : model.tokenize(text))
+            .tokens.size();
+    check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
     return args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
   }();
   check_index("--layer", args.layer, e.layers, "layers");

@@ -23,6 +23,7 @@ struct ExplainArgs {
   std::string svg;   // write a heatmap (with --layer/--head) or the model grid here
   std::string png;   // the same picture as a PNG
   bool no_color = false, color = false;
+  std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
 };
 
 CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args);

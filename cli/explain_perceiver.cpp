@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "explain.h"
+#include "memory.h"
 #include "qkv/files.h"
 #include "qkv/perceiver.h"
 #include "qkv/perceiver_report.h"
@@ -45,6 +46,10 @@ int run_explain_perceiver(const ExplainArgs& args) {
     throw Error(
         "--layer, --head, --svg, --png and a second text are not available for a Perceiver; use "
         "--input, --top, --json and --html");
+  if (!args.token.empty())
+    throw Error("--token '" + args.token +
+                "' applies to qkv explain on a sentence (the BERT model or smollm2); a Perceiver "
+                "shows what every latent gathers instead; expected no --token");
   const std::string& path = args.model.dir;
   const std::string input_file =
       args.input && !args.input->empty() && (*args.input)[0] == '@' ? args.input->substr(1) : "";
@@ -57,6 +62,10 @@ int run_explain_perceiver(const ExplainArgs& args) {
     throw Error(e.what(), Error::Kind::invalid_argument);
   }
   const PerceiverConfig& c = model->config();
+  require_memory(
+      perceiver_explain_bytes(c) + (args.html.empty() ? 0 : explain::perceiver_html_bytes(c)),
+      args.memory_limit, "explaining " + path + " (every latent's weight on every position kept)",
+      "a smaller model");
   const PerceiverTask task = make_perceiver_task(c.task, c.length);
   const std::string input =
       args.input ? read_input(*args.input) : perceiver_test_set(task, 1).front().input;

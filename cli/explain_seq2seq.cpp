@@ -16,6 +16,7 @@
 #include "explain.h"
 #include "explain_phonebook.h"
 #include "finite.h"
+#include "memory.h"
 #include "qkv/explain.h"
 #include "qkv/files.h"
 #include "qkv/train.h"
@@ -59,6 +60,10 @@ int run_explain_seq2seq(const ExplainArgs& args) {
                       "qkv train --task dates --out dates.safetensors"
                     : "--input needs --model FILE.safetensors saved by qkv train; " + path +
                           " is not a .safetensors file");
+  if (!args.token.empty())
+    throw Error("--token '" + args.token +
+                "' applies to qkv explain on a sentence (the BERT model or smollm2); a model "
+                "from qkv train shows every output step's alignment instead; expected no --token");
   if (args.input && args.text)
     throw Error("both --input \"" + *args.input + "\" and the text \"" + *args.text +
                 "\" are given; expected one");
@@ -69,6 +74,9 @@ int run_explain_seq2seq(const ExplainArgs& args) {
   std::map<std::string, std::string> metadata;
   const std::unique_ptr<Seq2Seq> model = load_seq2seq(path, metadata);
   const Seq2SeqConfig& c = model->config();
+  require_memory(seq2seq_capture_bytes(c), args.memory_limit,
+                 "explaining " + path + " (every attention layer's weights kept)",
+                 "a smaller model");
   std::string source;
   if (args.input || args.text) {
     source = args.input ? *args.input : *args.text;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "memory.h"
 #include "model_args.h"
 #include "options.h"
 #include "output.h"
@@ -69,6 +70,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
                   "(SmolLM2's: \"You are a helpful AI assistant named SmolLM, trained by Hugging "
                   "Face\")")
       ->needs(chat);
+  add_memory_limit_option(*cmd, args.memory_limit, "the model and its KV cache");
   cmd->footer(
       "\nExamples:\n"
       "  qkv generate \"The capital of France is\"\n"
@@ -96,6 +98,12 @@ int run_generate(const GenerateArgs& args) {
       rethrow_for_causal_lm(args.model, e);  // a model without a ChatML template, for --chat
     }
   }();
+  // The KV cache grows with every position: bounded, and said, before the first token.
+  require_memory(model.generate_bytes(static_cast<int64_t>(prompt.size()) + args.max_tokens),
+                 args.memory_limit,
+                 "generating " + grouped(args.max_tokens) + " tokens after a prompt of " +
+                     grouped(static_cast<int64_t>(prompt.size())) + " (the model and its KV cache)",
+                 "a shorter prompt or --max-tokens");
   // The prompt is shown once the first token is chosen: a model that computes NaN from it leaves
   // nothing on stdout but the error.
   bool started = false;

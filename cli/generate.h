@@ -16,6 +16,7 @@ struct GenerateArgs {
   uint64_t seed = 1;
   bool chat = false;
   std::optional<std::string> system;  // with --chat: the system message (else the template's)
+  std::string memory_limit;           // --memory-limit SIZE; empty: half the machine's memory
 };
 
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args);

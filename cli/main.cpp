@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "attend.h"
 #include "bench/bench.h"
@@ -109,6 +110,15 @@ int main(int argc, char** argv) {
     return error(std::string(e.what()) + " (see qkv --help)", 2);
   }
 
+  // The subcommand that runs, for the one line a std::bad_alloc becomes.
+  std::string command = "qkv";
+  for (const CLI::App* level = &app; level != nullptr;) {
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : level->get_subcommands({}))
+      if (sub->parsed()) next = sub;
+    if (next != nullptr) command += " " + next->get_name();
+    level = next;
+  }
   auto run = [&]() -> int {
     if (attend->parsed()) return qkv::cli::run_attend(attend_args);
     if (bench->parsed()) return qkv::cli::run_bench(bench_args);
@@ -127,6 +137,14 @@ int main(int argc, char** argv) {
     return code;
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
+  } catch (const std::bad_alloc&) {
+    // The last resort: the commands that can grow estimate their work and refuse past
+    // --memory-limit before it starts; what still fails to allocate (a ulimit, other processes
+    // taking the memory) says which work it was, not just "std::bad_alloc".
+    return error(command +
+                     " ran out of memory (std::bad_alloc): the memory it could get was less than "
+                     "this work needs; expected a smaller input, or more memory free",
+                 1);
   } catch (const std::exception& e) {
     return error(e.what(), 1);
   }

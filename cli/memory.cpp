@@ -1,10 +1,7 @@
 // cli/memory.cpp — sizes as the user types and reads them; see memory.h.
 #include "memory.h"
 
-#include <unistd.h>
-
 #include <charconv>
-#include <cstdio>
 
 #include "qkv/tensor.h"
 
@@ -33,24 +30,20 @@ int64_t parse_bytes(const std::string& option, const std::string& text) {
   return static_cast<int64_t>(bytes);
 }
 
-int64_t default_memory_limit() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || size <= 0) return int64_t{4} << 30;
-  return static_cast<int64_t>(pages) * size / 2;
+void add_memory_limit_option(CLI::App& cmd, std::string& value, const std::string& what) {
+  cmd.add_option("--memory-limit", value,
+                 "most memory " + what + " may take, e.g. 8G; past it the command refuses " +
+                     "before it starts (default: half the machine's memory)")
+      ->type_name("SIZE");
 }
 
-std::string bytes_str(int64_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double x = static_cast<double>(bytes);
-  int u = 0;
-  while (x >= 1024 && u < 6) x /= 1024, ++u;
-  char text[32];
-  std::snprintf(text, sizeof text,
-                u == 0   ? "%.0f %s"
-                : x < 10 ? "%.1f %s"
-                         : "%.0f %s",
-                x, units[u]);
-  return text;
+int64_t memory_limit(const std::string& value) {
+  return value.empty() ? default_memory_limit() : parse_bytes("--memory-limit", value);
+}
+
+void require_memory(int64_t need, const std::string& value, const std::string& work,
+                    const std::string& expected) {
+  check_memory(need, memory_limit(value), work, "--memory-limit", expected);
 }
 
 }  // namespace qkv::cli

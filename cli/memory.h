@@ -1,16 +1,27 @@
-// cli/memory.h — memory sizes as `qkv attend --memory-limit` reads and prints them.
+// cli/memory.h — --memory-limit, as the commands that can grow take it (attend, explain, embed,
+// search, train, generate, bench model, bench ring): the library sizes the work (qkv/memory.h and
+// each model's estimate); the command refuses past the limit before the work starts.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+
+#include "qkv/memory.h"
 
 namespace qkv::cli {
 
 // "8G", "512M", "1.5G", "4096K", or bytes; throws qkv::Error naming `option` otherwise.
 int64_t parse_bytes(const std::string& option, const std::string& text);
-// Half the machine's physical memory: the default --memory-limit.
-int64_t default_memory_limit();
-// "9.7 GiB", "312 MiB", "4 KiB".
-std::string bytes_str(int64_t bytes);
+
+// Adds --memory-limit SIZE to `cmd`: the most memory `what` may take.
+void add_memory_limit_option(CLI::App& cmd, std::string& value, const std::string& what);
+// The limit --memory-limit gives: its value, or half the machine's memory when it is empty.
+int64_t memory_limit(const std::string& value);
+// Refuses (a usage error, exit 2) when `need` is over the --memory-limit `value`:
+//   "WORK needs about 26 GiB of memory, over the limit of 12 GiB (--memory-limit); expected
+//    EXPECTED"
+void require_memory(int64_t need, const std::string& value, const std::string& work,
+                    const std::string& expected);
 
 }  // namespace qkv::cli

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -158,6 +159,18 @@ std::vector<std::string> read_lines(const std::string& option, const std::string
   if (lines.empty())
     throw Error(option + " " + path + " has no non-empty lines; expected one text a line");
   return lines;
+}
+
+int64_t longest_text(const std::vector<std::string>& texts) {
+  std::size_t longest = 0;
+  for (const std::string& t : texts) longest = std::max(longest, t.size());
+  return static_cast<int64_t>(longest);
+}
+
+int64_t texts_bytes(const std::vector<std::string>& texts) {
+  int64_t bytes = 0;
+  for (const std::string& t : texts) bytes += static_cast<int64_t>(sizeof(std::string) + t.size());
+  return bytes;
 }
 
 }  // namespace qkv::cli

@@ -45,4 +45,9 @@ std::vector<std::string> texts_or_stdin(const std::vector<std::string>& args, co
 // Reads a text file one line per entry, skipping empty lines; errors name `option` and the file.
 std::vector<std::string> read_lines(const std::string& option, const std::string& path);
 
+// Bytes `texts` hold in memory: their characters and each string's own object.
+int64_t texts_bytes(const std::vector<std::string>& texts);
+// The longest text's bytes.
+int64_t longest_text(const std::vector<std::string>& texts);
+
 }  // namespace qkv::cli

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <utility>
@@ -38,9 +39,9 @@ std::pair<double, double> rate_and_seconds_left(int64_t step, int64_t steps, dou
 
 }  // namespace
 
-std::string rate_and_eta(int64_t step, int64_t steps, double seconds) {
+std::string rate_and_eta(int64_t step, int64_t steps, double seconds, const std::string& unit) {
   const auto [rate, left] = rate_and_seconds_left(step, steps, seconds);
-  return "  " + fixed(rate, 1) + " steps/s  ETA " + duration_str(left);
+  return "  " + fixed(rate, 1) + " " + unit + "/s  ETA " + duration_str(left);
 }
 
 std::string rate_and_time_to_limit(int64_t step, int64_t steps, double seconds) {
@@ -62,6 +63,42 @@ void Progress::clear() {
   if (!enabled_ || !shown_) return;
   std::cerr << "\r\033[K" << std::flush;
   shown_ = false;
+}
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Two seconds of silence: a job that ends sooner needs no progress.
+constexpr double kQuietSeconds = 2.0;
+
+}  // namespace
+
+CountProgress::CountProgress(std::string verb, std::string unit)
+    : verb_(std::move(verb)),
+      unit_(std::move(unit)),
+      terminal_(::isatty(STDERR_FILENO) == 1),
+      start_(now_seconds()) {}
+
+void CountProgress::update(int64_t done, int64_t all) {
+  const double now = now_seconds(), seconds = now - start_;
+  if (seconds < kQuietSeconds || all <= 0) return;
+  const std::string counted = verb_ + " " + grouped(done) + "/" + grouped(all) + " " + unit_;
+  if (terminal_) {
+    if (now - last_shown_ < 0.1 && done < all) return;  // ten redraws a second at most
+    last_shown_ = now;
+    line_.show(counted + " ▕" +
+               pad_right(bar(static_cast<double>(done) / static_cast<double>(all), 20), 20) + "▏" +
+               rate_and_eta(done, all, seconds, unit_));
+    return;
+  }
+  // A log: the first line once the job has run long enough to need one, then one a tenth.
+  const int64_t tenth = done * 10 / all;
+  if (tenth < next_tenth_) return;
+  next_tenth_ = tenth + 1;
+  std::cerr << counted + rate_and_eta(done, all, seconds, unit_) << "\n" << std::flush;
 }
 
 }  // namespace qkv::cli

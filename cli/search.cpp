@@ -8,6 +8,7 @@
 
 #include "embed.h"
 #include "finite.h"
+#include "memory.h"
 #include "options.h"
 #include "progress.h"
 #include "text.h"
@@ -30,6 +31,7 @@ CLI::App* add_search_command(CLI::App& app, SearchArgs& args) {
       ->option_text("T");
   cmd->add_flag("--json", args.json, "print every line's cosine and weight as JSON");
   add_model_option(*cmd, args.model);
+  add_memory_limit_option(*cmd, args.memory_limit, "the corpus, its embeddings and a batch");
   cmd->footer(
       "\nExample:\n"
       "  qkv search \"where can I get cash\" --corpus docs.txt --top 3\n");
@@ -37,18 +39,27 @@ CLI::App* add_search_command(CLI::App& app, SearchArgs& args) {
 }
 
 int run_search(const SearchArgs& args) {
-  const std::vector<std::string> corpus = read_lines("--corpus", args.corpus);
+  // texts[0] is the query, texts[1 + i] line i of the corpus (one copy of the corpus in memory).
+  std::vector<std::string> texts = read_lines("--corpus", args.corpus);
+  texts.insert(texts.begin(), args.query);
   const SentenceModel model = load_model(args.model);
   model.tokenize(args.query);
-  std::vector<std::string> texts = {args.query};
-  texts.insert(texts.end(), corpus.begin(), corpus.end());
-  Progress progress;
+  const std::size_t n = texts.size() - 1;
+  // The corpus is in memory already; its ids, embeddings and a batch's activations, and a cosine,
+  // a weight and a rank a line are to come.
+  const int64_t in = texts_bytes(texts);
+  require_memory(model.embed_bytes(static_cast<int64_t>(texts.size()), in, longest_text(texts)) +
+                     in + 24 * static_cast<int64_t>(n),
+                 args.memory_limit,
+                 "searching " + grouped(static_cast<int64_t>(n)) + " lines (" + bytes_str(in) + ")",
+                 "a smaller --corpus");
+  CountProgress progress("embedding", "lines");
   const Tensor e = model.embed(texts, [&](std::size_t done, std::size_t all) {
-    if (all > 64) progress.show("embedding " + std::to_string(done) + "/" + std::to_string(all));
+    progress.update(static_cast<int64_t>(done), static_cast<int64_t>(all));
   });
   progress.clear();
   require_finite_embeddings(e, texts);
-  const std::size_t n = corpus.size();
+  const auto line = [&](std::size_t i) -> const std::string& { return texts[i + 1]; };
   std::vector<double> cos(n), weight(n);
   for (std::size_t i = 0; i < n; ++i) cos[i] = cosine(e, 0, e, static_cast<int64_t>(i + 1));
   // softmax(cos/τ), computed stably: attention's weights if these lines were its keys.
@@ -68,18 +79,18 @@ int run_search(const SearchArgs& args) {
   const std::size_t shown = std::min(n, static_cast<std::size_t>(args.top));
 
   if (args.json) {
-    nlohmann::json results = nlohmann::json::array();
+    // {"query": …, "results": [...], "temperature": τ}, written one result at a time: as one JSON
+    // value a million lines would take gigabytes before the first byte is out.
+    std::cout << "{\"query\":" << nlohmann::json(args.query).dump() << ",\"results\":[";
     for (std::size_t r = 0; r < n; ++r)
-      results.push_back({{"rank", r + 1},
-                         {"line", order[r] + 1},
-                         {"text", corpus[order[r]]},
-                         {"cosine", cos[order[r]]},
-                         {"weight", weight[order[r]]}});
-    std::cout << nlohmann::json{{"query", args.query},
-                                {"temperature", args.temperature},
-                                {"results", results}}
-                     .dump()
-              << "\n";
+      std::cout << (r > 0 ? "," : "")
+                << nlohmann::json{{"rank", r + 1},
+                                  {"line", order[r] + 1},
+                                  {"text", line(order[r])},
+                                  {"cosine", cos[order[r]]},
+                                  {"weight", weight[order[r]]}}
+                       .dump();
+    std::cout << "],\"temperature\":" << nlohmann::json(args.temperature).dump() << "}\n";
     return 0;
   }
   std::cout << "query: " << clip(printable(args.query), 72) << "\n"
@@ -89,7 +100,7 @@ int run_search(const SearchArgs& args) {
     const std::size_t i = order[r];
     std::cout << pad_left(std::to_string(r + 1), 6) << pad_left(fixed(cos[i], 3), 11) << "  "
               << pad_left(fixed(weight[i], 3), 6) << " " << pad_right(bar(weight[i], 8), 8) << "  "
-              << clip(printable(corpus[i]), 44) << "\n";
+              << clip(printable(line(i)), 44) << "\n";
   }
   if (shown < n) std::cout << "  … " << n - shown << " more (--top N, --json)\n";
   std::cout << "\nThe query and every line are embedded as unit vectors; cos(q, k) is their dot\n"

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -12,10 +13,12 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "memory.h"
 #include "options.h"
 #include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
+#include "qkv/perceiver.h"
 #include "qkv/threads.h"
 #include "qkv/train.h"
 #include "text.h"
@@ -99,6 +102,8 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
   cmd->add_option("--threads", args.threads, thread_count_help())
       ->check(thread_count())
       ->option_text("N");
+  add_memory_limit_option(*cmd, args.memory_limit,
+                          "training (parameters, AdamW's moments, a batch's activations)");
   cmd->footer(
       "\nTasks (character-level; 1 in 10 sources is held out and never trained on):\n" +
       task_list() +
@@ -136,6 +141,11 @@ int run_train(const TrainArgs& args) {
   if (!architecture)
     throw Error("--model " + printable(args.model) +
                 " is not a model qkv trains; expected transformer, rnnsearch or perceiver");
+  const std::vector<std::string> perceiver_tasks = perceiver_task_names();
+  if (std::find(perceiver_tasks.begin(), perceiver_tasks.end(), args.task) != perceiver_tasks.end())
+    throw Error("--task " + args.task + " is the Perceiver's task, not the " + args.model +
+                "'s; expected --model perceiver --task " + args.task);
+  refuse_perceiver_options(args.perceiver, args.model);
   const Task task = make_task(args.task);  // an unknown name lists the known ones
   const TaskDefaults d = defaults_for(task.name());
   auto in_range = [](const char* flag, const auto& value, int64_t lo, int64_t hi,
@@ -147,6 +157,7 @@ int run_train(const TrainArgs& args) {
   in_range("--steps", args.steps, 1, 100'000'000, "1 to 10^8 (leave it out for the default)");
   in_range("--d-model", args.d_model, 1, 4096, "1 to 4096 (leave it out for the default)");
   in_range("--eval-every", args.eval_every, 1, 100'000'000, "1 to 10^8");
+  in_range("--batch", std::optional<int64_t>(args.batch), 1, 65536, "1 to 65536");
   const bool rnn = *architecture == Seq2SeqArchitecture::rnnsearch;
   if (rnn && (args.layers || args.heads))
     throw Error(std::string(args.layers ? "--layers" : "--heads") +
@@ -168,8 +179,14 @@ int run_train(const TrainArgs& args) {
   if (args.test_examples < 0 || args.test_examples > 1'000'000)
     throw Error("--test-examples " + std::to_string(args.test_examples) +
                 " is out of range; expected 0 to 10^6");
-  // Fails before training, not after minutes of it, when --out cannot be written.
+  // Fails before training, not after minutes of it, when --out cannot be written or the model
+  // and a batch's activations would not fit.
   check_outputs({{"--out", args.out}});
+  require_memory(seq2seq_train_bytes(config, options.batch_size), args.memory_limit,
+                 "training this " + std::string(to_string(config.architecture)) + " (" +
+                     grouped(config.layers) + " layers, d_model " + grouped(config.d_model) +
+                     ", batch " + grouped(options.batch_size) + ")",
+                 "a smaller --layers, --d-model or --batch");
 
   // All of the work on `threads` threads: the process's pool and OpenBLAS's own (the backward
   // GEMMs), as qkv bench model does.

@@ -28,6 +28,7 @@ struct TrainArgs {
   std::string out;
   bool json = false;
   std::optional<int> threads;  // $QKV_NUM_THREADS, else all cores
+  std::string memory_limit;    // --memory-limit SIZE; empty: half the machine's memory
   PerceiverTrainArgs perceiver;
 };
 

@@ -3,11 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "memory.h"
 #include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
@@ -46,19 +48,47 @@ void add_perceiver_options(CLI::App* cmd, PerceiverTrainArgs& args) {
       ->option_text("N");
 }
 
+void refuse_perceiver_options(const PerceiverTrainArgs& args, const std::string& model) {
+  if (args.length || args.latents)
+    throw Error(std::string(args.length ? "--length applies to --model perceiver only (the "
+                                          "length of its input); --model " +
+                                              model + " takes its lengths from the task"
+                                        : "--latents applies to --model perceiver only (its "
+                                          "latent queries); --model " +
+                                              model + " has none") +
+                "; expected no " + (args.length ? "--length" : "--latents"));
+}
+
 int run_train_perceiver(const TrainArgs& args) {
-  const PerceiverTask task = make_perceiver_task(args.task, args.perceiver.length);
-  in_range("--latents", args.perceiver.latents, 1, 4096);
+  // The flags checked here, each by its own name; the library's checks below (which name the
+  // config's fields) then hold by construction.
+  const std::vector<std::string> tasks = perceiver_task_names();
+  if (std::find(tasks.begin(), tasks.end(), args.task) == tasks.end())
+    throw Error("--task " + args.task + " is not a Perceiver task; expected count" +
+                (args.task.empty() ? ""
+                                   : " (the other tasks train --model transformer or "
+                                     "rnnsearch)"));
+  const int64_t length = args.perceiver.length.value_or(1024);
+  const int64_t d_model = args.d_model.value_or(64), heads = args.heads.value_or(4);
+  in_range("--length", length, 16, 65536);
+  in_range("--latents", args.perceiver.latents.value_or(16), 1, 4096);
+  in_range("--d-model", d_model, 1, 4096);
+  in_range("--heads", heads, 1, d_model);
+  in_range("--layers", args.layers.value_or(2), 0, 64);
+  if (d_model % heads != 0)
+    throw Error("--d-model " + std::to_string(d_model) + " is not a multiple of --heads " +
+                std::to_string(heads));
   in_range("--batch", args.batch, 1, 65536);
   if (args.steps) in_range("--steps", *args.steps, 1, 100'000'000);
   if (args.eval_every) in_range("--eval-every", *args.eval_every, 1, 100'000'000);
   in_range("--test-examples", args.test_examples, 0, 1'000'000);
+  const PerceiverTask task = make_perceiver_task(args.task, length);
   const PerceiverConfig config{.length = task.length,
                                .vocab = static_cast<int64_t>(task.alphabet.size()),
                                .classes = task.classes,
-                               .latents = args.perceiver.latents,
-                               .d_model = args.d_model.value_or(64),
-                               .heads = args.heads.value_or(4),
+                               .latents = args.perceiver.latents.value_or(16),
+                               .d_model = d_model,
+                               .heads = heads,
                                .blocks = args.layers.value_or(2),
                                .task = task.name};
   config.validate();
@@ -71,6 +101,10 @@ int run_train_perceiver(const TrainArgs& args) {
   options.eval_every = args.eval_every.value_or(options.eval_every);
   options.test_examples = args.test_examples;
   check_outputs({{"--out", args.out}});
+  require_memory(perceiver_train_bytes(config, options.batch_size), args.memory_limit,
+                 "training this Perceiver (length " + grouped(config.length) + ", d_model " +
+                     grouped(config.d_model) + ", batch " + grouped(options.batch_size) + ")",
+                 "a smaller --length, --d-model or --batch");
 
   const int threads = resolve_num_threads(args.threads.value_or(0));
   ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);

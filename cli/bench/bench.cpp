@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "memory.h"
 #include "options.h"
 #include "qkv/tensor.h"
 #include "qkv/threads.h"
@@ -148,6 +149,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
                    "bench/compare_torch.py)")
       ->type_name("FILE");
   add_model_option(*model, a.model.model, {.decoder = true});
+  add_memory_limit_option(*model, a.model.memory_limit, "the model and the corpus's embeddings");
   a.model_command = model;
 
   CLI::App* perceiver = bench->add_subcommand(
@@ -173,6 +175,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   ring->add_flag("--causal-contiguous", a.ring.causal_contiguous,
                  "also the causal case with contiguous blocks (no load balancing)");
+  add_memory_limit_option(*ring, a.ring.memory_limit,
+                          "the ranks on this machine together (each holds the whole problem)");
   a.ring_command = ring;
   a.bench_command = bench;
   return bench;

@@ -28,10 +28,11 @@ struct BenchAttentionArgs {
 };
 
 struct BenchModelArgs {
-  BenchCommon common;       // repeats: the throughput's timed runs
-  ModelArgs model;          // --model DIR
-  std::string corpus;       // --corpus FILE: the throughput's texts, one a line; empty: generated
-  std::string dump_corpus;  // --dump-corpus FILE: write the throughput's texts there
+  BenchCommon common;        // repeats: the throughput's timed runs
+  ModelArgs model;           // --model DIR
+  std::string corpus;        // --corpus FILE: the throughput's texts, one a line; empty: generated
+  std::string dump_corpus;   // --dump-corpus FILE: write the throughput's texts there
+  std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
 };
 
 struct BenchPerceiverArgs {
@@ -43,6 +44,7 @@ struct BenchRingArgs {
   BenchCommon common;              // threads: per rank (default 1: the ranks are the parallelism)
   int64_t length = 0;              // --length N: tokens in the whole sequence; 0: 4096 (512 quick)
   bool causal_contiguous = false;  // --causal-contiguous: also causal without zig-zag balancing
+  std::string memory_limit;        // --memory-limit SIZE, for the ranks on one machine together
 };
 
 struct BenchArgs {

@@ -17,6 +17,7 @@
 #include "bench/bench.h"
 #include "bench/common.h"
 #include "bench/english.h"
+#include "memory.h"
 #include "model_args.h"
 #include "models/llama/llama.h"
 #include "output.h"
@@ -268,6 +269,12 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
                     std::to_string(prompt_tokens) + ", then decode-" + std::to_string(new_tokens) +
                     ")",
                 Error::Kind::invalid_argument);
+  // The check captures 64 tokens; the runs keep the prompt's and the new tokens' KV cache.
+  require_memory(std::max(m.capture_bytes(64), m.generate_bytes(prompt_tokens + new_tokens + 1)),
+                 args.memory_limit,
+                 "qkv bench model: " + args.model.dir + " (its weights, a captured pass and " +
+                     "the KV cache)",
+                 "a smaller model");
   const std::vector<int32_t> prompt = prompt_ids(m, static_cast<std::size_t>(prompt_tokens));
   progress.show("bench model: checking against the float64 reference attention");
   const Validation v = validate(m, {prompt.begin(), prompt.begin() + 64});

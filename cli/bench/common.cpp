@@ -42,7 +42,19 @@ double cpu_seconds() {
 double median_seconds(const std::function<void()>& fn, int repeats, bool warm_up) {
   if (warm_up) fn();
   std::vector<double> runs;
-  for (int r = 0; r < std::max(repeats, 1); ++r) runs.push_back(seconds_of(fn));
+  // The first timed run says whether one call can be timed alone. A call shorter than
+  // kShortestTimedSeconds is timed in batches of calls that last ten times that, each batch's time
+  // divided by its calls: what the timer and a thread's wake-up add is then spread thin.
+  const double first = seconds_of(fn);
+  int64_t batch = 1;
+  if (first < kShortestTimedSeconds)
+    batch = static_cast<int64_t>(10 * kShortestTimedSeconds / std::max(first, 1e-8)) + 1;
+  if (batch == 1) runs.push_back(first);
+  while (static_cast<int>(runs.size()) < std::max(repeats, 1))
+    runs.push_back(seconds_of([&] {
+                     for (int64_t i = 0; i < batch; ++i) fn();
+                   }) /
+                   static_cast<double>(batch));
   std::sort(runs.begin(), runs.end());
   const std::size_t n = runs.size();
   return n % 2 ? runs[n / 2] : 0.5 * (runs[n / 2 - 1] + runs[n / 2]);
@@ -113,6 +125,11 @@ std::string table_line(const std::vector<std::string>& cells, const std::vector<
         (i ? " " : "") + (i == 0 ? pad_right(cells[i], widths[i]) : pad_left(cells[i], widths[i]));
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
+}
+
+std::optional<double> timed(std::optional<double> seconds) {
+  if (!seconds || !(*seconds >= kShortestTimedSeconds)) return std::nullopt;
+  return seconds;
 }
 
 }  // namespace qkv::cli::bench

@@ -24,7 +24,9 @@ struct Settings {
 Settings resolve(const BenchCommon& common);
 
 // Runs fn once untimed unless the caller just did (the warm-up: page faults, caches, thread
-// start-up), then `repeats` times; returns the median wall-clock seconds of the timed runs.
+// start-up), then `repeats` times; returns the median wall-clock seconds of the timed runs. A call
+// too short to time alone (under kShortestTimedSeconds) is timed in batches of many calls, and
+// each run is a batch's time over its calls.
 double median_seconds(const std::function<void()>& fn, int repeats, bool warm_up = true);
 
 // Wall-clock seconds of one call.
@@ -57,5 +59,17 @@ std::string table_line(const std::vector<std::string>& cells, const std::vector<
 
 // a / b when both are present and b > 0.
 std::optional<double> ratio(std::optional<double> a, std::optional<double> b);
+
+// The shortest time a rate or a ratio is taken from. Below it the timer, a thread waking up and
+// the caches decide the time, not the work: a one-token ring forward timed 0.003 ms, and its
+// "efficiencies" came out 140% and 176%. median_seconds times shorter calls in batches; a time
+// that cannot be batched (the ring's, between barriers) leaves its rate or ratio out ("—"), and
+// the table says so with kTooShortNote.
+inline constexpr double kShortestTimedSeconds = 1e-4;
+// `seconds` when it can be timed, none when it is shorter than kShortestTimedSeconds.
+std::optional<double> timed(std::optional<double> seconds);
+inline constexpr const char* kTooShortNote =
+    "—: too short to time (under 0.1 ms, where the timer and a thread's wake-up, not the work, "
+    "decide the time); use a larger size";
 
 }  // namespace qkv::cli::bench

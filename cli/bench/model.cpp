@@ -21,6 +21,7 @@
 #include "bench/bench.h"
 #include "bench/common.h"
 #include "bench/english.h"
+#include "memory.h"
 #include "model_args.h"
 #include "output.h"
 #include "progress.h"
@@ -370,6 +371,15 @@ int run_bench_model(const BenchModelArgs& args) {
   progress.show("bench model: loading the model");
   const SentenceModel fast = load_model(args.model, {.batch_size = kBatchSize});
   if (!args.corpus.empty()) check_corpus(fast, args.corpus, corpus);
+  // The corpus's embeddings and a batch's activations, and the float64 reference model beside the
+  // fast one (twice its weights, less the packed copies: counted as twice the fast one's).
+  const int64_t in = texts_bytes(corpus);
+  require_memory(fast.embed_bytes(static_cast<int64_t>(corpus.size()), in, longest_text(corpus)) +
+                     in + 2 * fast.resident_bytes(),
+                 args.memory_limit,
+                 "qkv bench model: " + grouped(static_cast<int64_t>(corpus.size())) +
+                     " sentences (" + bytes_str(in) + ") and the float64 reference model",
+                 "a smaller --corpus");
   const std::string short_text = sentence_of_tokens(fast, 12, kSentenceSeed);
   const std::string long_text = sentence_of_tokens(fast, 128, kSentenceSeed);
 

@@ -28,9 +28,11 @@ int run_bench_ring(const BenchRingArgs&) {
 
 #include "bench/common.h"
 #include "kernels/cpu/vec_ops.h"
+#include "memory.h"
 #include "output.h"
 #include "qkv/attention.h"
 #include "qkv/distributed.h"
+#include "text.h"
 
 namespace qkv::cli {
 namespace {
@@ -171,6 +173,36 @@ std::string sci(double x) {
 
 constexpr double kTolerance = 1e-4;  // N(0, 1) inputs, D = 64: fp32 rounding is ~1e-6
 
+// What one rank holds at its peak (measure()): the whole problem — q, k, v and dout — and the
+// single process's results — out, dq, dk, dv — as every rank keeps them to compare against, and
+// on rank 0 also the single process's own (three such sets, and half a set more for the fused
+// backward's own buffers: measured, 329 MiB at N = 8192 against 345 counted without them); its
+// rows of the problem and the comparison's copy of them; the ring's own buffers
+// (distributed::ring_attention_bytes).
+int64_t rank_bytes(int64_t N, int64_t Hq, int64_t Hkv, int64_t D, int P) {
+  const double set = 4.0 * static_cast<double>(2 * Hq + 2 * Hkv) * static_cast<double>(N * D);
+  const int64_t rows = (N + P - 1) / P;
+  return saturated_bytes(
+      static_cast<double>(kProcessBytes) + 3.5 * set + 2 * set / P +
+      static_cast<double>(distributed::ring_attention_bytes(1, Hq, Hkv, D, rows, rows)));
+}
+
+// The ranks on this machine (they share its memory), as MPI_COMM_TYPE_SHARED groups them.
+int ranks_on_this_machine() {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int n = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  return n;
+}
+
+// "—" where either time is too short to time (bench::timed), else the efficiency in percent.
+std::optional<double> efficiency(double single, double ring, int P) {
+  if (!bench::timed(single) || !bench::timed(ring)) return std::nullopt;
+  return single / (P * ring);
+}
+
 }  // namespace
 
 int run_bench_ring(const BenchRingArgs& args) {
@@ -189,6 +221,21 @@ int run_bench_ring(const BenchRingArgs& args) {
                                  {"causal", true, RingLayout::zigzag}};
   if (args.causal_contiguous) cases.push_back({"causal-contig", true, RingLayout::contiguous});
 
+  // Every rank holds the whole problem: what the ranks on this machine need together is said, and
+  // refused past --memory-limit, before any of it is allocated (every rank decides the same;
+  // rank 0 says it, the others leave quietly).
+  const int local_ranks = ranks_on_this_machine();
+  const int64_t need = saturated_bytes(static_cast<double>(rank_bytes(N, Hq, Hkv, D, P)) *
+                                       static_cast<double>(local_ranks));
+  if (need > memory_limit(args.memory_limit)) {
+    MPI_Finalize();
+    if (rank != 0) return 2;
+    require_memory(need, args.memory_limit,
+                   "qkv bench ring: N = " + grouped(N) + " tokens on " +
+                       std::to_string(local_ranks) + " rank" + (local_ranks == 1 ? "" : "s") +
+                       " of this machine (each holds the whole problem)",
+                   "a smaller --length");
+  }
   if (rank == 0 && !s.json)
     std::cout << "qkv bench ring: " << P << " rank" << (P == 1 ? "" : "s") << ", N = " << N
               << " tokens, Hq = " << Hq << ", Hkv = " << Hkv << ", D = " << D << ", float32, "
@@ -200,10 +247,12 @@ int run_bench_ring(const BenchRingArgs& args) {
               << "                        ms        ms          ms          ms                 "
                  "            MiB  MiB     %\n";
   int status = 0;
+  bool too_short = false;
   for (const RingCase& c : cases) {
     const Measured m = measure(c, N, Hq, Hkv, D, s);
-    const double eff_fwd = m.single_fwd / (P * m.ring_fwd);
-    const double eff_bwd = m.single_bwd / (P * m.ring_bwd);
+    const std::optional<double> eff_fwd = efficiency(m.single_fwd, m.ring_fwd, P);
+    const std::optional<double> eff_bwd = efficiency(m.single_bwd, m.ring_bwd, P);
+    too_short = too_short || !eff_fwd || !eff_bwd;
     const double worst = *std::max_element(m.err, m.err + 4);
     if (!(worst <= kTolerance)) status = 1;
     if (rank != 0) continue;
@@ -221,8 +270,8 @@ int run_bench_ring(const BenchRingArgs& args) {
                           {"ring_bwd_ms", m.ring_bwd * 1e3},
                           {"single_fwd_ms", m.single_fwd * 1e3},
                           {"single_bwd_ms", m.single_bwd * 1e3},
-                          {"efficiency_fwd", eff_fwd},
-                          {"efficiency_bwd", eff_bwd},
+                          {"efficiency_fwd", eff_fwd ? nlohmann::json(*eff_fwd) : nullptr},
+                          {"efficiency_bwd", eff_bwd ? nlohmann::json(*eff_bwd) : nullptr},
                           {"sent_mib_per_rank_fwd", m.mib_fwd},
                           {"sent_mib_per_rank_bwd", m.mib_bwd},
                           {"wait_share", m.wait_share},
@@ -230,16 +279,19 @@ int run_bench_ring(const BenchRingArgs& args) {
       std::cout << j.dump() << "\n";
       flush_stdout();
     } else {
+      // Padded by display columns: "—" is one column of three bytes.
+      const auto percent = [](std::optional<double> x) {
+        return pad_left(x ? decimal(*x * 100, 0) + "%" : std::string("—"), 8);
+      };
       char line[512];
       std::snprintf(line, sizeof line,
-                    "%-13s %2d %9s %9s %11s %11s %7s%% %7s%% %14s %4s %5s  %s %s %s %s\n",
-                    c.name.c_str(), P, decimal(m.ring_fwd * 1e3, 1).c_str(),
-                    decimal(m.ring_bwd * 1e3, 1).c_str(), decimal(m.single_fwd * 1e3, 1).c_str(),
-                    decimal(m.single_bwd * 1e3, 1).c_str(), decimal(eff_fwd * 100, 0).c_str(),
-                    decimal(eff_bwd * 100, 0).c_str(), decimal(m.mib_fwd, 1).c_str(),
-                    decimal(m.mib_bwd, 1).c_str(), decimal(m.wait_share * 100, 0).c_str(),
-                    sci(m.err[0]).c_str(), sci(m.err[1]).c_str(), sci(m.err[2]).c_str(),
-                    sci(m.err[3]).c_str());
+                    "%-13s %2d %9s %9s %11s %11s %s %s %14s %4s %5s  %s %s %s %s\n", c.name.c_str(),
+                    P, decimal(m.ring_fwd * 1e3, 1).c_str(), decimal(m.ring_bwd * 1e3, 1).c_str(),
+                    decimal(m.single_fwd * 1e3, 1).c_str(), decimal(m.single_bwd * 1e3, 1).c_str(),
+                    percent(eff_fwd).c_str(), percent(eff_bwd).c_str(),
+                    decimal(m.mib_fwd, 1).c_str(), decimal(m.mib_bwd, 1).c_str(),
+                    decimal(m.wait_share * 100, 0).c_str(), sci(m.err[0]).c_str(),
+                    sci(m.err[1]).c_str(), sci(m.err[2]).c_str(), sci(m.err[3]).c_str());
       std::cout << line;
       flush_stdout();
     }
@@ -247,6 +299,7 @@ int run_bench_ring(const BenchRingArgs& args) {
   if (rank == 0 && status != 0)
     std::cerr << "qkv: error: the ring's result differs from the single process's by more than "
               << kTolerance << "; expected float32 rounding only\n";
+  if (rank == 0 && !s.json && too_short) std::cout << "\n" << bench::kTooShortNote << "\n";
   if (rank == 0 && !s.json)
     std::cout << "\nEfficiency: the single process's time / (P × the ring's), both with "
               << s.threads << " thread" << (s.threads == 1 ? "" : "s")

@@ -75,6 +75,15 @@ RingGrads ring_attention_backward(MPI_Comm comm, const Tensor& dout, const Tenso
                                   const Tensor& k, const Tensor& v, const RingResult& forward,
                                   const RingOptions& options = {});
 
+// What ring_attention and then ring_attention_backward allocate on one rank beyond their inputs,
+// at the backward's peak with the forward's result kept, in bytes (qkv/memory.h): the rank's
+// out, dq and row statistics, and the packed key/value blocks — two in flight forward; five
+// backward (the block computed, the one arriving, and the travelling dK/dV of both with the
+// incoming one) — plus its own dk and dv. `rows`: this rank's query rows; `largest_block`: the
+// most key/value rows any rank holds.
+int64_t ring_attention_bytes(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                             int64_t rows, int64_t largest_block);
+
 // Global positions, as consecutive runs of a rank's rows: local rows [local, local + length) hold
 // global positions [global, global + length). `lengths` holds every rank's row count.
 struct RingSegment {

@@ -69,6 +69,13 @@ Explained run(const SentenceModel& model, std::string_view text, std::string_vie
 // A decoder LLM on `text` (no BOS: as the model was trained), every layer captured.
 Explained run(const CausalLM& model, std::string_view text);
 
+// What run() of `tokens` tokens needs at its peak (qkv/memory.h): the model's capture_bytes, and
+// with `json` what to_json(e).dump() holds beside it — every q, k, v, score, logit, weight, head
+// output and hidden state as a JSON number, in the tree and in its text (measured: 48 to 66 bytes
+// a number; 80 counted). SmolLM2's --json on 400 tokens is 157 million numbers: 12 GB.
+int64_t run_bytes(const SentenceModel& model, int64_t tokens, bool json);
+int64_t run_bytes(const CausalLM& model, int64_t tokens, bool json);
+
 // The default focus: the first pronoun ("it", "he", "she", "they", ...; of A, then of B), else the
 // last word.
 int64_t default_focus(const Explained& e);

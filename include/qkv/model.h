@@ -112,6 +112,19 @@ class SentenceModel {
   // everything captured (float64 attention); returns its mean-pooled, unit-length embedding.
   Tensor encode_captured(const Encoding& encoding, BertCapture& capture) const;
 
+  // What the work needs at its peak, in bytes: the whole process, this model as loaded included
+  // (qkv/memory.h says what an estimate covers). embed() of `texts` texts of `text_bytes` bytes in
+  // all, the longest `longest_text` bytes (a text has at most as many tokens as bytes, plus [CLS]
+  // and [SEP]): their ids, the embeddings and one batch's activations at the longest length, in
+  // batches of `batch_size` (0: the model's own, options().batch_size).
+  int64_t embed_bytes(int64_t texts, int64_t text_bytes, int64_t longest_text,
+                      int64_t batch_size = 0) const;
+  // encode_captured() of `tokens` tokens: every layer's q, k, v, scores, logits, weights and
+  // outputs kept (L² a head and layer), and the float64 reference's working set of one layer.
+  int64_t capture_bytes(int64_t tokens) const;
+  // The weights as they sit in memory (packed copies included) and the vocabulary.
+  int64_t resident_bytes() const;
+
   const std::string& dir() const { return dir_; }
   const BertConfig& config() const { return config_; }
   const BertWeights& weights() const { return *weights_; }
@@ -180,6 +193,16 @@ class CausalLM {
   Tensor capture(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
   // One pass over `ids` on the fast path (the fused attention kernel); the logits, [n, vocab].
   Tensor logits(const std::vector<int32_t>& ids) const;
+
+  // What the work needs at its peak, in bytes: the whole process, this model as loaded included
+  // (qkv/memory.h). capture() of `tokens` tokens: every layer's scores, logits and weights
+  // (tokens² a head and layer) and the logits of every position.
+  int64_t capture_bytes(int64_t tokens) const;
+  // generate() (and logits()) up to `positions` positions, prompt and new tokens together: the
+  // KV cache at its largest and one pass's activations over the prompt.
+  int64_t generate_bytes(int64_t positions) const;
+  // The dequantized weights as they sit in memory (packed copies included) and the tokenizer.
+  int64_t resident_bytes() const;
 
   const std::string& path() const { return path_; }
   const LlamaConfig& config() const { return *config_; }
@@ -441,6 +464,16 @@ class Seq2Seq : public nn::Module {
   Seq2SeqConfig config_;
   Vocabulary vocab_;
 };
+
+// What the work on a model of `config` needs at its peak, in bytes: the whole process
+// (qkv/memory.h), float32 parameters. train(): the parameters, their gradients and AdamW's two
+// moments, and the activations forward and backward of a batch of `batch_size` examples at the
+// config's longest source and target (and of the evaluation's decoding). Known before the model
+// is made, so a command can refuse a size it cannot hold before allocating any of it.
+int64_t seq2seq_train_bytes(const Seq2SeqConfig& config, int64_t batch_size);
+// Seq2Seq::capture (and greedy_decode) of one source at the config's longest lengths: every
+// attention layer's scores, logits and weights kept.
+int64_t seq2seq_capture_bytes(const Seq2SeqConfig& config);
 
 // A fresh model of config.architecture, initialized from `rng`.
 std::unique_ptr<Seq2Seq> make_seq2seq(const Seq2SeqConfig& config, nn::Rng& rng,

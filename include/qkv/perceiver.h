@@ -158,6 +158,16 @@ std::vector<PerceiverExample> perceiver_test_set(const PerceiverTask& task, int6
 double perceiver_accuracy(Perceiver& model, const PerceiverTask& task,
                           const std::vector<PerceiverExample>& examples, int64_t batch_size = 64);
 
+// ---- what the work needs ----
+// Peak bytes of the whole process (qkv/memory.h), float32 parameters, known from the config
+// before the model is made. train_perceiver() with batches of `batch_size`: parameters, gradients,
+// AdamW's moments, a batch's activations forward and backward over `length` positions, and the
+// evaluation's batches of 64.
+int64_t perceiver_train_bytes(const PerceiverConfig& config, int64_t batch_size);
+// explain_perceiver() of one input: the cross-attention's weights of every head, latent and
+// position kept, with the reference path's working set.
+int64_t perceiver_explain_bytes(const PerceiverConfig& config);
+
 // ---- what each latent gathers ----
 
 struct LatentGather {

@@ -34,5 +34,9 @@ LatentTable latent_table(const PerceiverExplanation& e);
 // of the cross-attention weights (the heads' mean, or one head) with a label a latent, the counted
 // symbol's positions marked above it, and latent_table's rows.
 std::string perceiver_html(const PerceiverExplanation& e, const std::string& title);
+// What perceiver_html holds while it builds the page for a model of `config` (qkv/memory.h):
+// every weight of [heads, latents, length] as a JSON number in the tree, its text and the page
+// (measured: ~100 bytes a weight), beside the explanation it reads (perceiver_explain_bytes).
+int64_t perceiver_html_bytes(const PerceiverConfig& config);
 
 }  // namespace qkv::explain

@@ -55,6 +55,12 @@ def _positive(x, name: str, low: int = 1, high: Optional[int] = None) -> int:
 _NO_LIMIT = 2**31 - 1
 
 
+def _memory_limit(x: Optional[int]) -> int:
+    """memory_limit as the C++ side takes it: bytes, or 0 (None) for half the machine's memory.
+    Work estimated past it raises MemoryError naming both sizes before it starts."""
+    return 0 if x is None else _positive(x, "memory_limit", 1, 2**62)
+
+
 def _not_blank(text: str, name: str) -> str:
     if not text.strip():
         raise ValueError(f"{name} is empty; expected a sentence, e.g. \"I sat on the river bank\"")
@@ -153,7 +159,8 @@ class Model:
         return (f"qkv.Model({self.name!r}: {self.layers} layers × {self.heads} heads, "
                 f"dim {self.dim}, max_length {self.max_length}, {self.path})")
 
-    def encode(self, sentences: Union[str, Sequence[str]], batch_size: int = 32) -> np.ndarray:
+    def encode(self, sentences: Union[str, Sequence[str]], batch_size: int = 32, *,
+               memory_limit: Optional[int] = None) -> np.ndarray:
         """Sentence embeddings, as sentence-transformers' encode: a list of n texts gives a
         float32 array (n, dim), one str a (dim,) vector; each row has unit length, so the dot
         product of two rows is their cosine similarity.
@@ -161,6 +168,8 @@ class Model:
         Texts are sorted by length, longest first, and run batch_size at a time (padding stays
         small); batch_size changes the result only within float32 rounding. The work runs on
         qkv's threads ($QKV_NUM_THREADS) without the GIL, and stops on Ctrl-C between batches.
+        memory_limit: bytes the work may take (default: half the machine's memory); past it,
+        MemoryError before anything runs.
 
         >>> import qkv
         >>> qkv.Model().encode("This is an example sentence")[:3].round(4)
@@ -181,7 +190,7 @@ class Model:
             for i, t in enumerate(texts):
                 _text(t, f"sentences[{i}]")
         batch_size = min(_positive(batch_size, "batch_size"), _NO_LIMIT)
-        e = self._model.encode(texts, batch_size)
+        e = self._model.encode(texts, batch_size, _memory_limit(memory_limit))
         return e[0] if single else e
 
     def tokenize(self, text: str, text_b: Optional[str] = None) -> List[str]:
@@ -202,10 +211,13 @@ class Model:
                                      None if text_b is None else _text(text_b, "text_b"))
         return [i for _, i in pairs]
 
-    def explain(self, text: str, text_b: Optional[str] = None) -> "Explanation":
+    def explain(self, text: str, text_b: Optional[str] = None, *,
+                memory_limit: Optional[int] = None) -> "Explanation":
         """`text` through the model with every layer's attention captured (computed on the
         float64 reference path), as `qkv explain` shows it; with `text_b`, the pair
-        [CLS] text [SEP] text_b [SEP] as BERT reads it (token types 0, then 1).
+        [CLS] text [SEP] text_b [SEP] as BERT reads it (token types 0, then 1). memory_limit:
+        bytes the capture may take (default: half the machine's memory); past it, MemoryError
+        before it runs.
 
         >>> import qkv
         >>> x = qkv.Model().explain("The animal didn't cross the street because it was tired")
@@ -217,7 +229,8 @@ class Model:
         _not_blank(_text(text, "text"), "text")
         if text_b is not None:
             _not_blank(_text(text_b, "text_b"), "text_b")
-        return Explanation(self._model.explain(text, text_b), self.name)
+        return Explanation(self._model.explain(text, text_b, _memory_limit(memory_limit)),
+                           self.name)
 
 
 class CausalLM:
@@ -281,10 +294,12 @@ class CausalLM:
         return [self.token_text(i) for i in self.token_ids(text)]
 
     def generate(self, prompt: str, max_tokens: int = 64, *, temperature: float = 0.0,
-                 seed: int = 1, chat: bool = True) -> str:
+                 seed: int = 1, chat: bool = True, memory_limit: Optional[int] = None) -> str:
         """The model's continuation of `prompt` (framed as one user message of its chat template
         when `chat`), up to max_tokens new tokens or the end of the text; greedy when
-        temperature is 0, else sampled from softmax(logits / temperature) with `seed`."""
+        temperature is 0, else sampled from softmax(logits / temperature) with `seed`.
+        memory_limit: bytes the model and its KV cache may take (default: half the machine's
+        memory); past it, MemoryError before the first token."""
         _text(prompt, "prompt")
         max_tokens = min(_positive(max_tokens, "max_tokens"), _NO_LIMIT)
         temperature = _checks.number(temperature, "temperature")
@@ -292,13 +307,17 @@ class CausalLM:
             raise ValueError(f"temperature {temperature}; expected a finite number ≥ 0")
         text = self._model.chat_prompt(prompt) if _checks.flag(chat, "chat") else prompt
         ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
-                                   _positive(seed, "seed", 0, 2**64 - 1))
+                                   _positive(seed, "seed", 0, 2**64 - 1),
+                                   _memory_limit(memory_limit))
         return b"".join(self._model.token_bytes(i) for i in ids).decode("utf-8", "replace")
 
-    def explain(self, text: str) -> "Explanation":
+    def explain(self, text: str, *, memory_limit: Optional[int] = None) -> "Explanation":
         """`text` through the model with every layer's attention captured (causal; each shared
-        key/value head repeated for the query heads that read it), and the next-token guess."""
-        return Explanation(self._model.explain(_not_blank(_text(text, "text"), "text")),
+        key/value head repeated for the query heads that read it), and the next-token guess.
+        memory_limit: bytes the capture may take (tokens² a layer and head; default: half the
+        machine's memory); past it, MemoryError before it runs."""
+        return Explanation(self._model.explain(_not_blank(_text(text, "text"), "text"),
+                                               _memory_limit(memory_limit)),
                            self.name)
 
 

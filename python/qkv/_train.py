@@ -95,7 +95,8 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
           batch_size: int = 64, lr: float = 1e-3,
           seed: int = 1, target: float = 0.99, eval_every: Optional[int] = None,
           test_examples: int = 1000, save: Union[str, "os.PathLike[str]", None] = None,
-          progress: Optional[Callable[[TrainProgress], Any]] = None) -> TrainSummary:
+          progress: Optional[Callable[[TrainProgress], Any]] = None,
+          memory_limit: Optional[int] = None) -> TrainSummary:
     """Trains a small encoder–decoder transformer on `task` (see qkv.tasks()) as `qkv train`
     does, and returns its TrainSummary.
 
@@ -112,7 +113,9 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
     never sees, whatever the seed). The same seed and thread count ($QKV_NUM_THREADS) give the
     same numbers. save: a .safetensors path for the model (`qkv explain --model PATH`), checked
     before training (an OSError when it cannot be written) and written all or nothing.
-    progress: called with a TrainProgress after every step.
+    progress: called with a TrainProgress after every step. memory_limit: bytes training may
+    take (parameters, AdamW's moments, a batch's activations; default: half the machine's
+    memory); past it, MemoryError before the model is made.
 
     >>> import qkv
     >>> s = qkv.train("copy", steps=40, layers=1, d_model=32, test_examples=50)
@@ -166,8 +169,11 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: {type(progress).__name__}; expected a callable")
     hear = None if progress is None else (lambda p: progress(TrainProgress(**p)))
+    limit = 0 if memory_limit is None else _int(memory_limit, "memory_limit", 1, 2**62,
+                                                "1 to 2^62 bytes")
     s = _qkv.train(task, model, steps, layers, heads, d_model, batch_size, lr, seed, target,
-                   eval_every, test_examples, b"" if path is None else os.fsencode(path), hear)
+                   eval_every, test_examples, b"" if path is None else os.fsencode(path), hear,
+                   limit)
     return TrainSummary(task=s["task"], steps=s["steps"], test_accuracy=s["test_accuracy"],
                         test_examples=s["test_examples"], final_loss=s["final_loss"],
                         reached_target=s["reached_target"], stopped_early=s["stopped_early"],

@@ -3,13 +3,23 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <string>
 
+#include "qkv/memory.h"
 #include "qkv/tensor.h"
 
 namespace qkv::python {
 
 namespace nb = nanobind;
+
+// Refuses work whose estimate is over the caller's memory_limit (bytes; 0: half the machine's
+// memory): a qkv::MemoryLimitError, which the module raises as MemoryError naming both sizes.
+inline void check_memory_limit(int64_t need, int64_t memory_limit, const std::string& work,
+                               const std::string& expected) {
+  check_memory(need, memory_limit > 0 ? memory_limit : default_memory_limit(), work, "memory_limit",
+               expected);
+}
 
 void bind_attention(nanobind::module_& m);  // attention.cpp: qkv::attention and its backward
 void bind_models(nanobind::module_& m);     // models.cpp: the sentence encoder, the decoder LLM

@@ -113,21 +113,39 @@ void bind_models(nb::module_& m) {
           "[(token, id)] as the model reads the text (or the pair [CLS] A [SEP] B [SEP]).")
       .def(
           "encode",
-          [](const SentenceModel& s, const std::vector<std::string>& texts,
-             std::size_t batch_size) {
+          [](const SentenceModel& s, const std::vector<std::string>& texts, std::size_t batch_size,
+             int64_t memory_limit) {
+            int64_t bytes = 0;
+            std::size_t longest = 0;
+            for (const std::string& t : texts) {
+              bytes += static_cast<int64_t>(sizeof(std::string) + t.size());
+              longest = std::max(longest, t.size());
+            }
+            const auto n = static_cast<int64_t>(texts.size());
+            check_memory_limit(s.embed_bytes(n, bytes, static_cast<int64_t>(longest),
+                                             static_cast<int64_t>(batch_size)) +
+                                   bytes,
+                               memory_limit, "encoding " + grouped(n) + " texts",
+                               "fewer texts a call");
             Unlocked unlocked;
             return array_of(unlocked.run([&] { return encode(s, texts, batch_size, unlocked); }));
           },
-          nb::arg("texts"), nb::arg("batch_size"),
+          nb::arg("texts"), nb::arg("batch_size"), nb::arg("memory_limit"),
           "Unit-length float32 embeddings [len(texts), hidden].")
       .def(
           "explain",
           [](const SentenceModel& s, const std::string& text,
-             const std::optional<std::string>& text_b) {
+             const std::optional<std::string>& text_b, int64_t memory_limit) {
             nb::gil_scoped_release release;
+            const int64_t tokens = static_cast<int64_t>(
+                (text_b ? s.tokenize_pair(text, *text_b) : s.tokenize(text)).tokens.size());
+            check_memory_limit(s.capture_bytes(tokens), memory_limit,
+                               "explaining " + grouped(tokens) +
+                                   " tokens (every layer's scores, logits and weights kept)",
+                               "a shorter text");
             return text_b ? explain::run(s, text, *text_b) : explain::run(s, text);
           },
-          nb::arg("text"), nb::arg("text_b").none(),
+          nb::arg("text"), nb::arg("text_b").none(), nb::arg("memory_limit"),
           "explain::run: the text (or pair) with every layer's attention captured.");
 
   nb::class_<CausalLM>(m, "CausalLM", "qkv::CausalLM: a decoder LLM (GGUF). Use qkv.CausalLM.")
@@ -158,7 +176,12 @@ void bind_models(nb::module_& m) {
       .def(
           "generate",
           [](const CausalLM& lm, const std::vector<int32_t>& prompt, int64_t max_tokens,
-             double temperature, uint64_t seed) {
+             double temperature, uint64_t seed, int64_t memory_limit) {
+            check_memory_limit(
+                lm.generate_bytes(static_cast<int64_t>(prompt.size()) + max_tokens), memory_limit,
+                "generating " + grouped(max_tokens) + " tokens after a prompt of " +
+                    grouped(static_cast<int64_t>(prompt.size())) + " (the model and its KV cache)",
+                "a shorter prompt or max_tokens");
             Unlocked unlocked;
             return unlocked.run([&] {
               return lm.generate(
@@ -167,14 +190,21 @@ void bind_models(nb::module_& m) {
             });
           },
           nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("seed"),
+          nb::arg("memory_limit"),
           "The new token ids after `prompt` (greedy when temperature is 0).")
       .def(
           "explain",
-          [](const CausalLM& lm, const std::string& text) {
+          [](const CausalLM& lm, const std::string& text, int64_t memory_limit) {
             nb::gil_scoped_release release;
+            const int64_t tokens = static_cast<int64_t>(lm.tokenize(text).size());
+            check_memory_limit(lm.capture_bytes(tokens), memory_limit,
+                               "explaining " + grouped(tokens) +
+                                   " tokens (every layer's scores, logits and weights kept)",
+                               "a shorter text");
             return explain::run(lm, text);
           },
-          nb::arg("text"), "explain::run: the text with every layer's attention captured.");
+          nb::arg("text"), nb::arg("memory_limit"),
+          "explain::run: the text with every layer's attention captured.");
 }
 
 }  // namespace qkv::python

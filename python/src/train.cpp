@@ -95,12 +95,17 @@ void bind_train(nb::module_& m) {
       [](const std::string& task_name, const std::string& architecture, int64_t steps,
          int64_t layers, int64_t heads, int64_t d_model, int64_t batch_size, double lr,
          uint64_t seed, double target, int64_t eval_every, int64_t test_examples,
-         const nb::bytes& out_path, const nb::object& progress) {
+         const nb::bytes& out_path, const nb::object& progress, int64_t memory_limit) {
         const Task task = make_task(task_name);  // an unknown name lists the known ones
         const Seq2SeqConfig config = architecture == "rnnsearch"
                                          ? rnnsearch_config_for(task, d_model)
                                          : config_for(task, layers, heads, d_model);
         config.validate();
+        check_memory_limit(seq2seq_train_bytes(config, batch_size), memory_limit,
+                           "training this " + std::string(to_string(config.architecture)) + " (" +
+                               grouped(config.layers) + " layers, d_model " +
+                               grouped(config.d_model) + ", batch " + grouped(batch_size) + ")",
+                           "a smaller layers, d_model or batch_size");
         const TrainOptions options{.steps = steps,
                                    .batch_size = batch_size,
                                    .lr = lr,
@@ -138,6 +143,7 @@ void bind_train(nb::module_& m) {
       nb::arg("task"), nb::arg("model"), nb::arg("steps"), nb::arg("layers"), nb::arg("heads"),
       nb::arg("d_model"), nb::arg("batch_size"), nb::arg("lr"), nb::arg("seed"), nb::arg("target"),
       nb::arg("eval_every"), nb::arg("test_examples"), nb::arg("out"), nb::arg("progress").none(),
+      nb::arg("memory_limit"),
       "qkv::train on a fresh model; the summary as a dict. Called by qkv.train.");
 
   m.def(

@@ -593,3 +593,42 @@ def test_train_rnnsearch_refuses_transformer_sizes():
         qkv.train("copy", model="rnnsearch", d_model=15)
     with pytest.raises(ValueError, match="'lstm' is not a model qkv trains"):
         qkv.train("copy", model="lstm")
+
+
+# ---- memory: the work's estimate against memory_limit, before it runs (issue 26) ----
+
+def expect_memory_error(call, work):
+    """MemoryError naming the work, its estimate and the limit — never a bare "std::bad_alloc"."""
+    with pytest.raises(MemoryError) as e:
+        call()
+    message = one_line(e)
+    assert work in message
+    assert " of memory, over the limit of 1000 bytes (memory_limit); expected " in message
+    return message
+
+
+def test_encode_and_explain_refuse_past_memory_limit(model):
+    expect_memory_error(lambda: model.encode(["a river bank"] * 50, memory_limit=1000),
+                        "encoding 50 texts needs about ")
+    expect_memory_error(lambda: model.explain("I sat on the river bank", memory_limit=1000),
+                        "explaining 8 tokens (every layer's scores, logits and weights kept) "
+                        "needs about ")
+    with pytest.raises(ValueError, match="memory_limit 0 is out of range"):
+        model.encode("x", memory_limit=0)
+    # Within the default limit (half the machine's memory) they run as before.
+    assert model.encode("a river bank", memory_limit=2**40).shape == (384,)
+
+
+def test_train_refuses_past_memory_limit_before_the_model_is_made():
+    message = expect_memory_error(
+        lambda: qkv.train("reverse", layers=64, d_model=4096, heads=64, batch_size=4096,
+                          memory_limit=1000),
+        "training this transformer (64 layers, d_model 4,096, batch 4,096) needs about ")
+    assert "TiB" in message or "GiB" in message
+
+
+def test_causal_lm_refuses_past_memory_limit(lm):
+    expect_memory_error(lambda: lm.explain("The capital of France is", memory_limit=1000),
+                        "explaining 5 tokens (every layer's scores, logits and weights kept)")
+    expect_memory_error(lambda: lm.generate("Hi", max_tokens=4, chat=False, memory_limit=1000),
+                        "generating 4 tokens after a prompt of 1 (the model and its KV cache)")

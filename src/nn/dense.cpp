@@ -6,6 +6,7 @@
 #include "core/dispatch.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/reference/dense.h"
+#include "qkv/memory.h"
 
 namespace qkv::nn {
 namespace {
@@ -97,6 +98,15 @@ Tensor linear(const Tensor& x, const LinearWeights& layer) {
 
 Tensor linear_gelu(const Tensor& x, const LinearWeights& layer) {
   return linear_as(x, layer, cpu::Activation::gelu);
+}
+
+int64_t resident_bytes(const LinearWeights& layer) {
+  int64_t bytes = tensor_bytes(layer.weight) + tensor_bytes(layer.bias);
+  if (layer.packed) {
+    for (const auto* buffer : {layer.packed->data.get(), layer.packed->bias.get()})
+      if (buffer != nullptr) bytes += static_cast<int64_t>(buffer->size() * sizeof(float));
+  }
+  return bytes;
 }
 
 void pack(LinearWeights& layer) {

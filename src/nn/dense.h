@@ -34,6 +34,8 @@ Tensor linear(const Tensor& x, const LinearWeights& layer);
 // y = GELU(x·Wᵀ + b), the FFN's first layer: with packed weights the GELU runs on each block of
 // outputs as the product leaves it (the same bits as linear, then gelu).
 Tensor linear_gelu(const Tensor& x, const LinearWeights& layer);
+// The bytes the layer holds: its weight and bias, and their packed copy when there is one.
+int64_t resident_bytes(const LinearWeights& layer);
 // Packs a float32 layer's weights for the SIMD target running now (a float64 layer is left as it
 // is). Packed weights that a later target cannot use (tests switch targets) are ignored.
 void pack(LinearWeights& layer);

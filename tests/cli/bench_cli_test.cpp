@@ -200,3 +200,27 @@ TEST(BenchCli, UsageErrorsAreOneLineWithExitCode2) {
 }
 
 }  // namespace
+
+// A one-token ring is too short to time: its efficiencies were ratios of 0.003 ms timings ("140%
+// and 176%", issue 26). They show as "—", said so below the table, and as null in JSON.
+TEST(BenchCli, RingTooShortToTimeShowsNoEfficiency) {
+  const CliResult table = run_qkv({"bench", "ring", "--quick", "--length", "1"});
+  if (table.err.find("built without MPI") != std::string::npos) GTEST_SKIP() << table.err;
+  ASSERT_EQ(table.exit_code, 0) << table.describe();
+  EXPECT_THAT(table.out, HasSubstr("—: too short to time (under 0.1 ms"));
+  std::istringstream lines(table.out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("full ", 0) != 0 && line.rfind("causal ", 0) != 0) continue;
+    ++rows;
+    EXPECT_THAT(line, Not(HasSubstr("%"))) << line;  // no efficiency from 0.0 ms
+    EXPECT_THAT(line, HasSubstr("—")) << line;
+  }
+  EXPECT_EQ(rows, 2) << table.out;
+  const CliResult json = run_qkv({"bench", "ring", "--quick", "--length", "1", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.describe();
+  for (const nlohmann::json& row : json_lines(json.out)) {
+    EXPECT_TRUE(row.at("efficiency_fwd").is_null()) << row.dump();
+    EXPECT_TRUE(row.at("efficiency_bwd").is_null()) << row.dump();
+  }
+}

@@ -12,6 +12,8 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
+#include "qkv/perceiver.h"
+#include "qkv/train.h"
 
 namespace qkv {
 namespace {
@@ -127,6 +129,69 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
                         "not available for a Perceiver");
   std::filesystem::remove(out);
   std::filesystem::remove(html);
+}
+
+// Options of one model given to another are refused with where they apply, not ignored (issue
+// 26: --length with --task reverse trained at the task's own lengths; --task count without
+// --model perceiver was an "unknown task").
+TEST(PerceiverCli, OptionsOfOneModelAreRefusedWithAnother) {
+  expect_one_line_error(run_qkv({"train", "--task", "count"}), 2,
+                        "--task count is the Perceiver's task, not the transformer's; expected "
+                        "--model perceiver --task count");
+  expect_one_line_error(run_qkv({"train", "--task", "count", "--model", "rnnsearch"}), 2,
+                        "--task count is the Perceiver's task, not the rnnsearch's");
+  // (--steps 1: were --length ignored again, the run would not take minutes to fail.)
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--length", "100", "--steps", "1",
+                                 "--test-examples", "1"}),
+                        2,
+                        "--length applies to --model perceiver only (the length of its input); "
+                        "--model transformer takes its lengths from the task; expected no "
+                        "--length");
+  expect_one_line_error(
+      run_qkv({"train", "--task", "dates", "--model", "rnnsearch", "--latents", "8", "--steps", "1",
+               "--test-examples", "1"}),
+      2,
+      "--latents applies to --model perceiver only (its latent queries); --model rnnsearch has "
+      "none; expected no --latents");
+  expect_one_line_error(
+      run_qkv({"train", "--model", "perceiver", "--task", "count", "--layers", "65"}), 2,
+      "--layers 65 is out of range; expected 0 to 64");
+}
+
+// --token picks the focus of a sentence's view; a trained model has no such view (issue 26: it
+// was ignored).
+TEST(PerceiverCli, TokenIsRefusedForTrainedModels) {
+  const std::string perceiver = temp_path("token.safetensors");
+  nn::Rng rng(1);
+  Perceiver(PerceiverConfig{.length = 32, .latents = 4, .d_model = 16, .heads = 2, .blocks = 1},
+            rng)
+      .save(perceiver);
+  expect_one_line_error(run_qkv({"explain", "--model", perceiver, "--token", "it"}), 2,
+                        "--token 'it' applies to qkv explain on a sentence (the BERT model or "
+                        "smollm2); a Perceiver shows what every latent gathers instead");
+  const std::string seq2seq = temp_path("token-copy.safetensors");
+  make_model(config_for(make_task("copy"), 1, 2, 8), 1)->save(seq2seq);
+  expect_one_line_error(run_qkv({"explain", "--model", seq2seq, "--token", "3"}), 2,
+                        "--token '3' applies to qkv explain on a sentence (the BERT model or "
+                        "smollm2); a model from qkv train shows every output step's alignment");
+  std::filesystem::remove(perceiver);
+  std::filesystem::remove(seq2seq);
+}
+
+// A saved model's own length, out of its task's range, is named as the file's field — explain has
+// no --length (issue 26: "--length 8 is out of range").
+TEST(PerceiverCli, AModelsOwnLengthIsNamedAsItsFieldNotAFlag) {
+  const std::string path = temp_path("length8.safetensors");
+  nn::Rng rng(1);
+  Perceiver(PerceiverConfig{.length = 8, .latents = 4, .d_model = 16, .heads = 2, .blocks = 1}, rng)
+      .save(path);
+  const auto r = run_qkv({"explain", "--model", path});
+  expect_one_line_error(r, 2,
+                        path +
+                            ": the metadata's qkv.config: length 8 is out of range for the "
+                            "task count; expected 16 to 65536");
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("--length")));
+  std::filesystem::remove(path);
 }
 
 TEST(PerceiverCli, BenchQuickPrintsCrossAndSelfCosts) {

@@ -145,8 +145,10 @@ PerceiverConfig config_from_json(const std::string& text, const std::string& pat
   }
   try {
     c.validate();
+    (void)make_perceiver_task(c.task, c.length);  // the task it reads, at its length
   } catch (const Error& e) {
-    throw Error(path + ": " + e.what(), Error::Kind::runtime);
+    throw Error(path + ": the metadata's " + std::string(kConfigKey) + ": " + e.what(),
+                Error::Kind::runtime);
   }
   return c;
 }
@@ -159,15 +161,17 @@ void PerceiverConfig::validate() const {
       throw Error(std::string(name) + " " + std::to_string(value) + " is out of range; expected " +
                   std::to_string(lo) + " to " + std::to_string(hi));
   };
-  check("--length", length, 1, 65536);
+  // The fields' own names: the command maps them to its flags, a model file's loader prefixes
+  // its path.
+  check("length", length, 1, 65536);
   check("vocab", vocab, 1, 65536);
   check("classes", classes, 2, 65536);
-  check("--latents", latents, 1, 4096);
-  check("--d-model", d_model, 1, 4096);
-  check("--heads", heads, 1, d_model);
-  check("--blocks", blocks, 0, 64);
+  check("latents", latents, 1, 4096);
+  check("d_model", d_model, 1, 4096);
+  check("heads", heads, 1, d_model);
+  check("blocks", blocks, 0, 64);
   if (d_model % heads != 0)
-    throw Error("--d-model " + std::to_string(d_model) + " is not a multiple of --heads " +
+    throw Error("d_model " + std::to_string(d_model) + " is not a multiple of heads " +
                 std::to_string(heads));
 }
 

@@ -1,0 +1,56 @@
+// qkv/memory.h — how much memory a piece of work may take. Each model sizes its own work, from
+// its configuration and the lengths it is given (qkv/model.h, qkv/train.h, qkv/perceiver.h); the
+// command and the Python package compare that estimate with a limit — half the machine's memory
+// unless the user sets one — before the work starts, and refuse past it with the size, instead of
+// failing halfway with std::bad_alloc or the OOM killer.
+//
+// An estimate is the peak resident memory of the whole process doing that work: the model as it
+// sits in memory, what the work allocates at its largest, and a fixed allowance for the program
+// itself. It is meant to err high (tests compare it with the measured peak), never low by much.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "qkv/tensor.h"
+
+namespace qkv {
+
+// The machine's physical memory in bytes; 0 when the system does not say.
+int64_t physical_memory_bytes();
+// Half the machine's physical memory (4 GiB when unknown): the default limit.
+int64_t default_memory_limit();
+// "9.7 GiB", "312 MiB", "4.0 KiB", "512 bytes".
+std::string bytes_str(int64_t bytes);
+// A size computed in floating point (products of lengths overflow int64 quickly) as bytes, at most
+// kMaxBytes: estimates compare with a limit, and a saturated one is over any.
+inline constexpr int64_t kMaxBytes = int64_t{1} << 62;
+int64_t saturated_bytes(double bytes);
+// The resident size of a tensor's elements.
+int64_t tensor_bytes(const Tensor& t);
+// What a qkv process takes before any model or data: its code, the libraries, the thread pool's
+// and OpenBLAS's first buffers (measured: 10 MiB for `qkv attend --example`, up to 20 MiB with
+// OpenBLAS's threads; allowed for generously).
+inline constexpr int64_t kProcessBytes = int64_t{32} << 20;
+
+// Work that would need more memory than its limit. A usage error (Kind::invalid_argument): the
+// input asks for too much, and a smaller one or a higher limit runs. The message:
+//   "WORK needs about NEED of memory, over the limit of LIMIT (KNOB); expected EXPECTED"
+// where the caller names its own knob (the command's --memory-limit, Python's memory_limit) and
+// what would fit. The Python package raises it as MemoryError.
+class MemoryLimitError : public Error {
+ public:
+  MemoryLimitError(const std::string& work, int64_t need, int64_t limit, const std::string& knob,
+                   const std::string& expected);
+  int64_t need() const noexcept { return need_; }
+  int64_t limit() const noexcept { return limit_; }
+
+ private:
+  int64_t need_, limit_;
+};
+
+// Throws MemoryLimitError when need > limit.
+void check_memory(int64_t need, int64_t limit, const std::string& work, const std::string& knob,
+                  const std::string& expected);
+
+}  // namespace qkv

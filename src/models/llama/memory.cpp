@@ -1,0 +1,91 @@
+// What the decoder's work needs in memory (CausalLM::capture_bytes, generate_bytes): peak
+// resident bytes of the process, counted from the config and the lengths as llama_forward
+// allocates them (models/llama/llama.cpp).
+#include "qkv/memory.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "models/llama/llama.h"
+#include "models/text/bpe.h"
+#include "qkv/model.h"
+
+namespace qkv {
+namespace {
+
+// A vocabulary entry and its merge: strings and hash-map nodes, about 200 bytes on 64-bit
+// libstdc++.
+constexpr double kTokenBytes = 256;
+
+// Loading reads the whole GGUF file into memory and dequantizes from it: the file and the weights
+// are resident together until load() returns.
+double file_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0.0 : static_cast<double>(size);
+}
+
+// The process at its peak: the weights, the file they were loaded from, and the work. The file
+// is freed once loaded, but a short prompt's peak is the load's, within 2% of weights and file
+// together (measured), so the two are added rather than the larger taken.
+int64_t peak(const CausalLM& model, double work) {
+  return saturated_bytes(static_cast<double>(kProcessBytes + model.resident_bytes()) +
+                         file_bytes(model.path()) + work);
+}
+
+// One pass over n positions (float32): h and its normed copy, q, k, v, the attention output and
+// W_O's, gate and up (ffn each) and down's output; the logits of every position (or of the last).
+double pass_bytes(const LlamaConfig& c, double n, bool every_logit) {
+  const double hid = static_cast<double>(c.hidden), ffn = static_cast<double>(c.ffn);
+  const double kv = static_cast<double>(c.kv_heads * c.head_dim);
+  return 4.0 * (n * (6 * hid + 2 * kv + 3 * ffn) +
+                (every_logit ? n : 1.0) * static_cast<double>(c.vocab));
+}
+
+}  // namespace
+
+int64_t CausalLM::resident_bytes() const {
+  const LlamaWeights& w = *weights_;
+  double bytes = static_cast<double>(tensor_bytes(w.embedding) + tensor_bytes(w.output_norm));
+  // Tied output: the embedding itself, counted once (its packed copy, if any, is its own).
+  const bool tied = w.output.weight.defined() && w.embedding.defined() &&
+                    w.output.weight.data<float>() == w.embedding.data<float>();
+  bytes += static_cast<double>(nn::resident_bytes(w.output)) -
+           (tied ? static_cast<double>(tensor_bytes(w.output.weight)) : 0.0);
+  for (const LlamaLayer& l : w.layers) {
+    bytes += static_cast<double>(tensor_bytes(l.attn_norm) + tensor_bytes(l.ffn_norm));
+    for (const nn::LinearWeights* linear : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      bytes += static_cast<double>(nn::resident_bytes(*linear));
+  }
+  bytes += kTokenBytes * static_cast<double>(tokenizer_->size());
+  return saturated_bytes(bytes);
+}
+
+int64_t CausalLM::capture_bytes(int64_t tokens) const {
+  const LlamaConfig& c = *config_;
+  const double n = static_cast<double>(tokens);
+  const double heads = static_cast<double>(c.heads), layers = static_cast<double>(c.layers);
+  // Kept per layer (float32, as the weights): scores, logits and weights (n² a head) and one more
+  // matrix's worth for the allocator's slack; q, k and v (k and v repeated to every head by
+  // explain) and the heads' outputs. While a layer runs: the reference's float64 scores, logits
+  // and weights before the cast. The KV cache holds every position.
+  const double hd = static_cast<double>(c.head_dim);
+  const double kept = layers * (4 * heads * n * n * 4 + 6 * heads * n * hd * 4);
+  const double working = 3 * heads * n * n * 8;
+  const double cache = layers * 2 * static_cast<double>(c.kv_heads) * n * hd * 4;
+  return peak(*this, kept + working + cache + pass_bytes(c, n, true));
+}
+
+int64_t CausalLM::generate_bytes(int64_t positions) const {
+  const LlamaConfig& c = *config_;
+  const double n = static_cast<double>(std::min(positions, c.context));
+  // The cache's capacity doubles as it fills (up to twice the positions), and while a layer's
+  // grows the old one is alive too: three times the positions for one layer, two for the rest.
+  const double position_bytes = 2.0 * static_cast<double>(c.kv_heads * c.head_dim) * 4;
+  const double cache = (2 * static_cast<double>(c.layers) + 1) * n * position_bytes;
+  // The prompt runs in one pass; the vocabulary's probabilities when sampling (float64).
+  return peak(*this, cache + pass_bytes(c, n, false) + 8.0 * static_cast<double>(c.vocab));
+}
+
+}  // namespace qkv

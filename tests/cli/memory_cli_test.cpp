@@ -1,0 +1,275 @@
+// The commands whose memory grows with their input say what the work needs and refuse past
+// --memory-limit before it starts (issue 26: `qkv explain --model smollm2` on 1,500 words, `qkv
+// train --layers 64 --d-model 4096 --heads 64 --batch 4096` and `qkv bench ring --length
+// 16777216` ended in std::bad_alloc or the OOM killer). Each estimate comes from the library,
+// beside the model it sizes; here it is checked against the measured peak resident memory (wait4's
+// ru_maxrss) of the same command: it must not undercount, nor overcount wildly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "cli/cli_expect.h"
+#include "cli/cli_runner.h"
+#include "qkv/perceiver.h"
+
+namespace qkv {
+namespace {
+
+using testing::CliResult;
+using testing::expect_one_line_error;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::run_qkv;
+
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer's shadow memory and quarantine add hundreds of MiB that no estimate counts.
+constexpr bool kMeasuredPeaksMeanSomething = false;
+#else
+constexpr bool kMeasuredPeaksMeanSomething = true;
+#endif
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("qkv-memory-cli-" + name)).string();
+}
+
+// "… needs about 1.3 GiB of memory, over the limit of …" → bytes (bytes_str's precision: two or
+// three significant digits).
+double need_of(const CliResult& r) {
+  static const std::regex need(
+      R"(needs about ([0-9.]+) (bytes|KiB|MiB|GiB|TiB|PiB|EiB) of memory)");
+  std::smatch m;
+  if (!std::regex_search(r.err, m, need)) {
+    ADD_FAILURE() << "no \"needs about\" in: " << r.describe();
+    return 0;
+  }
+  const std::string units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double x = std::stod(m[1].str());
+  for (const std::string& u : units) {
+    if (u == m[2].str()) break;
+    x *= 1024;
+  }
+  return x;
+}
+
+// The refusal: one line, exit 2, naming the work, what it needs, the limit and its flag.
+void expect_refused(const CliResult& r, const std::string& work) {
+  expect_one_line_error(r, 2, work);
+  EXPECT_THAT(r.err, HasSubstr(" of memory, over the limit of "));
+  EXPECT_THAT(r.err, HasSubstr(" (--memory-limit); expected "));
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The peak resident memory of `qkv args` in KiB, measured through a small intermediary: a child
+// this test process spawns begins at the test process's own high-water mark (ru_maxrss counts
+// it), which the large outputs other tests read raise; Python's RUSAGE_CHILDREN of its one child
+// starts from Python's few MiB. 0 where /usr/bin/python3 is missing.
+long peak_kib(const std::vector<std::string>& args) {
+  if (!std::filesystem::exists("/usr/bin/python3")) return 0;
+  std::vector<std::string> argv = {"-c",
+                                   "import resource, subprocess, sys\n"
+                                   "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+                                   "sys.stderr.write('peak_kib %d\\n' % "
+                                   "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+                                   "sys.exit(r.returncode)\n",
+                                   testing::qkv_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const CliResult r = testing::run_program("/usr/bin/python3", argv);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  const std::size_t at = r.err.rfind("peak_kib ");
+  return at == std::string::npos ? 0 : std::stol(r.err.substr(at + 9));
+}
+
+// Runs `args` once with a limit nothing fits in (the refusal says the estimate) and once without
+// (measured): the estimate must cover the measured peak, and not exceed it by more than `slack`
+// times (an estimate that refuses what fits easily is as wrong as one that undercounts).
+void expect_estimate_holds(const std::vector<std::string>& args, const std::string& work,
+                           double slack) {
+  const CliResult refused = run_qkv(with(args, {"--memory-limit", "1K"}));
+  expect_refused(refused, work);
+  const double need = need_of(refused);
+  const long kib = peak_kib(args);
+  if (kib == 0) GTEST_SKIP() << "no /usr/bin/python3 to measure the peak with";
+  const double peak = 1024.0 * static_cast<double>(kib);
+  ::testing::Test::RecordProperty("estimate_mib", std::to_string(need / (1 << 20)));
+  ::testing::Test::RecordProperty("peak_mib", std::to_string(peak / (1 << 20)));
+  if (!kMeasuredPeaksMeanSomething) return;
+  // bytes_str prints two digits below 10 ("1.1 GiB"): up to 5% either way.
+  EXPECT_GE(need * 1.05, peak) << "the estimate undercounts: " << need / (1 << 20)
+                               << " MiB estimated, " << peak / (1 << 20) << " MiB measured for "
+                               << refused.command;
+  EXPECT_LE(need, slack * peak) << "the estimate overcounts: " << need / (1 << 20)
+                                << " MiB estimated, " << peak / (1 << 20) << " MiB measured for "
+                                << refused.command;
+}
+
+// `words` words of English-like text (one token each to SmolLM2, with their spaces).
+std::string words(int n) {
+  static const char* pool[] = {"the",  "cat", "sat",  "on",    "a",    "mat", "while",
+                               "dogs", "ran", "far",  "from",  "home", "and", "birds",
+                               "sang", "in",  "tall", "trees", "near", "the", "river"};
+  std::mt19937 rng(7);
+  std::string text;
+  for (int i = 0; i < n; ++i)
+    text += (i > 0 ? " " : "") + std::string(pool[rng() % (sizeof pool / sizeof pool[0])]);
+  return text;
+}
+
+// ---- explain: every layer's scores, logits and weights, tokens² a head ----
+
+TEST(MemoryCli, ExplainDecoderSaysWhatItNeedsAndRefusesPastTheLimit) {
+  // 1,500 words: 30 layers × 9 heads × 1,500² kept (about 10 GiB): refused, not bad_alloc.
+  const auto r = run_qkv({"explain", "--model", "smollm2", words(1500), "--memory-limit", "4G"});
+  expect_refused(r, "explaining 1,500 tokens (every layer's scores, logits and weights kept)");
+  EXPECT_THAT(r.err, HasSubstr("over the limit of 4.0 GiB (--memory-limit); expected a shorter "
+                               "text"));
+  EXPECT_GT(need_of(r), 8.0 * (int64_t{1} << 30));
+  const auto bad = run_qkv({"explain", "--memory-limit", "lots"});
+  expect_one_line_error(bad, 2, "--memory-limit 'lots' is not a size");
+}
+
+TEST(MemoryCli, ExplainDecoderEstimateCoversTheMeasuredPeak) {
+  for (const int n : {60, 300})
+    expect_estimate_holds({"explain", "--model", "smollm2", words(n)},
+                          "explaining " + std::to_string(n) + " tokens", 1.5);
+}
+
+TEST(MemoryCli, ExplainSentenceEncoderEstimateCoversTheMeasuredPeak) {
+  expect_estimate_holds({"explain", words(200)}, "explaining 202 tokens", 1.6);
+  // --json holds every number twice more (the tree, its text): 11 million numbers here.
+  expect_estimate_holds({"explain", words(200), "--json"},
+                        "explaining 202 tokens (every layer's scores, logits and weights kept, "
+                        "and written as JSON)",
+                        2.0);
+}
+
+TEST(MemoryCli, ExplainPerceiverEstimateCoversTheMeasuredPeak) {
+  // Every weight of 4 heads × 16 latents × 8,192 positions, and the page that holds them all.
+  const std::string path = temp_path("perceiver-8k.safetensors");
+  nn::Rng rng(1);
+  Perceiver(PerceiverConfig{.length = 8192}, rng).save(path);
+  const std::string html = temp_path("perceiver-8k.html");
+  expect_estimate_holds({"explain", "--model", path}, "explaining " + path, 2.0);
+  expect_estimate_holds({"explain", "--model", path, "--html", html}, "explaining " + path, 2.0);
+  std::filesystem::remove(path);
+  std::filesystem::remove(html);
+}
+
+// ---- train: parameters, AdamW's moments, a batch's activations ----
+
+TEST(MemoryCli, TrainRefusesAModelItCannotHoldBeforeAllocatingIt) {
+  // The issue's: 64 + 64 blocks of d_model 4096 are ~29 billion parameters (~430 GiB with their
+  // gradients and moments). Refused at once, never allocated.
+  const auto r = run_qkv({"train", "--task", "reverse", "--layers", "64", "--d-model", "4096",
+                          "--heads", "64", "--batch", "4096", "--memory-limit", "8G"},
+                         {.timeout_s = 60});
+  expect_refused(r, "training this transformer (64 layers, d_model 4,096, batch 4,096)");
+  EXPECT_THAT(r.err, HasSubstr("expected a smaller --layers, --d-model or --batch"));
+  EXPECT_GT(need_of(r), 400.0 * (int64_t{1} << 30));
+  // The default limit is half the machine's memory: this machine's half, whatever it is, is less.
+  const auto by_default = run_qkv({"train", "--task", "reverse", "--layers", "64", "--d-model",
+                                   "4096", "--heads", "64", "--batch", "4096"},
+                                  {.timeout_s = 60});
+  expect_refused(by_default, "training this transformer");
+}
+
+TEST(MemoryCli, TrainEstimateCoversTheMeasuredPeak) {
+  const std::vector<std::string> common = {"--steps",   "2", "--test-examples", "4",
+                                           "--threads", "1", "--target",        "2"};
+  expect_estimate_holds(
+      with({"train", "--task", "dates", "--d-model", "256", "--batch", "512"}, common),
+      "training this transformer (2 layers, d_model 256, batch 512)", 3.0);
+  expect_estimate_holds(
+      with({"train", "--task", "reverse", "--model", "rnnsearch", "--d-model", "128"}, common),
+      "training this rnnsearch", 3.0);
+  expect_estimate_holds(with({"train", "--model", "perceiver", "--task", "count", "--length",
+                              "4096", "--batch", "32", "--d-model", "64"},
+                             common),
+                        "training this Perceiver (length 4,096, d_model 64, batch 32)", 3.0);
+}
+
+// Past every estimate, an allocation can still fail (a ulimit, other processes): one line that
+// names the command, exit 1 (was "qkv: error: std::bad_alloc").
+TEST(MemoryCli, AnAllocationThatStillFailsSaysWhichCommand) {
+  if (!kMeasuredPeaksMeanSomething) GTEST_SKIP() << "AddressSanitizer reserves more than a ulimit";
+  // 8 + 8 blocks of d_model 4096: ~3.5 billion parameters, within a 1T limit, not within 3 GB.
+  const auto r = testing::run_program(
+      "/bin/sh",
+      {"-c", "ulimit -v 3000000 && exec \"$0\" \"$@\"", testing::qkv_binary(), "train", "--task",
+       "reverse", "--d-model", "4096", "--layers", "8", "--heads", "8", "--memory-limit", "1T",
+       "--threads", "1", "--steps", "1"},
+      {.timeout_s = 120, .env = {"OPENBLAS_NUM_THREADS=1"}});
+  expect_one_line_error(r, 1,
+                        "qkv train ran out of memory (std::bad_alloc): the memory it could get "
+                        "was less than this work needs");
+}
+
+// ---- embed and search: the texts, their ids and embeddings, a batch ----
+
+std::string corpus_of(int lines) {
+  const std::string path = temp_path("corpus-" + std::to_string(lines) + ".txt");
+  std::ofstream out(path);
+  std::mt19937 rng(3);
+  for (int i = 0; i < lines; ++i)
+    out << words(5 + static_cast<int>(rng() % 20)) << " " << i << "\n";
+  return path;
+}
+
+TEST(MemoryCli, EmbedAndSearchSayWhatTheyNeed) {
+  const std::string corpus = corpus_of(200);
+  std::ifstream in(corpus);
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto embed = run_qkv({"embed", "--memory-limit", "1M"}, text.str());
+  expect_refused(embed, "embedding 200 texts (");
+  EXPECT_THAT(embed.err, HasSubstr("expected fewer texts a run"));
+  const auto search = run_qkv({"search", "river", "--corpus", corpus, "--memory-limit", "1M"});
+  expect_refused(search, "searching 200 lines (");
+  // A line has at most as many tokens as bytes: the batch is counted at its longest line's bytes.
+  expect_estimate_holds({"search", "river", "--corpus", corpus}, "searching 200 lines", 2.0);
+}
+
+// ---- generate: the model and its KV cache ----
+
+TEST(MemoryCli, GenerateSaysWhatItNeeds) {
+  expect_estimate_holds({"generate", "The capital of France is", "--max-tokens", "4"},
+                        "generating 4 tokens after a prompt of 5 (the model and its KV cache)",
+                        1.6);
+}
+
+// ---- bench ring: every rank holds the whole problem ----
+
+TEST(MemoryCli, BenchRingRefusesTheDocumentedMaximumItCannotHold) {
+  // N = 2²⁴ tokens: q, k, v, dout and the results, 80 GiB a set, on every rank.
+  const auto r = run_qkv({"bench", "ring", "--quick", "--length", "16777216"}, {.timeout_s = 60});
+  if (r.err.find("built without MPI") != std::string::npos) GTEST_SKIP() << r.err;
+  expect_refused(r, "qkv bench ring: N = 16,777,216 tokens on 1 rank of this machine");
+  EXPECT_GT(need_of(r), 200.0 * (int64_t{1} << 30));
+}
+
+TEST(MemoryCli, BenchRingEstimateCoversTheMeasuredPeak) {
+  const auto probe = run_qkv({"bench", "ring", "--quick", "--length", "1", "--json"});
+  if (probe.err.find("built without MPI") != std::string::npos) GTEST_SKIP() << probe.err;
+  expect_estimate_holds({"bench", "ring", "--quick", "--length", "4096"},
+                        "qkv bench ring: N = 4,096 tokens on 1 rank", 1.6);
+}
+
+TEST(MemoryCli, BenchModelSaysWhatItNeeds) {
+  expect_refused(run_qkv({"bench", "model", "--quick", "--memory-limit", "1M"}),
+                 "qkv bench model: 64 sentences (");
+  expect_refused(
+      run_qkv({"bench", "model", "--model", "smollm2", "--quick", "--memory-limit", "1M"}),
+      "qkv bench model: smollm2 (its weights, a captured pass and the KV cache)");
+}
+
+}  // namespace
+}  // namespace qkv
