@@ -94,7 +94,7 @@ class Model:
         max_length = min(_positive(max_length, "max_length", 2), _NO_LIMIT)
         # A GGUF file is known by its first bytes, as the command knows it (an Ollama blob has
         # no .gguf name).
-        if path in _DECODER_NAMES or _qkv.model_kind(path) == "causal_lm":
+        if path in _DECODER_NAMES or _qkv.model_kind(os.fsencode(path)) == "causal_lm":
             raise ValueError(f"{path} is a decoder LLM, not a sentence encoder; expected "
                              f"qkv.CausalLM({path!r})")
         if path in _DEFAULT_NAMES:

@@ -70,8 +70,8 @@ void bind_models(nb::module_& m) {
         "Where scripts/fetch_model smollm2 installs SmolLM2-135M-Instruct's GGUF file.");
   m.def(
       "model_kind",
-      [](const std::string& path) -> std::string {
-        switch (model_kind(path)) {
+      [](const nb::bytes& path) -> std::string {
+        switch (model_kind(path_of(path))) {
           case ModelKind::causal_lm:
             return "causal_lm";
           case ModelKind::seq2seq:

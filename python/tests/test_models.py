@@ -204,8 +204,9 @@ def test_a_gguf_file_is_known_by_its_first_bytes_not_its_name(tmp_path):
     # A FIFO is not opened to read its magic (it would block): it is no model directory.
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(NotADirectoryError) as e:
         qkv.Model(fifo)
+    assert one_line(e).startswith(f"{fifo}: is a FIFO (named pipe); expected a BERT model")
 
 # ---- explain --------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/cli_runner.h"
+#include "core/scratch_files.h"
 
 namespace qkv {
 namespace {
@@ -21,10 +22,9 @@ using ::testing::HasSubstr;
 using testing::run_qkv;
 using testing::RunOptions;
 
-std::string corpus_of(int lines) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("qkv-progress-cli-" + std::to_string(lines) + ".txt"))
-                               .string();
+// A corpus of `lines` lines in `dir`: each test writes its own, as ctest runs tests side by side.
+std::string corpus_of(const test::ScratchDir& dir, int lines) {
+  const std::string path = dir.path("corpus-" + std::to_string(lines) + ".txt");
   static const char* pool[] = {"a",   "bank", "river", "money", "loan", "water", "boat",  "cash",
                                "the", "of",   "on",    "sat",   "I",    "we",    "rates", "rose"};
   std::mt19937 rng(5);
@@ -61,7 +61,8 @@ CliResult run_long(const std::vector<std::string>& args, const std::string& inpu
 bool too_quick(const CliResult& r) { return r.command.find("  [took ") != std::string::npos; }
 
 TEST(ProgressCli, SearchOverALargeCorpusSaysHowFarItIs) {
-  const auto r = run_long({"search", "money", "--corpus", corpus_of(1000), "--top", "1"});
+  const test::ScratchDir dir("qkv-progress-cli");
+  const auto r = run_long({"search", "money", "--corpus", corpus_of(dir, 1000), "--top", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   if (too_quick(r)) GTEST_SKIP() << "no progress is due on a job this short: " << r.command;
   const std::vector<std::string> lines = progress_lines(r.err, "lines");
@@ -72,13 +73,11 @@ TEST(ProgressCli, SearchOverALargeCorpusSaysHowFarItIs) {
 }
 
 TEST(ProgressCli, EmbedOnALargeStdinSaysHowFarItIs) {
-  std::ifstream in(corpus_of(1000));
+  const test::ScratchDir dir("qkv-progress-cli");
+  std::ifstream in(corpus_of(dir, 1000));
   std::stringstream text;
   text << in.rdbuf();
-  const auto r =
-      run_long({"embed", "--npy",
-                (std::filesystem::temp_directory_path() / "qkv-progress-cli.npy").string()},
-               text.str());
+  const auto r = run_long({"embed", "--npy", dir.path("embeddings.npy")}, text.str());
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   if (too_quick(r)) GTEST_SKIP() << "no progress is due on a job this short: " << r.command;
   const std::vector<std::string> lines = progress_lines(r.err, "texts");
@@ -87,7 +86,8 @@ TEST(ProgressCli, EmbedOnALargeStdinSaysHowFarItIs) {
 }
 
 TEST(ProgressCli, AShortJobSaysNothing) {
-  const auto r = run_qkv({"search", "money", "--corpus", corpus_of(3)});
+  const test::ScratchDir dir("qkv-progress-cli");
+  const auto r = run_qkv({"search", "money", "--corpus", corpus_of(dir, 3)});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(r.err, "");
 }
