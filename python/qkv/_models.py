@@ -3,7 +3,6 @@ qkv.Explanation (one text through a model with every attention layer captured, a
 report). The models run in qkv's C++ (python/src/models.cpp, explain.cpp) without the GIL."""
 
 import html as _html
-import operator
 import os
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -39,16 +38,10 @@ def _token(token, name: str = "token") -> str:
 
 
 def _positive(x, name: str, low: int = 1, high: Optional[int] = None) -> int:
-    if isinstance(x, (bool, np.bool_)):  # an int to Python, never meant as a count
-        raise TypeError(f"{name}: bool; expected an int")
-    try:
-        n = operator.index(x)
-    except TypeError:
-        raise TypeError(f"{name}: {type(x).__name__}; expected an int") from None
-    if n < low or (high is not None and n > high):
-        raise ValueError(f"{name} {n}; expected at least {low}" if high is None else
-                         f"{name} {n} is out of range; expected {low} to {high}")
-    return n
+    """x, an int of at least `low` (and at most `high`): _checks.integer with the range said."""
+    if high is None:
+        return _checks.integer(x, name, low, float("inf"), f"at least {low}")
+    return _checks.integer(x, name, low, high, f"{low} to {high}")
 
 
 # A count beyond any text or batch means "no limit": the same as the largest the C++ side takes.

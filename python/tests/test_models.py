@@ -123,7 +123,7 @@ def test_encode_rejects_what_is_not_text(model):
     assert one_line(e) == "sentences: int; expected str or a list of str"
     with pytest.raises(ValueError) as e:
         model.encode("x", batch_size=0)
-    assert one_line(e) == "batch_size 0; expected at least 1"
+    assert one_line(e) == "batch_size 0 is out of range; expected at least 1"
     with pytest.raises(TypeError) as e:
         model.encode("x", batch_size=2.5)
     assert one_line(e) == "batch_size: float; expected an int"
@@ -190,7 +190,7 @@ def test_a_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
         qkv.Model(42)
     with pytest.raises(ValueError) as e:
         qkv.Model(max_length=1)
-    assert one_line(e) == "max_length 1; expected at least 2"
+    assert one_line(e) == "max_length 1 is out of range; expected at least 2"
 
 
 def test_a_gguf_file_is_known_by_its_first_bytes_not_its_name(tmp_path):
