@@ -1,6 +1,7 @@
 // qkv — the command line: one file per subcommand; this one parses and maps errors to exit codes
 // (2: the input was wrong, 1: the work failed), each error one line on stderr.
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -12,6 +13,7 @@
 #include "explain.h"
 #include "generate.h"
 #include "output.h"
+#include "qkv/blas.h"
 #include "qkv/tensor.h"
 #include "text.h"
 #include "train.h"
@@ -49,6 +51,14 @@ int printed(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  try {
+    qkv::check_room_for_blas("qkv");
+  } catch (const qkv::Error& e) {
+    // std::_Exit, not return: a normal exit would wait forever on OpenBLAS's stuck threads.
+    error(e.what(), 1);
+    std::cerr.flush();
+    std::_Exit(1);
+  }
   qkv::cli::use_checked_stdout();  // so that a failed write is known, with its reason
   CLI::App app{
       "qkv — attention: queries, keys and values, exact and explained.\n\n"

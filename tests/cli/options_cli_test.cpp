@@ -198,6 +198,28 @@ TEST(ThreadOptionsCli, ThreadsWithoutRoomForOpenBlasBuffersFailInsteadOfSpinning
   EXPECT_EQ(roomy.exit_code, 0) << roomy.describe();
 }
 
+// The threads OpenBLAS starts as it loads each map their buffer before main runs; under a limit
+// with no room for one (ulimit -v 150000 on 2 cores), such a thread retried forever, and even
+// `qkv --version` printed its line and then never exited (OpenBLAS's shutdown waits for it). The
+// command now says so first thing, and ends without that wait. 64 MiB steps from 64 MiB find such
+// a limit on any core count; a hang is the failure.
+TEST(ThreadOptionsCli, AnAddressSpaceWithoutRoomForOpenBlasIsOneLineNotAHang) {
+  bool refused = false;
+  for (uint64_t kib = 64 << 10; kib <= uint64_t{4} << 20 && !refused; kib += 64 << 10) {
+    const testing::CliResult r = run_limited_to(kib, {"--version"});
+    ASSERT_FALSE(r.timed_out) << r.describe();
+    if (r.exit_code == 0) break;  // room enough from here on
+    refused = true;
+    EXPECT_EQ(r.exit_code, 1) << r.describe();
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
+    EXPECT_THAT(r.err, HasSubstr("qkv: error: qkv cannot run under an address-space limit of "))
+        << r.describe();
+    EXPECT_THAT(r.err, HasSubstr(" MiB (ulimit -v): OpenBLAS maps 128 MiB a thread"))
+        << r.describe();
+  }
+  EXPECT_TRUE(refused) << "even 64 MiB of address space ran qkv --version";
+}
+
 // A message quoting a long argument quoted all of it (a 60 KB line for an inline matrix, issue
 // 26): an error line is cut at 1,000 bytes, and says how much was cut.
 TEST(MessagesCli, AnErrorQuotingALongArgumentIsCut) {

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -95,6 +97,33 @@ void set_blas_threads(int threads) {
     started = n;
   }
   openblas_set_num_threads(n);
+}
+
+void check_room_for_blas(const char* program) {
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return;
+  // One buffer: when the loaded OpenBLAS's threads hold theirs, the caller's first call needs one;
+  // when one of them is retrying, less than one buffer's room is left. (A thread that has not yet
+  // tried when this runs is not seen; they try as the library loads, before main.)
+  void* p = ::mmap(nullptr, cpu::kBufferBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) {
+    ::munmap(p, cpu::kBufferBytes);
+    return;
+  }
+  const std::size_t limit_mib = as.rlim_cur >> 20;
+  // At least what the process holds now and one buffer more (the run itself needs more still).
+  std::size_t held_kib = 0;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmSize:", 0) == 0) held_kib = std::strtoull(line.c_str() + 7, nullptr, 10);
+  const std::size_t need_mib = (held_kib >> 10) + cpu::kBufferMiB + 1;
+  throw Error(std::string(program) + " cannot run under an address-space limit of " +
+                  std::to_string(limit_mib) +
+                  " MiB (ulimit -v): OpenBLAS maps 128 MiB a thread and finds no room for it; "
+                  "expected a limit of at least " +
+                  std::to_string(need_mib) + " MiB, or none",
+              Error::Kind::runtime);
 }
 
 }  // namespace qkv
