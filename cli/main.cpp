@@ -14,6 +14,7 @@
 #include "generate.h"
 #include "output.h"
 #include "qkv/blas.h"
+#include "qkv/files.h"
 #include "qkv/tensor.h"
 #include "text.h"
 #include "train.h"
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
     std::cerr.flush();
     std::_Exit(1);
   }
-  qkv::cli::use_checked_stdout();  // so that a failed write is known, with its reason
+  qkv::cli::use_checked_stdout();   // so that a failed write is known, with its reason
+  qkv::reserve_standard_streams();  // no output file may be the stdout the report goes to
   CLI::App app{
       "qkv — attention: queries, keys and values, exact and explained.\n\n"
       "  qkv explain \"a sentence\"          a real model's attention (all-MiniLM-L6-v2), "

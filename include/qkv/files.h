@@ -117,6 +117,13 @@ struct InputPath {
 void check_outputs(const std::vector<OutputPath>& outputs,
                    const std::vector<InputPath>& inputs = {});
 
+// For a program that prints its report to its standard output and error (the qkv command): from
+// this call on, an output naming the same file as either (`--out /dev/stdout`, or the file stdout
+// is redirected to) is a qkv::Error (Kind::invalid_argument) in check_outputs and the writers —
+// replacing that file would lose the report, writing into it would mix the two. A library user that
+// prints nothing may write to /dev/stdout as to any file.
+void reserve_standard_streams();
+
 // write_files_atomically for a command: each error names the option before the path.
 void write_outputs(const std::vector<std::pair<OutputPath, std::string>>& outputs);
 

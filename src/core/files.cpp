@@ -52,11 +52,32 @@ std::string resolve_links(const std::string& label, const std::string& path) {
   fail(label, "follow the symlink", ELOOP);
 }
 
+// Set by reserve_standard_streams: a program that prints to its standard output and error.
+std::atomic<bool> g_streams_reserved{false};
+
+// An output that is the process's own standard output or error (`--out /dev/stdout`, or the file
+// stdout is redirected to) would replace the file the report is printed to, or mix into it.
+void check_not_standard_streams(const Target& t) {
+  if (!t.exists || !g_streams_reserved.load()) return;
+  const std::pair<int, const char*> streams[] = {
+      {STDOUT_FILENO, "standard output, where it prints its report"},
+      {STDERR_FILENO, "standard error, where it prints its messages"}};
+  for (const auto& [fd, name] : streams) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) continue;
+    if (S_ISCHR(st.st_mode) && ::isatty(fd) == 0) continue;  // /dev/null loses nothing to mix
+    if (t.st.st_dev == st.st_dev && t.st.st_ino == st.st_ino)
+      throw Error(t.label + " is the command's " + name + "; expected a file of its own",
+                  Error::Kind::invalid_argument);
+  }
+}
+
 Target target_of(const std::string& label, const std::string& path) {
   Target t{.label = label, .resolved = path};
   t.exists = ::stat(path.c_str(), &t.st) == 0;  // follows links, /proc/self/fd's included
   if (t.exists && S_ISDIR(t.st.st_mode))
     throw Error(label + ": is a directory; expected a file name", Error::Kind::invalid_argument);
+  check_not_standard_streams(t);  // before its links are followed: a deleted file's cannot be
   struct stat link {};
   if (t.in_place() || ::lstat(path.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) return t;
   // A symlink: the temporary goes beside the file it names, and replaces that file.
@@ -294,5 +315,7 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
   check_distinct(targets);
   check_not_inputs(targets, inputs);
 }
+
+void reserve_standard_streams() { g_streams_reserved.store(true); }
 
 }  // namespace qkv

@@ -193,6 +193,35 @@ TEST_F(FilesCli, AnOutputThatWouldReplaceAnInputIsRefused) {
   EXPECT_EQ(dir_.read("input.txt"), std::string(32, '#'));
 }
 
+// `--out /dev/stdout > rep.txt` replaced rep.txt with the .npy (the report lost, exit 0), and
+// `--out /dev/stdout | …` mixed the two: an output that is the command's own standard output or
+// error — however named — is refused before any work.
+TEST_F(FilesCli, AnOutputThatIsTheCommandsOwnStdoutOrStderrIsRefused) {
+  const std::string to_stdout =
+      " is the command's standard output, where it prints its report; "
+      "expected a file of its own";
+  // Through the test's pipe: /dev/stdout and /proc/self/fd/1 are that pipe.
+  expect_error(run_limited(attend({"--out", "/dev/stdout"})), 2, "--out /dev/stdout" + to_stdout);
+  expect_error(run_limited(attend({"--weights", "/proc/self/fd/1"})), 2,
+               "--weights /proc/self/fd/1" + to_stdout);
+  // Redirected to a file, named by that file's own path and through /dev/stdout: the file keeps
+  // what the shell put there (nothing), not the .npy.
+  const std::string report = dir_.path("report.txt");
+  for (const std::string& out : {report, std::string("/dev/stdout")}) {
+    std::vector<std::string> args = {"-c", "exec \"$0\" \"$@\" > " + report, testing::qkv_binary()};
+    const std::vector<std::string> a = attend({"--out", out});
+    args.insert(args.end(), a.begin(), a.end());
+    const CliResult r = testing::run_program("/bin/sh", args, RunOptions{.timeout_s = kLimit});
+    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    EXPECT_EQ(r.err, "qkv: error: --out " + out + to_stdout + "\n") << r.describe();
+    EXPECT_EQ(dir_.read("report.txt"), "") << out;
+  }
+  CliResult r = run_limited(attend({"--out", "/dev/stderr"}));
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("--out /dev/stderr is the command's standard error, where it "
+                               "prints its messages; expected a file of its own"));
+}
+
 TEST_F(FilesCli, EndlessStdinStopsAtItsLimit) {
   // `qkv embed < /dev/zero` read until memory ran out.
   expect_error(run_limited({"embed"}, {.stdin_path = "/dev/zero"}), 2,
