@@ -45,6 +45,14 @@ class JsonError : public Error {
 // inside strings do not count; nothing else is checked (the parser does that).
 void check_json_depth(std::string_view text, int max_depth = kMaxJsonDepth);
 
+// nlohmann's description of a failure without its "[json.exception.parse_error.101] " tag, which
+// means nothing to whoever reads the message.
+inline std::string json_failure(const char* what) {
+  const std::string_view w = what;
+  const std::size_t tag_end = w.rfind("[json.exception.", 0) == 0 ? w.find("] ") : w.npos;
+  return std::string(tag_end == w.npos ? w : w.substr(tag_end + 2));
+}
+
 // check_json_depth, then nlohmann's parse (with `callback`, as Json::parse takes it). Every failure
 // is a JsonError.
 template <class Json = nlohmann::json>
@@ -54,10 +62,10 @@ Json parse_json(std::string_view text, typename Json::parser_callback_t callback
   try {
     return Json::parse(text.begin(), text.end(), callback);
   } catch (const typename Json::parse_error& e) {
-    throw JsonError(std::string("is not valid JSON: ") + e.what(), JsonError::Reason::syntax,
+    throw JsonError("is not valid JSON: " + json_failure(e.what()), JsonError::Reason::syntax,
                     e.byte);
   } catch (const typename Json::exception& e) {  // out_of_range: a number such as 1e999
-    throw JsonError(std::string("is not valid JSON: ") + e.what(), JsonError::Reason::out_of_range,
+    throw JsonError("is not valid JSON: " + json_failure(e.what()), JsonError::Reason::out_of_range,
                     0);
   }
 }

@@ -80,6 +80,11 @@ TEST(JsonParse, SyntaxErrorsAndHugeNumbersAreJsonErrors) {
   const JsonError huge = error_of("[1e999]");
   EXPECT_EQ(huge.reason(), JsonError::Reason::out_of_range);
   EXPECT_THAT(huge.what(), HasSubstr("1e999"));
+  // Without nlohmann's tag, which tells a reader nothing: "is not valid JSON: parse error at …".
+  for (const JsonError& e : {syntax, huge, error_of("{\"x\": NaN}")})
+    EXPECT_THAT(e.what(), Not(HasSubstr("json.exception"))) << e.what();
+  EXPECT_THAT(error_of("{\"x\": NaN}").what(),
+              StartsWith("is not valid JSON: parse error at line 1, column 7: "));
 }
 
 TEST(JsonParse, ACallbackAndAnotherJsonTypeAreHonoured) {
