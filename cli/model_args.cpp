@@ -82,9 +82,17 @@ void rethrow_for_causal_lm(const std::string& model, const Error& e) {
   throw Error("--model " + std::string(e.what()), Error::Kind::invalid_argument);
 }
 
-CausalLM load_causal_lm(const std::string& model) {
+CausalLM open_causal_lm(const std::string& model) {
   try {
-    return CausalLM::load(model);
+    return CausalLM::open(model);
+  } catch (const Error& e) {
+    rethrow_for_causal_lm(model, e);
+  }
+}
+
+void load_weights(CausalLM& lm, const std::string& model) {
+  try {
+    lm.load_weights();
   } catch (const Error& e) {
     rethrow_for_causal_lm(model, e);
   }

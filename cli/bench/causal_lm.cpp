@@ -261,7 +261,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
 
   Progress progress;
   progress.show("bench model: loading " + args.model.dir);
-  const CausalLM m = load_causal_lm(args.model.dir);
+  CausalLM m = open_causal_lm(args.model.dir);  // the header: the weights are read once sized
   if (prompt_tokens + new_tokens > m.config().context)
     throw Error("--model " + args.model.dir + ": the model reads at most " +
                     std::to_string(m.config().context) + " positions; the bench needs " +
@@ -275,6 +275,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
                  "qkv bench model: " + args.model.dir + " (its weights, a captured pass and " +
                      "the KV cache)",
                  "a smaller model");
+  load_weights(m, args.model.dir);
   const std::vector<int32_t> prompt = prompt_ids(m, static_cast<std::size_t>(prompt_tokens));
   progress.show("bench model: checking against the float64 reference attention");
   const Validation v = validate(m, {prompt.begin(), prompt.begin() + 64});
