@@ -120,9 +120,11 @@ int run_explain(const ExplainArgs& args) {
   };
   const explain::Explained e = [&] {
     if (decoder) {
-      const CausalLM model = load_causal_lm(args.model.dir);
+      // The header first: the run is sized, and refused past the limit, before a weight is read.
+      CausalLM model = open_causal_lm(args.model.dir);
       const std::size_t tokens = model.tokenize(text).size();
       check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
+      load_weights(model, args.model.dir);
       return explain::run(model, text);
     }
     const SentenceModel model = load_model(args.model);

@@ -88,8 +88,7 @@ int run_generate(const GenerateArgs& args) {
         "template's default)");
   Progress progress;
   progress.show("loading " + args.model + " …");
-  const CausalLM model = load_causal_lm(args.model);
-  progress.clear();
+  CausalLM model = open_causal_lm(args.model);  // the header: the weights are read once sized
   const std::vector<int32_t> prompt = [&] {
     if (!args.chat) return model.tokenize(args.prompt);
     try {
@@ -104,6 +103,8 @@ int run_generate(const GenerateArgs& args) {
                  "generating " + grouped(args.max_tokens) + " tokens after a prompt of " +
                      grouped(static_cast<int64_t>(prompt.size())) + " (the model and its KV cache)",
                  "a shorter prompt or --max-tokens");
+  load_weights(model, args.model);
+  progress.clear();
   // The prompt is shown once the first token is chosen: a model that computes NaN from it leaves
   // nothing on stdout but the error.
   bool started = false;
@@ -116,7 +117,7 @@ int run_generate(const GenerateArgs& args) {
       prompt, {.max_tokens = args.max_tokens, .temperature = args.temperature, .seed = args.seed},
       [&](int32_t id) {
         start();
-        pending += model.token_text(id);
+        pending += model.generated_text(id);
         const std::size_t cut = whole_characters(pending);
         std::cout << shown(pending.substr(0, cut));
         flush_stdout();
@@ -125,9 +126,10 @@ int run_generate(const GenerateArgs& args) {
   start();
   std::cout << shown(pending) << "\n";
   flush_stdout();
-  // Generation stops at the end-of-text token, at --max-tokens, or when the prompt and the text
-  // fill the model's context; the last is not the user's choice, so it is said (on stderr: stdout
-  // stays the text). Exit 0: what was generated is a correct continuation, only a shorter one.
+  // Generation stops at a token that ends the text (<|im_end|>, <|endoftext|>, ...), at
+  // --max-tokens, or when the prompt and the text fill the model's context; the last is not the
+  // user's choice, so it is said (on stderr: stdout stays the text). Exit 0: what was generated is
+  // a correct continuation, only a shorter one.
   const int64_t context = model.context_length();
   const auto total = static_cast<int64_t>(prompt.size() + out.size());
   if (static_cast<int64_t>(out.size()) < args.max_tokens && total >= context)

@@ -9,10 +9,39 @@
 #include <iostream>
 
 #include "qkv/files.h"
+#include "qkv/memory.h"
 
 namespace qkv::cli {
 
+namespace {
+
+constexpr const char* kBertDirectory =
+    "a BERT model directory (config.json, model.safetensors, vocab.txt)";
+
+// "qkv bench model": the command's words, from the subcommand up to (not including) the program.
+std::string command_name(const CLI::App& command) {
+  std::string name = command.get_name();
+  for (const CLI::App* p = command.get_parent(); p != nullptr && p->get_parent() != nullptr;
+       p = p->get_parent())
+    name = p->get_name() + " " + name;
+  return "qkv " + name;
+}
+
+// What --model takes, for a message: "a BERT model directory (...), smollm2 or a GGUF file ...".
+std::string what_model_takes(const ModelArgs& args) {
+  std::string kinds = kBertDirectory;
+  const ModelChoices& c = args.choices;
+  if (c.decoder)
+    kinds += std::string(c.trained ? ", " : " or ") + "smollm2 or a GGUF file of a decoder";
+  if (c.trained) kinds += ", or a .safetensors model saved by qkv train";
+  return kinds;
+}
+
+}  // namespace
+
 void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) {
+  args.command = command_name(command);
+  args.choices = choices;
   std::string help =
       "a BERT model directory (config.json, model.safetensors, vocab.txt; default: "
       "all-MiniLM-L6-v2 in $QKV_HOME/models, installed by scripts/bootstrap)";
@@ -34,19 +63,38 @@ InputPath model_input(const ModelArgs& args) {
 
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
   if (!args.dir.empty()) {
+    const std::string command = args.command.empty() ? "this command" : args.command;
+    const std::string expected = "; expected " + what_model_takes(args);
     const ModelKind kind = model_kind(args.dir);
     if (kind == ModelKind::causal_lm)
-      throw Error("--model " + args.dir +
-                      " is a decoder LLM (a GGUF file); expected a BERT model directory "
-                      "(config.json, model.safetensors, vocab.txt); qkv generate and qkv explain "
-                      "take decoders",
+      throw Error("--model " + args.dir + " is a decoder LLM (a GGUF file)" + expected +
+                      "; qkv generate and qkv explain take decoders",
                   Error::Kind::invalid_argument);
-    if (kind == ModelKind::seq2seq && std::filesystem::is_regular_file(args.dir))
-      throw Error("--model " + args.dir +
-                      " is a model saved by qkv train; expected a BERT model directory "
-                      "(config.json, model.safetensors, vocab.txt); qkv explain takes trained "
-                      "models",
-                  Error::Kind::invalid_argument);
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(args.dir, ec)) {
+      // Known by its name alone: whether it really is a model qkv train saved is explain's to
+      // check, and no concern of a command that does not take one.
+      if (kind == ModelKind::seq2seq)
+        throw Error("--model " + args.dir +
+                        " is a .safetensors file, as qkv train saves its models, which " + command +
+                        " does not take" + expected + "; qkv explain takes trained models",
+                    Error::Kind::invalid_argument);
+      throw Error(
+          "--model " + args.dir + " is a file (" +
+              bytes_str(static_cast<int64_t>(std::filesystem::file_size(args.dir, ec))) +
+              "), not a model directory" +
+              (args.choices.decoder ? ", nor a GGUF file (it does not start with \"GGUF\")" : "") +
+              expected,
+          Error::Kind::invalid_argument);
+    }
+    // A FIFO, a device: said as InputFile says it, without waiting on it or reading it.
+    if (std::filesystem::exists(args.dir, ec) && !std::filesystem::is_directory(args.dir, ec)) {
+      try {
+        (void)InputFile(args.dir, {.expected = what_model_takes(args), .max_bytes = 0});
+      } catch (const Error& e) {
+        throw Error(std::string("--model ") + e.what(), Error::Kind::invalid_argument);
+      }
+    }
     // A model the user named is input like any other: missing or malformed, exit 2.
     try {
       return SentenceModel::load(args.dir, options);
@@ -82,9 +130,17 @@ void rethrow_for_causal_lm(const std::string& model, const Error& e) {
   throw Error("--model " + std::string(e.what()), Error::Kind::invalid_argument);
 }
 
-CausalLM load_causal_lm(const std::string& model) {
+CausalLM open_causal_lm(const std::string& model) {
   try {
-    return CausalLM::load(model);
+    return CausalLM::open(model);
+  } catch (const Error& e) {
+    rethrow_for_causal_lm(model, e);
+  }
+}
+
+void load_weights(CausalLM& lm, const std::string& model) {
+  try {
+    lm.load_weights();
   } catch (const Error& e) {
     rethrow_for_causal_lm(model, e);
   }

@@ -12,15 +12,20 @@
 
 namespace qkv::cli {
 
-struct ModelArgs {
-  std::string dir;  // empty: default_model_dir()
-};
-
-// The kinds of model a command's --model takes besides a BERT model directory, for its help text.
+// The kinds of model a command's --model takes besides a BERT model directory, for its help text
+// and for what load_model says it expected.
 struct ModelChoices {
   bool decoder = false;  // smollm2 or a GGUF file
   bool trained = false;  // a .safetensors file qkv train saved
 };
+
+struct ModelArgs {
+  std::string dir;  // empty: default_model_dir()
+  // Set by add_model_option: the command ("qkv bench model") and what its --model takes.
+  std::string command;
+  ModelChoices choices;
+};
+
 // Adds --model to a subcommand.
 void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices = {});
 // --model as an input of check_outputs: the path given, else the default model's (the directory,
@@ -29,12 +34,17 @@ InputPath model_input(const ModelArgs& args);
 
 // Loads --model DIR, whose faults are usage errors (exit 2, "--model DIR/config.json: ..."), or
 // the default model, whose faults are runtime errors (exit 1) that say how to reinstall it. A
-// decoder or a trained model given here is a usage error that says which commands take it.
+// decoder, a .safetensors file or any other file given here is a usage error that says what it
+// is, what this command's --model takes, and which command takes it.
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options = {});
-// Loads a decoder LLM: a GGUF file the user named, whose faults are usage errors (exit 2,
-// "--model FILE: ..."), or "smollm2", the one scripts/fetch_model installs, whose faults are
-// runtime errors (exit 1) that say how to reinstall it.
-CausalLM load_causal_lm(const std::string& model);
+// Opens a decoder LLM — its header, config and tokenizer, not yet its weights (CausalLM::open) —
+// so that the command can size its work and refuse it past --memory-limit having read only the
+// header: a GGUF file the user named, whose faults are usage errors (exit 2, "--model FILE:
+// ..."), or "smollm2", the one scripts/fetch_model installs, whose faults are runtime errors
+// (exit 1) that say how to reinstall it.
+CausalLM open_causal_lm(const std::string& model);
+// Then reads its weights (CausalLM::load_weights); faults as open_causal_lm's.
+void load_weights(CausalLM& lm, const std::string& model);
 // What a decoder's faults become once loaded (its chat template, say): the same rule.
 [[noreturn]] void rethrow_for_causal_lm(const std::string& model, const Error& e);
 

@@ -86,40 +86,59 @@ struct Flops {
 
 struct Validation {
   int64_t tokens = 0;
-  double max_error = 0;  // max |fast − reference| over max |reference|, every position's logits
+  // max |fast − reference| over every position's logits, divided by max |reference| — or, where
+  // every reference logit is 0 (a model of zero weights), not divided: there is no scale to be
+  // relative to, and 0/0 would be NaN.
+  double max_error = 0;
+  bool relative = true;
   bool same_next = false;
+  std::string what() const {  // "of the largest" or "absolute (every logit is 0)"
+    return relative ? "of the largest" : "absolute (every reference logit is 0)";
+  }
 };
 
 // The logits of `ids` through the fused kernel against those through the float64 reference
-// attention (the same float32 weights and projections): within kTolerance of the largest logit.
-// And generate's first greedy token (prefill with the cache, last logits only) must be the
-// argmax of the full pass's last row.
+// attention (the same float32 weights and projections): within kTolerance of the largest logit
+// (absolutely where the largest is 0). And generate's first greedy token (prefill with the cache,
+// last logits only) must be the argmax of the full pass's last row.
 Validation validate(const CausalLM& m, const std::vector<int32_t>& ids) {
   const Tensor fast = m.logits(ids);
   std::vector<AttentionCapture> layers;
   const Tensor reference = m.capture(ids, layers);
   Validation v{.tokens = static_cast<int64_t>(ids.size())};
+  const auto fail = [&](const std::string& detail) {
+    throw Error("bench model: validation failed on a " + std::to_string(v.tokens) +
+                    "-token prompt: " + detail + "; nothing was timed",
+                Error::Kind::runtime);
+  };
   double error = 0, scale = 0;
   for (int64_t i = 0; i < fast.numel(); ++i) {
     const double a = fast.data<float>()[i], b = reference.data<float>()[i];
-    error = std::isfinite(a) ? std::max(error, std::abs(a - b)) : INFINITY;
+    // A logit that is not a number has no error to measure: the model computes NaN or overflows.
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      const bool fused = !std::isfinite(a);
+      fail(std::string("a logit came out ") + (std::isnan(fused ? a : b) ? "NaN" : "±∞") +
+           " on the " + (fused ? "fused" : "reference") +
+           " path; the model computes non-finite numbers (its weights overflow float32 or are "
+           "corrupt)");
+    }
+    error = std::max(error, std::abs(a - b));
     scale = std::max(scale, std::abs(b));
   }
-  v.max_error = error / scale;
+  v.relative = scale > 0;
+  v.max_error = v.relative ? error / scale : error;
   const int64_t vocab = m.config().vocab;
   const float* last = fast.data<float>() + (v.tokens - 1) * vocab;
   const auto argmax = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
   const std::vector<int32_t> next = m.generate(ids, {.max_tokens = 1, .stop_at_eos = false});
   v.same_next = next.size() == 1 && next[0] == argmax;
   if (!(v.max_error <= kTolerance) || !v.same_next) {
-    char detail[200];
+    char detail[240];
     std::snprintf(detail, sizeof detail,
-                  "max |Δ logit| %.3g of the largest (expected ≤ %.0e); generate's first token "
-                  "%s the argmax of the full pass",
-                  v.max_error, kTolerance, v.same_next ? "is" : "is NOT");
-    throw Error("bench model: validation failed on a " + std::to_string(v.tokens) +
-                    "-token prompt: " + detail + "; nothing was timed",
-                Error::Kind::runtime);
+                  "max |Δ logit| %.3g %s (expected ≤ %.0e); generate's first token %s the argmax "
+                  "of the full pass",
+                  v.max_error, v.what().c_str(), kTolerance, v.same_next ? "is" : "is NOT");
+    fail(detail);
   }
   return v;
 }
@@ -185,12 +204,12 @@ void print_header(const CausalLM& m, const Settings& s, const Validation& v) {
             << " key/value heads), float32 weights, " << s.threads << " thread"
             << (s.threads == 1 ? "" : "s")
             << (s.quick ? " (--quick: a smoke test, not a measurement)" : "") << "\n";
-  char b[240];
+  char b[320];
   std::snprintf(b, sizeof b,
-                "validated first: a %lld-token prompt's logits on the fused kernel within %.1e of "
-                "the largest\nfrom the float64 reference attention (≤ %.0e); generate's first "
+                "validated first: a %lld-token prompt's logits on the fused kernel within %.1e %s"
+                "\nfrom the float64 reference attention (≤ %.0e); generate's first "
                 "token is the full pass's argmax\n\n",
-                static_cast<long long>(v.tokens), v.max_error, kTolerance);
+                static_cast<long long>(v.tokens), v.max_error, v.what().c_str(), kTolerance);
   std::cout << b
             << line({"case", "tokens", "median", "tokens/s", "GFLOP/s", "sgemm", "%sgemm",
                      "weights"})
@@ -242,7 +261,8 @@ nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v) {
                       {"sgemm_ratio", r.gflops() / r.sgemm},
                       {"cpu_share", r.cpu_share},
                       {"validated_tokens", v.tokens},
-                      {"max_error", v.max_error}};
+                      {"max_error", v.max_error},
+                      {"max_error_relative", v.relative}};
   if (r.weight_bytes > 0) j["weights_gb_per_s"] = r.weight_bytes * r.tokens_per_s() / 1e9;
   return j;
 }
@@ -261,7 +281,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
 
   Progress progress;
   progress.show("bench model: loading " + args.model.dir);
-  const CausalLM m = load_causal_lm(args.model.dir);
+  CausalLM m = open_causal_lm(args.model.dir);  // the header: the weights are read once sized
   if (prompt_tokens + new_tokens > m.config().context)
     throw Error("--model " + args.model.dir + ": the model reads at most " +
                     std::to_string(m.config().context) + " positions; the bench needs " +
@@ -275,6 +295,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
                  "qkv bench model: " + args.model.dir + " (its weights, a captured pass and " +
                      "the KV cache)",
                  "a smaller model");
+  load_weights(m, args.model.dir);
   const std::vector<int32_t> prompt = prompt_ids(m, static_cast<std::size_t>(prompt_tokens));
   progress.show("bench model: checking against the float64 reference attention");
   const Validation v = validate(m, {prompt.begin(), prompt.begin() + 64});

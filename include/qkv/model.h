@@ -154,9 +154,10 @@ struct GenerateOptions {
   int64_t max_tokens = 64;  // new tokens at most
   double temperature = 0;   // 0: greedy (the most likely token); else sample softmax(logits / T)
   uint64_t seed = 1;        // of the sampling
-  bool stop_at_eos = true;  // false: go on past the end-of-text token (benchmarks)
+  bool stop_at_eos = true;  // false: go on past the tokens that end generation (benchmarks)
 };
 
+class GgufFile;       // core/gguf.h
 struct LlamaConfig;   // models/llama/llama.h
 struct LlamaWeights;  // models/llama/llama.h
 class BpeTokenizer;   // models/text/bpe.h
@@ -166,12 +167,30 @@ class ChatTemplate;   // models/text/chat_template.h
 // its byte-level BPE tokenizer from the same file (models/llama/llama.h says what it computes).
 class CausalLM {
  public:
-  // "smollm2" means default_causal_lm_path(). Errors (Kind::runtime) name the file and what is
-  // wrong; a missing default model says how to fetch it.
+  // Reads and checks the file's header — the metadata, the tokenizer, the chat template and the
+  // table of tensors, each tensor the config needs present and of its shape — but none of the
+  // weights: what the model will need in memory (resident_bytes, generate_bytes, capture_bytes)
+  // is known before they are read, so that a caller can refuse a model too large for its limit
+  // having read a few MB of it. tokenize and chat_prompt work at once; generate, capture and
+  // logits need load_weights(). "smollm2" means default_causal_lm_path(). Errors (Kind::runtime)
+  // name the file and what is wrong; a missing default model says how to fetch it.
+  static CausalLM open(const std::string& path);
+  // Reads the weights, dequantizes, packs and checks them (finite), and closes the file; a second
+  // call does nothing. Errors as open's.
+  void load_weights();
+  // open(path), then load_weights().
   static CausalLM load(const std::string& path);
 
   std::vector<int32_t> tokenize(std::string_view text) const;
   std::string token_text(int32_t id) const;  // the bytes a token stands for
+  // The text a generated token adds: its bytes, but nothing for a control token (<|im_start|>,
+  // <|endoftext|>: markup of the model's format, never text; llama.cpp's detokenizer does the
+  // same unless asked for special tokens).
+  std::string generated_text(int32_t id) const;
+  // Whether generating `id` ends the text: the end-of-text, end-of-turn and end-of-message ids
+  // the file states, and any token spelled as an end marker (<|endoftext|>, <|im_end|>,
+  // <|eot_id|>, </s>, ...), as llama.cpp's end-of-generation tokens.
+  bool ends_generation(int32_t id) const;
   // The prompt as the model's chat template (tokenizer.chat_template) frames one user message
   // after a system message — `system`, or when that is empty the template's own default — with
   // the generation prompt: the text Hugging Face's apply_chat_template(messages,
@@ -182,7 +201,8 @@ class CausalLM {
   // another, or that has none, is a qkv::Error (Kind::runtime) naming the file.
   std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
   // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
-  // on_token(id) as each comes; stops at the end-of-text token, at max_tokens, or when the prompt
+  // on_token(id) as each comes; stops at a token that ends generation (ends_generation; not
+  // passed to on_token nor returned), at max_tokens, or when the prompt
   // and the new tokens fill the context (context_length() positions). Returns the new ids. A
   // prompt longer than the context is a qkv::Error; so are next-token logits that come out NaN or
   // ±∞ (Kind::runtime: the weights overflow float32), never a token chosen from them.
@@ -195,18 +215,20 @@ class CausalLM {
   Tensor logits(const std::vector<int32_t>& ids) const;
 
   // What the work needs at its peak, in bytes: the whole process, this model as loaded included
-  // (qkv/memory.h). capture() of `tokens` tokens: every layer's scores, logits and weights
-  // (tokens² a head and layer) and the logits of every position.
+  // (qkv/memory.h), known from the header alone (open). capture() of `tokens` tokens: every layer's
+  // scores, logits and weights (tokens² a head and layer) and the logits of every position.
   int64_t capture_bytes(int64_t tokens) const;
   // generate() (and logits()) up to `positions` positions, prompt and new tokens together: the
   // KV cache at its largest and one pass's activations over the prompt.
   int64_t generate_bytes(int64_t positions) const;
-  // The dequantized weights as they sit in memory (packed copies included) and the tokenizer.
+  // load_weights() itself: the process with the model loaded, before any work.
+  int64_t load_bytes() const;
+  // The dequantized weights as they sit in memory once loaded (packed copies included) and the
+  // tokenizer.
   int64_t resident_bytes() const;
 
   const std::string& path() const { return path_; }
   const LlamaConfig& config() const { return *config_; }
-  int32_t eos_id() const { return eos_; }
   // Positions the model reads at most (llama.context_length): prompt and generated tokens together.
   int64_t context_length() const;
 
@@ -216,7 +238,11 @@ class CausalLM {
   std::shared_ptr<const LlamaWeights> weights_;
   std::shared_ptr<const BpeTokenizer> tokenizer_;
   std::shared_ptr<const ChatTemplate> chat_template_;
-  int32_t eos_ = -1;
+  std::vector<int32_t> end_ids_;  // ends_generation's
+  // Open, the weights not yet loaded: the file they are read from (its header in memory).
+  std::shared_ptr<const GgufFile> file_;
+
+  void require_weights(const char* what) const;
 };
 
 // ---- the encoder-decoder models qkv trains ----

@@ -238,7 +238,10 @@ class CausalLM:
     'The capital of France is Paris.'
     """
 
-    def __init__(self, name_or_path: PathLike = "smollm2"):
+    def __init__(self, name_or_path: PathLike = "smollm2", *,
+                 memory_limit: Optional[int] = None):
+        """memory_limit: bytes the model may take once loaded, its weights dequantized to float32
+        (default: half the machine's memory); past it, MemoryError before a weight is read."""
         path = _checks.path(name_or_path, "name_or_path")
         if path in _DECODER_NAMES:
             path = _qkv.default_causal_lm_path()
@@ -258,7 +261,7 @@ class CausalLM:
             if what:  # a device, a FIFO: never opened, which could block or read forever
                 raise ValueError(f"{path}: {what}; {expected}")
             self.name = _shown(os.path.splitext(os.path.basename(path))[0])
-        self._model = _qkv.CausalLM(os.fsencode(path))
+        self._model = _qkv.CausalLM(os.fsencode(path), _memory_limit(memory_limit))
 
     @property
     def path(self) -> str:
@@ -302,7 +305,8 @@ class CausalLM:
         ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
                                    _positive(seed, "seed", 0, 2**64 - 1),
                                    _memory_limit(memory_limit))
-        return b"".join(self._model.token_bytes(i) for i in ids).decode("utf-8", "replace")
+        # Control tokens (<|im_start|>, ...) are the model's markup, not text: nothing is shown.
+        return self._model.generated_bytes(ids).decode("utf-8", "replace")
 
     def explain(self, text: str, *, memory_limit: Optional[int] = None) -> "Explanation":
         """`text` through the model with every layer's attention captured (causal; each shared

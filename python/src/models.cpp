@@ -151,12 +151,19 @@ void bind_models(nb::module_& m) {
   nb::class_<CausalLM>(m, "CausalLM", "qkv::CausalLM: a decoder LLM (GGUF). Use qkv.CausalLM.")
       .def(
           "__init__",
-          [](CausalLM* self, const nb::bytes& path) {
+          [](CausalLM* self, const nb::bytes& path, int64_t memory_limit) {
             const std::string file = path_of(path);
             nb::gil_scoped_release release;
-            new (self) CausalLM(CausalLM::load(file));
+            // The header first: the model is sized, and refused past the limit, before a weight
+            // is read.
+            CausalLM lm = CausalLM::open(file);
+            check_memory_limit(lm.load_bytes(), memory_limit,
+                               "loading " + lm.path() + " (its weights in float32)",
+                               "a smaller model or a higher memory_limit");
+            lm.load_weights();
+            new (self) CausalLM(std::move(lm));
           },
-          nb::arg("path"))
+          nb::arg("path"), nb::arg("memory_limit"))
       .def_prop_ro("path", &CausalLM::path)
       .def(
           "tokenize", [](const CausalLM& lm, const std::string& text) { return lm.tokenize(text); },
@@ -169,6 +176,14 @@ void bind_models(nb::module_& m) {
             return nb::bytes(b.data(), b.size());
           },
           nb::arg("id"), "The bytes a token stands for.")
+      .def(
+          "generated_bytes",
+          [](const CausalLM& lm, const std::vector<int32_t>& ids) {
+            std::string b;
+            for (const int32_t id : ids) b += lm.generated_text(id);
+            return nb::bytes(b.data(), b.size());
+          },
+          nb::arg("ids"), "The text generated ids stand for: control tokens stand for nothing.")
       .def(
           "chat_prompt",
           [](const CausalLM& lm, const std::string& user) { return lm.chat_prompt(user); },

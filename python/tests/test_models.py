@@ -8,6 +8,7 @@ model tests: a missing model fails here, it is not skipped."""
 import html
 import json
 import os
+import struct
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import qkv
+import tiny_gguf
 from conftest import SOURCE_DIR, python_runs_during
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "minilm")
@@ -633,3 +635,43 @@ def test_causal_lm_refuses_past_memory_limit(lm):
                         "explaining 5 tokens (every layer's scores, logits and weights kept)")
     expect_memory_error(lambda: lm.generate("Hi", max_tokens=4, chat=False, memory_limit=1000),
                         "generating 4 tokens after a prompt of 1 (the model and its KV cache)")
+
+
+# ---- a decoder's file: its header first, its special tokens (issue 26) ----
+
+def test_causal_lm_is_sized_from_its_header_before_a_weight_is_read(tmp_path):
+    # SmolLM2 takes 1.1 GiB loaded: refused before its weights are read.
+    with pytest.raises(MemoryError) as e:
+        qkv.CausalLM(memory_limit=200 * 2**20)
+    assert "(its weights in float32) needs about 1." in one_line(e)
+    assert one_line(e).endswith(" of memory, over the limit of 200 MiB (memory_limit); "
+                                "expected a smaller model or a higher memory_limit")
+    # A 3 GB file that holds only a GGUF header was read whole (3.1 GB resident, 9 s) to say it
+    # is no model: now its header alone is, in a process of its own to measure its peak.
+    head = tmp_path / "magic.gguf"
+    with open(head, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
+        f.truncate(3 * 2**30)
+    # VmHWM, the peak of this process's own memory: ru_maxrss would start at pytest's (exec
+    # keeps it).
+    code = ("import sys, qkv\n"
+            "try:\n"
+            "    qkv.CausalLM(sys.argv[1])\n"
+            "except RuntimeError as e:\n"
+            "    print(e)\n"
+            "status = open('/proc/self/status').read().split('VmHWM:')[1]\n"
+            "print(int(status.split()[0]))\n")
+    r = subprocess.run([sys.executable, "-c", code, str(head)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    message, peak_kib = r.stdout.splitlines()
+    assert message == (f"{head}: no metadata \"general.architecture\"; expected it in this kind "
+                       "of model")
+    assert int(peak_kib) < 300 * 1024, f"a peak of {int(peak_kib) // 1024} MiB"
+
+
+def test_control_tokens_are_not_generated_text(tmp_path):
+    # Zero weights: greedy picks <|endoftext|> (id 0), which was returned as text three times.
+    lm = qkv.CausalLM(tiny_gguf.write_zero_llama(tmp_path / "zero.gguf"))
+    assert lm.generate("hello the", 3, chat=False) == ""
+    assert lm.tokenize("<|im_start|>hello") == ["<|im_start|>", "hello"]

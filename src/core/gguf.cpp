@@ -10,13 +10,21 @@
 #include "core/half.h"
 
 namespace qkv {
+
+// Where a GGUF file's bytes come from: the file, read where they are asked for (pread through
+// InputFile), or bytes already in memory (parse).
+class GgufSource {
+ public:
+  virtual ~GgufSource() = default;
+  virtual uint64_t size() const = 0;
+  // Exactly n bytes at offset (offset + n ≤ size()).
+  virtual void read(uint64_t offset, char* out, std::size_t n) const = 0;
+};
+
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr int64_t kBlock = 32;           // values per block of Q4_0, Q4_1, Q8_0
-// A metadata array longer than this is refused before it is read: SmolLM2's longest, its
-// vocabulary, holds 49,152 strings; the largest vocabularies in use hold about 256k.
-constexpr uint64_t kMaxArray = uint64_t{1} << 24;
 
 // Bytes of one block (quantized) or one value (float) of a type qkv reads; 0 for others.
 uint64_t block_bytes(uint32_t type) {
@@ -41,34 +49,84 @@ bool quantized(uint32_t type) {
   return t == GgmlType::q4_0 || t == GgmlType::q4_1 || t == GgmlType::q8_0;
 }
 
-// A cursor over the header that refuses to read past the end, naming what it was reading.
+class FileSource final : public GgufSource {
+ public:
+  explicit FileSource(const std::string& path) : file_(path, kGgufInput) {}
+  uint64_t size() const override { return file_.size(); }
+  void read(uint64_t offset, char* out, std::size_t n) const override {
+    file_.read_exactly(offset, out, n);
+  }
+
+ private:
+  InputFile file_;
+};
+
+class BytesSource final : public GgufSource {
+ public:
+  explicit BytesSource(std::string bytes) : bytes_(std::move(bytes)) {}
+  uint64_t size() const override { return bytes_.size(); }
+  void read(uint64_t offset, char* out, std::size_t n) const override {
+    if (n > 0) std::memcpy(out, bytes_.data() + offset, n);
+  }
+
+ private:
+  std::string bytes_;
+};
+
+// The smallest number of bytes one array item of a metadata type takes (a string: its length).
+uint64_t item_bytes(uint32_t type) {
+  switch (type) {
+    case 0:
+    case 1:
+    case 7:
+      return 1;
+    case 2:
+    case 3:
+      return 2;
+    case 4:
+    case 5:
+    case 6:
+      return 4;
+    default:  // 8 (a string's u64 length), 9, 10, 11, 12
+      return 8;
+  }
+}
+
+// A cursor over the header that refuses to read past the end of the file or of the header's
+// limit, naming what it was reading. The header is read from the source in chunks as the cursor
+// reaches them, so that a file is never read further than its header goes.
 class Reader {
  public:
-  Reader(std::string_view bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+  Reader(const GgufSource& source, const std::string& name)
+      : source_(source), name_(name), end_(std::min(source.size(), kMaxGgufHeaderBytes)) {}
 
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(name_ + ": " + what + "; expected a valid GGUF file", Error::Kind::runtime);
   }
   uint64_t at() const { return at_; }
+  // Bytes the header may still take from here: to the end of the file, or of the header's limit.
+  uint64_t left() const { return end_ - at_; }
+  // Why a claim of more than left() bytes is a lie: "more than the file holds" or "more than a
+  // GGUF header may hold (64 MiB)".
+  std::string beyond() const {
+    return end_ == source_.size()
+               ? "more than the file holds"
+               : "more than a GGUF header may hold (" + byte_count_str(kMaxGgufHeaderBytes) + ")";
+  }
 
   template <class T>
   T number(const char* what) {
-    if (bytes_.size() - at_ < sizeof(T))
-      fail(std::string("the file ends inside ") + what + " at byte " + std::to_string(at_));
     T v;
-    std::memcpy(&v, bytes_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
+    std::memcpy(&v, take(sizeof(T), what), sizeof(T));
     return v;
   }
 
   std::string string(const char* what) {
     const uint64_t n = number<uint64_t>(what);
-    if (n > bytes_.size() - at_)
+    if (n > left())
       fail(std::string(what) + " at byte " + std::to_string(at_ - 8) + " claims " +
-           std::to_string(n) + " bytes, more than the file holds");
-    std::string s(bytes_.substr(at_, n));
-    at_ += n;
-    return s;
+           std::to_string(n) + " bytes, " + beyond());
+    return std::string(take(n, what), n);
   }
 
   nlohmann::json value(uint32_t type, const std::string& key, int depth = 0) {
@@ -98,10 +156,14 @@ class Reader {
         if (depth > 0) fail("metadata \"" + key + "\" nests arrays");
         const uint32_t item = number<uint32_t>("an array's type");
         const uint64_t n = number<uint64_t>("an array's length");
-        // Every item takes at least one byte: a longer array cannot fit in the rest of the file.
-        if (n > kMaxArray || n > bytes_.size() - at_)
+        // Every item takes at least item_bytes: a longer array cannot fit in the rest of the
+        // header. Items in memory take more than in the file (a JSON value each), so their total
+        // is bounded as well.
+        if (n > kMaxArray || n > left() / item_bytes(item) || n > kMaxItems - items_)
           fail("metadata \"" + key + "\" claims an array of " + std::to_string(n) + " items");
+        items_ += n;
         nlohmann::json a = nlohmann::json::array();
+        a.get_ref<nlohmann::json::array_t&>().reserve(static_cast<std::size_t>(n));
         for (uint64_t i = 0; i < n; ++i) a.push_back(value(item, key, depth + 1));
         return a;
       }
@@ -117,9 +179,39 @@ class Reader {
   }
 
  private:
-  std::string_view bytes_;
+  // A vocabulary's arrays (tokens, scores, token types, merges) hold a few hundred thousand items
+  // each in the largest models in use; SmolLM2's longest holds 49,152.
+  static constexpr uint64_t kMaxArray = uint64_t{1} << 21;
+  static constexpr uint64_t kMaxItems = uint64_t{1} << 22;  // all arrays together
+
+  // The next n bytes of the header (n ≤ left() or a failure naming `what`), read from the source
+  // in chunks of at least 1 MiB as the cursor reaches them.
+  const char* take(uint64_t n, const char* what) {
+    if (n > left()) {
+      if (end_ == source_.size())
+        fail(std::string("the file ends inside ") + what + " at byte " + std::to_string(at_));
+      fail(std::string("the header runs past ") + byte_count_str(kMaxGgufHeaderBytes) +
+           " (inside " + what + " at byte " + std::to_string(at_) +
+           "), more than a GGUF header may hold");
+    }
+    if (at_ + n > buffer_.size()) {
+      const uint64_t read_to =
+          std::min(end_, std::max(at_ + n, buffer_.size() + (uint64_t{1} << 20)));
+      const std::size_t from = buffer_.size();
+      buffer_.resize(static_cast<std::size_t>(read_to));
+      source_.read(from, buffer_.data() + from, buffer_.size() - from);
+    }
+    const char* p = buffer_.data() + at_;
+    at_ += n;
+    return p;
+  }
+
+  const GgufSource& source_;
   const std::string& name_;
+  uint64_t end_;        // the header cannot reach past this
+  std::string buffer_;  // the header's bytes from 0, read so far
   uint64_t at_ = 0;
+  uint64_t items_ = 0;  // array items read so far
 };
 
 void dequantize_blocks(GgmlType type, const uint8_t* p, float* out, int64_t blocks) {
@@ -232,15 +324,19 @@ std::string gguf_value_str(const nlohmann::json& value) {
 }
 
 GgufFile GgufFile::open(const std::string& path) {
-  return parse(read_input_file(path, kGgufInput), path);
+  return read(std::make_shared<const FileSource>(path), path);
 }
 
 GgufFile GgufFile::parse(std::string bytes, std::string name) {
+  return read(std::make_shared<const BytesSource>(std::move(bytes)), std::move(name));
+}
+
+GgufFile GgufFile::read(std::shared_ptr<const GgufSource> source, std::string name) {
   GgufFile f;
   f.name_ = std::move(name);
-  f.bytes_ = std::make_shared<const std::string>(std::move(bytes));
-  const std::string_view all = *f.bytes_;
-  Reader r(all, f.name_);
+  f.source_ = std::move(source);
+  const uint64_t file_size = f.source_->size();
+  Reader r(*f.source_, f.name_);
 
   if (r.number<uint32_t>("the magic number") != kMagic) r.fail("it does not start with \"GGUF\"");
   f.version_ = r.number<uint32_t>("the version");
@@ -248,10 +344,11 @@ GgufFile GgufFile::parse(std::string bytes, std::string name) {
     r.fail("version " + std::to_string(f.version_) + " (qkv reads versions 2 and 3)");
   const uint64_t tensor_count = r.number<uint64_t>("the tensor count");
   const uint64_t kv_count = r.number<uint64_t>("the metadata count");
-  // Each entry takes more than 8 bytes: counts beyond the file's size are lies.
-  if (tensor_count > all.size() / 8 || kv_count > all.size() / 8)
+  // Each entry takes more than 8 bytes of the header: counts beyond its room are lies.
+  const uint64_t room = std::min(file_size, kMaxGgufHeaderBytes);
+  if (tensor_count > room / 8 || kv_count > room / 8)
     r.fail("it claims " + std::to_string(tensor_count) + " tensors and " +
-           std::to_string(kv_count) + " metadata entries in " + std::to_string(all.size()) +
+           std::to_string(kv_count) + " metadata entries in " + std::to_string(file_size) +
            " bytes");
 
   for (uint64_t i = 0; i < kv_count; ++i) {
@@ -305,10 +402,10 @@ GgufFile GgufFile::parse(std::string bytes, std::string name) {
   }
 
   f.data_start_ = (r.at() + alignment - 1) / alignment * alignment;
-  if (f.data_start_ > all.size() && !f.tensors_.empty())
+  if (f.data_start_ > file_size && !f.tensors_.empty())
     r.fail("the tensor data would start at byte " + std::to_string(f.data_start_) +
            ", past the end");
-  const uint64_t data_size = all.size() > f.data_start_ ? all.size() - f.data_start_ : 0;
+  const uint64_t data_size = file_size > f.data_start_ ? file_size - f.data_start_ : 0;
   std::vector<std::pair<uint64_t, const GgufTensorInfo*>> spans;
   for (const GgufTensorInfo& t : f.tensors_) {
     if (t.offset > data_size || t.bytes > data_size - t.offset)
@@ -341,16 +438,29 @@ const GgufTensorInfo& GgufFile::info(const std::string& tensor) const {
               Error::Kind::runtime);
 }
 
-std::string_view GgufFile::raw(const std::string& tensor) const {
-  const GgufTensorInfo& t = info(tensor);
-  return std::string_view(*bytes_).substr(data_start_ + t.offset, t.bytes);
-}
-
 Tensor GgufFile::tensor(const std::string& name) const {
   const GgufTensorInfo& t = info(name);
   Tensor out(t.shape, DType::f32);
-  dequantize(t.type, reinterpret_cast<const std::byte*>(raw(name).data()), out.data<float>(),
-             out.numel());
+  float* values = out.data<float>();
+  const uint64_t at = data_start_ + t.offset;
+  if (t.type == static_cast<uint32_t>(GgmlType::f32)) {  // as stored: straight into place
+    source_->read(at, reinterpret_cast<char*>(values), static_cast<std::size_t>(t.bytes));
+    return out;
+  }
+  // The others through a buffer of whole blocks (rows of a quantized tensor are whole blocks, so
+  // its byte count is too), dequantized as they arrive: the stored bytes are never all in memory.
+  const uint64_t block = block_bytes(t.type);
+  const int64_t per_block = quantized(t.type) ? kBlock : 1;
+  const uint64_t chunk = std::max<uint64_t>(block, (uint64_t{1} << 20) / block * block);
+  std::string buffer(static_cast<std::size_t>(std::min(chunk, t.bytes)), '\0');
+  for (uint64_t done = 0; done < t.bytes;) {
+    const uint64_t n = std::min(chunk, t.bytes - done);
+    source_->read(at + done, buffer.data(), static_cast<std::size_t>(n));
+    dequantize(t.type, reinterpret_cast<const std::byte*>(buffer.data()),
+               values + static_cast<int64_t>(done / block) * per_block,
+               static_cast<int64_t>(n / block) * per_block);
+    done += n;
+  }
   return out;
 }
 

@@ -15,10 +15,16 @@
 // overflow-checked, offsets aligned and inside the data, no two tensors overlapping, no duplicate
 // keys or names, rank 1–4, a quantized row a whole number of blocks, an unknown type named. Every
 // failure is a qkv::Error whose message starts with the file name.
+//
+// Memory: open() reads the header alone, never more than kMaxGgufHeaderBytes of it, and its
+// arrays at most 2M items each, 4M together (JSON values in memory take more than their bytes on
+// disk); a tensor's bytes are read when tensor() asks for it, a MiB at a time. What a model costs
+// is then the weights its reader keeps, which it can size from the header before reading one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -30,9 +36,15 @@
 
 namespace qkv {
 
-// A GGUF model file: SmolLM2-135M's is 98 MB; the limit is far above any model qkv runs on a CPU.
+// A GGUF model file, of any size: only its header is read whole (at most kMaxGgufHeaderBytes);
+// each tensor's bytes are read when the tensor is asked for, so what a model costs in memory is
+// its weights as the caller keeps them, which the caller can size from the header first.
 inline constexpr InputSpec kGgufInput{.expected = "a regular .gguf file",
-                                      .max_bytes = uint64_t{16} << 30};
+                                      .max_bytes = std::numeric_limits<uint64_t>::max()};
+// The header — metadata and the table of tensors — is read into memory before anything is
+// known about the file: SmolLM2-135M's is 1.8 MB, the largest vocabularies in use (256k tokens
+// with their scores, types and merges) make about 20 MB.
+inline constexpr uint64_t kMaxGgufHeaderBytes = uint64_t{64} << 20;
 
 // The ggml tensor types qkv reads (ggml.h's numbering).
 enum class GgmlType : uint32_t {
@@ -54,9 +66,13 @@ struct GgufTensorInfo {
   uint64_t bytes = 0;
 };
 
+class GgufSource;  // where the bytes come from: the file, or bytes in memory
+
 class GgufFile {
  public:
-  // Reads and validates the whole file (kGgufInput: a FIFO or device is refused before a byte).
+  // Reads and validates the header — the metadata and the table of tensors, checked against the
+  // file's size — but no tensor's bytes (kGgufInput: a FIFO or device is refused before a byte).
+  // The file stays open for tensor().
   static GgufFile open(const std::string& path);
   // The same from bytes in memory; `name` starts every message.
   static GgufFile parse(std::string bytes, std::string name);
@@ -71,14 +87,15 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo& info(const std::string& tensor) const;  // a qkv::Error when absent
-  // The tensor dequantized to float32, in C order.
+  // The tensor dequantized to float32, in C order: its bytes read from the file now, a block of
+  // at most 1 MiB at a time (F32 straight into the result).
   Tensor tensor(const std::string& tensor) const;
-  // Its raw bytes as stored.
-  std::string_view raw(const std::string& tensor) const;
 
  private:
+  static GgufFile read(std::shared_ptr<const GgufSource> source, std::string name);
+
   std::string name_;
-  std::shared_ptr<const std::string> bytes_;
+  std::shared_ptr<const GgufSource> source_;
   uint32_t version_ = 0;
   uint64_t data_start_ = 0;
   nlohmann::json metadata_ = nlohmann::json::object();

@@ -109,6 +109,10 @@ int64_t resident_bytes(const LinearWeights& layer) {
   return bytes;
 }
 
+int64_t packed_resident_bytes(int64_t out, int64_t in) {
+  return out * in * static_cast<int64_t>(sizeof(float)) + cpu::packed_linear_bytes(out, in);
+}
+
 void pack(LinearWeights& layer) {
   if (!layer.weight.defined() || layer.weight.dtype() != DType::f32) return;
   const Tensor w = layer.weight.contiguous();

@@ -36,6 +36,8 @@ Tensor linear(const Tensor& x, const LinearWeights& layer);
 Tensor linear_gelu(const Tensor& x, const LinearWeights& layer);
 // The bytes the layer holds: its weight and bias, and their packed copy when there is one.
 int64_t resident_bytes(const LinearWeights& layer);
+// The same for a float32 [out, in] layer without bias once pack() has run, from its sizes alone.
+int64_t packed_resident_bytes(int64_t out, int64_t in);
 // Packs a float32 layer's weights for the SIMD target running now (a float64 layer is left as it
 // is). Packed weights that a later target cannot use (tests switch targets) are ignored.
 void pack(LinearWeights& layer);

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "cli/cli_runner.h"
+#include "core/scratch_files.h"
+#include "models/tiny_llama_gguf.h"
 
 namespace {
 
@@ -168,6 +170,28 @@ TEST(BenchModelCli, DecoderQuickJsonHasThePromptAndDecodeRows) {
   expect_usage_error(
       run_qkv({"bench", "model", "--model", "smollm2", "--corpus", "x.txt", "--quick"}),
       "is a decoder");
+}
+
+// A model of zero weights is valid, and every logit it makes is 0: the validation divided the
+// largest error by the largest logit, 0/0, and failed with "max |Δ logit| -nan of the largest",
+// exit 1. Where there is no scale the error is absolute, and said so.
+TEST(BenchModelCli, ZeroLogitsAreValidatedAbsolutelyNotAsNaN) {
+  const qkv::test::ScratchDir dir("qkv-bench-model");
+  const std::string file = qkv::test::zero_llama_gguf(2, 16, 4, 2, 24)
+                               .set("llama.context_length", qkv::test::gguf_u32(1024))
+                               .write(dir.path("zero.gguf"));
+  const CliResult r = run_qkv({"bench", "model", "--quick", "--model", file, "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("logits on the fused kernel within 0.0e+00 absolute (every "
+                               "reference logit is 0)"));
+  EXPECT_THAT(r.out + r.err, ::testing::Not(HasSubstr("nan")));
+  const CliResult json =
+      run_qkv({"bench", "model", "--quick", "--json", "--model", file, "--threads", "1"});
+  ASSERT_EQ(json.exit_code, 0) << json.describe();
+  for (const auto& [name, row] : rows_by_case(json.out)) {
+    EXPECT_EQ(row.at("max_error"), 0.0) << name;
+    EXPECT_EQ(row.at("max_error_relative"), false) << name;
+  }
 }
 
 TEST(BenchModelCli, HelpHasAnExample) {

@@ -137,6 +137,39 @@ TEST(GenerateCli, NonFiniteLogitsAreAnErrorAsInExplain) {
                         "non-finite numbers");
 }
 
+// A model of zero weights (all finite) gives every token the logit 0, and greedy picks id 0,
+// <|endoftext|>: generate printed "hello the<|endoftext|><|endoftext|><|endoftext|>", exit 0. A
+// token spelled as an end marker ends the text, as in llama.cpp, whatever id the file names as
+// its end of text; any other control token is markup, never printed.
+TEST(GenerateCli, ControlTokensAreNotTextAndEndMarkersEndIt) {
+  const test::ScratchDir dir("qkv-generate");
+  const std::string zero = test::zero_llama_gguf(2, 16, 4, 2, 24).write(dir.path("zero.gguf"));
+  const CliResult ended = run_qkv({"generate", "hello the", "--max-tokens", "3", "--model", zero});
+  ASSERT_EQ(ended.exit_code, 0) << ended.describe();
+  EXPECT_EQ(ended.out, "hello the\n");
+  // Every hidden state the same, the output matrix's row 1 alone aligned with it: greedy picks
+  // <|im_start|> (id 1, a control token that ends nothing) every time.
+  test::TinyLlamaGguf g = test::zero_llama_gguf(2, 16, 4, 2, 24);
+  g.tensor("token_embd.weight").values.assign(40 * 16, 1.0f);
+  g.tensor("output_norm.weight").values.assign(16, 1.0f);
+  std::vector<float> output(40 * 16, 0.0f);
+  std::fill_n(output.begin() + 16, 16, 1.0f);
+  g.tensors.push_back({"output.weight", {16, 40}, output});
+  const std::string start = g.write(dir.path("start.gguf"));
+  const CliResult markup =
+      run_qkv({"generate", "hello the", "--max-tokens", "3", "--model", start});
+  ASSERT_EQ(markup.exit_code, 0) << markup.describe();
+  EXPECT_EQ(markup.out, "hello the\n");
+  // The same model with row 3 ("a"): a normal token is text.
+  std::fill_n(output.begin() + 16, 16, 0.0f);
+  std::fill_n(output.begin() + 3 * 16, 16, 1.0f);
+  g.tensor("output.weight").values = output;
+  const CliResult text = run_qkv(
+      {"generate", "hello the", "--max-tokens", "3", "--model", g.write(dir.path("a.gguf"))});
+  ASSERT_EQ(text.exit_code, 0) << text.describe();
+  EXPECT_EQ(text.out, "hello theaaa\n");
+}
+
 // --seed -1 and --seed 18446744073709551616 both ran as 2⁶⁴ − 1; "010" as octal 8.
 TEST(GenerateCli, ASeedOutsideItsRangeIsRefused) {
   for (const std::string seed : {"-1", "18446744073709551616", "1e3", "0x10", "+5"})

@@ -16,6 +16,7 @@
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
+#include "cli/peak_memory.h"
 #include "qkv/perceiver.h"
 
 namespace qkv {
@@ -69,24 +70,12 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
   return args;
 }
 
-// The peak resident memory of `qkv args` in KiB, measured through a small intermediary: a child
-// this test process spawns begins at the test process's own high-water mark (ru_maxrss counts
-// it), which the large outputs other tests read raise; Python's RUSAGE_CHILDREN of its one child
-// starts from Python's few MiB. 0 where /usr/bin/python3 is missing.
+// The peak resident memory of `qkv args` in KiB (cli/peak_memory.h); 0 where it cannot be
+// measured.
 long peak_kib(const std::vector<std::string>& args) {
-  if (!std::filesystem::exists("/usr/bin/python3")) return 0;
-  std::vector<std::string> argv = {"-c",
-                                   "import resource, subprocess, sys\n"
-                                   "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
-                                   "sys.stderr.write('peak_kib %d\\n' % "
-                                   "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-                                   "sys.exit(r.returncode)\n",
-                                   testing::qkv_binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const CliResult r = testing::run_program("/usr/bin/python3", argv);
-  EXPECT_EQ(r.exit_code, 0) << r.describe();
-  const std::size_t at = r.err.rfind("peak_kib ");
-  return at == std::string::npos ? 0 : std::stol(r.err.substr(at + 9));
+  const testing::MeasuredRun m = testing::run_qkv_measured(args);
+  EXPECT_EQ(m.result.exit_code, 0) << m.result.describe();
+  return m.peak_kib;
 }
 
 // Runs `args` once with a limit nothing fits in (the refusal says the estimate) and once without

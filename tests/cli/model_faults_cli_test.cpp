@@ -127,6 +127,44 @@ TEST(ModelFaultsCli, AMissingModelTheUserNamedIsExit2InEveryCommand) {
         "--model " + dir + " has no config.json; expected a BERT model directory");
 }
 
+// A file given where a model directory is expected was "--model F has no config.json; expected a
+// BERT model directory" (explain, on a 3 GB file that is no model), and any .safetensors file "a
+// model saved by qkv train" to bench model, which does not take trained models: each is said for
+// what it is, with what the command's --model takes.
+TEST(ModelFaultsCli, AFileIsSaidToBeOneWithWhatTheCommandTakes) {
+  const test::ScratchDir dir("qkv-model-faults");
+  const std::string bert = "a BERT model directory (config.json, model.safetensors, vocab.txt)";
+  const std::string data = dir.write("data.bin", std::string(512, 'x'));
+  expect_one_line_error(run_qkv({"explain", "hi", "--model", data}), 2,
+                        "--model " + data +
+                            " is a file (512 bytes), not a model directory, nor a GGUF file (it "
+                            "does not start with \"GGUF\"); expected " +
+                            bert +
+                            ", smollm2 or a GGUF file of a decoder, or a .safetensors model saved "
+                            "by qkv train");
+  expect_one_line_error(run_qkv({"bench", "model", "--quick", "--model", data}), 2,
+                        "--model " + data +
+                            " is a file (512 bytes), not a model directory, nor a GGUF file (it "
+                            "does not start with \"GGUF\"); expected " +
+                            bert + " or smollm2 or a GGUF file of a decoder");
+  for (const char* command : {"embed", "similarity"})
+    expect_one_line_error(run_qkv({command, "a", "b", "--model", data}), 2,
+                          "--model " + data +
+                              " is a file (512 bytes), not a model directory; "
+                              "expected " +
+                              bert);
+  const std::string garbage = dir.write("garbage.safetensors", "{{{{");
+  expect_one_line_error(run_qkv({"bench", "model", "--quick", "--model", garbage}), 2,
+                        "--model " + garbage +
+                            " is a .safetensors file, as qkv train saves its models, which qkv "
+                            "bench model does not take; expected " +
+                            bert +
+                            " or smollm2 or a GGUF file of a decoder; qkv explain takes "
+                            "trained models");
+  expect_one_line_error(run_qkv({"embed", "a", "--model", "/dev/zero"}), 2,
+                        "--model /dev/zero: is a character device; expected " + bert);
+}
+
 // JSON nested 100,000 deep (200 KB) killed every reader with SIGSEGV (issue 26): in the weights'
 // header it is refused at its 65th level, in config.json too, by every command.
 TEST(ModelFaultsCli, DeeplyNestedJsonIsRefusedByEveryCommandNotACrash) {

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -212,6 +213,62 @@ TEST(Gguf, OpenRefusesAFifoBeforeReadingIt) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_THAT([&] { GgufFile::open(fifo); },
               ::testing::ThrowsMessage<Error>(HasSubstr("expected a regular .gguf file")));
+}
+
+// open() reads the header and nothing more; a tensor's bytes are read when it is asked for. The
+// whole file was read into memory first, and one larger than 16 GiB refused for that: a file of
+// 20 GiB (sparse: one small tensor, then a hole) opens at once.
+TEST(Gguf, OpenReadsTheHeaderAndATensorOnlyWhenAsked) {
+  const test::ScratchDir dir("qkv-gguf");
+  const std::string path = dir.write("big.gguf", one_tensor(0, {3}, raw<float>({1, -2, 3})));
+  std::filesystem::resize_file(path, uint64_t{20} << 30);
+  const GgufFile f = GgufFile::open(path);
+  EXPECT_EQ(f.meta("general.architecture"), "llama");
+  const Tensor t = f.tensor("w");
+  EXPECT_EQ(t.at<float>(1), -2.0f);
+  EXPECT_EQ(t.at<float>(2), 3.0f);
+}
+
+// A string (or an array) that claims more than a header may hold is refused before it is read:
+// in a file of 200 MiB, a key of 100 MiB.
+TEST(Gguf, TheHeaderIsBounded) {
+  const test::ScratchDir dir("qkv-gguf");
+  const std::string lie = Bytes().put<uint64_t>(uint64_t{100} << 20).s;
+  const std::string path = dir.write("long.gguf", gguf_file(1, lie, {}));
+  std::filesystem::resize_file(path, uint64_t{200} << 20);
+  EXPECT_THAT([&] { GgufFile::open(path); },
+              ::testing::ThrowsMessage<Error>(HasSubstr(
+                  "a metadata key at byte 24 claims 104857600 bytes, more than a GGUF header may "
+                  "hold (64 MiB); expected a valid GGUF file")));
+}
+
+// Tensors are read and dequantized a MiB at a time: one larger than that is whole and right across
+// the seams. Q8_0: 40,000 blocks of 34 bytes (1.36 MB); F16: 600,000 values (1.2 MB).
+TEST(Gguf, TensorsLargerThanOneReadAreDequantizedWhole) {
+  const test::ScratchDir dir("qkv-gguf");
+  constexpr int kBlocks = 40'000;
+  std::vector<uint8_t> q8;
+  for (int b = 0; b < kBlocks; ++b) {
+    q8.insert(q8.end(), {0x00, 0x3C});  // d = 1
+    for (int j = 0; j < 32; ++j)
+      q8.push_back(static_cast<uint8_t>(static_cast<int8_t>((b + j) % 200 - 100)));
+  }
+  const Tensor q =
+      GgufFile::open(dir.write("q8.gguf", one_tensor(8, {32 * kBlocks}, bytes_of(q8)))).tensor("w");
+  for (int b = 0; b < kBlocks; b += 97)
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(q.at<float>(int64_t{b} * 32 + j), static_cast<float>((b + j) % 200 - 100))
+          << b << " " << j;
+  constexpr int kHalves = 600'000;
+  std::vector<uint16_t> halves(kHalves);
+  for (int i = 0; i < kHalves; ++i)
+    halves[i] = static_cast<uint16_t>(0x3C00 + i % 1000);  // 1 + k/1024
+  const Tensor h =
+      GgufFile::open(dir.write("f16.gguf", one_tensor(1, {kHalves}, raw<uint16_t>(halves))))
+          .tensor("w");
+  for (int i = 0; i < kHalves; i += 1009)
+    ASSERT_EQ(h.at<float>(i), 1.0f + static_cast<float>(i % 1000) / 1024) << i;
+  ASSERT_EQ(h.at<float>(kHalves - 1), 1.0f + static_cast<float>((kHalves - 1) % 1000) / 1024);
 }
 
 // Ollama keeps a model as a blob named by its hash: a GGUF file is known by its first four bytes.

@@ -18,6 +18,7 @@
 #include "core/scratch_files.h"
 #include "models/model_files.h"
 #include "models/tiny_llama_gguf.h"
+#include "qkv/memory.h"
 #include "qkv/model.h"
 #include "simd_targets.h"
 
@@ -158,6 +159,7 @@ using test::gguf_u32;
 using test::gguf_u64;
 using test::GgufValue;
 using test::TinyLlamaGguf;
+using ::testing::HasSubstr;
 
 LlamaConfig tiny_config(const TinyLlamaGguf& g) {
   return read_llama_config(GgufFile::parse(g.bytes(), "tiny.gguf"));
@@ -387,6 +389,90 @@ TEST(TinyLlama, GenerationStopsWhereTheContextIsFull) {
                  "generate: the prompt is 33 tokens; the model reads at most 32 (its context "
                  "length)");
   }
+}
+
+// What the weights take in memory is known from the header alone, so that a model too large for
+// its limit is refused before a weight is read: the count must be what the loaded weights hold.
+int64_t held_bytes(const LlamaWeights& w) {
+  int64_t bytes =
+      tensor_bytes(w.embedding) + tensor_bytes(w.output_norm) + nn::resident_bytes(w.output);
+  if (w.output.weight.data<float>() == w.embedding.data<float>())
+    bytes -= tensor_bytes(w.output.weight);  // tied: the embedding, counted once
+  for (const LlamaLayer& l : w.layers) {
+    bytes += tensor_bytes(l.attn_norm) + tensor_bytes(l.ffn_norm);
+    for (const nn::LinearWeights* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      bytes += nn::resident_bytes(*m);
+  }
+  return bytes;
+}
+
+TEST(TinyLlama, WeightBytesFromTheHeaderAreWhatTheLoadedWeightsHold) {
+  TinyLlamaGguf untied = test::tiny_llama_gguf();
+  untied.tensors.push_back({"output.weight", {16, 40}, std::vector<float>(640, 0.5f)});
+  for (const TinyLlamaGguf& g : {test::tiny_llama_gguf(), untied}) {
+    const GgufFile f = GgufFile::parse(g.bytes(), "tiny.gguf");
+    const LlamaConfig c = read_llama_config(f);
+    EXPECT_EQ(c.tied_output, g.tensors.size() == test::tiny_llama_gguf().tensors.size());
+    EXPECT_EQ(llama_weight_bytes(c), held_bytes(read_llama_weights(f, c)));
+  }
+}
+
+TEST(SmolLM2Llama, WeightBytesFromTheHeaderAreWhatTheLoadedWeightsHold) {
+  const GgufFile f = GgufFile::open(test::smollm2_gguf());
+  const LlamaConfig c = read_llama_config(f);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_EQ(llama_weight_bytes(c), held_bytes(read_llama_weights(f, c)));
+}
+
+// CausalLM::open reads the header, the tokenizer and the template: a model whose weights are
+// broken still opens (tokenize works, the memory estimates are there); load_weights then names the
+// fault. Nothing runs on weights not loaded.
+TEST(TinyLlama, OpenReadsNoWeight) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  TinyLlamaGguf g = test::tiny_llama_gguf();
+  g.tensor("blk.1.ffn_down.weight").values[5] = NAN;
+  CausalLM m = CausalLM::open(g.write(dir.path("tiny.gguf")));
+  EXPECT_EQ(m.tokenize("hello the"), (std::vector<int32_t>{37, 35}));
+  EXPECT_GT(m.generate_bytes(8), m.load_bytes());
+  EXPECT_GT(m.load_bytes(), m.resident_bytes());
+  EXPECT_THAT([&] { m.generate({5}, {.max_tokens = 1}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("its weights are not loaded")));
+  EXPECT_THAT([&] { m.load_weights(); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("\"blk.1.ffn_down.weight\"")));
+  // A tensor the config needs that is missing, or of another shape, is found by open.
+  TinyLlamaGguf missing = test::tiny_llama_gguf();
+  std::erase_if(missing.tensors,
+                [](const test::GgufTensor& t) { return t.name == "blk.1.attn_v.weight"; });
+  EXPECT_THAT([&] { CausalLM::open(missing.write(dir.path("missing.gguf"))); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("no tensor \"blk.1.attn_v.weight\"")));
+}
+
+// As llama.cpp: the stated end-of-text, end-of-turn and end-of-message ids end generation, and so
+// does any token spelled as an end marker; a control token's text is never generated text.
+TEST(TinyLlama, EndMarkersEndGenerationAndControlTokensAreNotText) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  // tiny_llama_tokens: 0 <|endoftext|>, 1 <|im_start|>, 2 <|im_end|> (control), 3 "a" …
+  const CausalLM m =
+      load_tiny(dir, test::tiny_llama_gguf().set("tokenizer.ggml.eot_token_id", gguf_u32(3)));
+  EXPECT_TRUE(m.ends_generation(0));   // by its text
+  EXPECT_FALSE(m.ends_generation(1));  // control, but no end
+  EXPECT_TRUE(m.ends_generation(2));   // the stated eos, and by its text
+  EXPECT_TRUE(m.ends_generation(3));   // the stated eot
+  EXPECT_FALSE(m.ends_generation(4));
+  EXPECT_EQ(m.generated_text(0), "");
+  EXPECT_EQ(m.generated_text(1), "");
+  EXPECT_EQ(m.token_text(1), "<|im_start|>");  // the token itself, as tokenize shows it
+  EXPECT_EQ(m.generated_text(4), "b");
+  // Zero weights: every logit 0, greedy picks id 0, <|endoftext|>, which ends the text at once;
+  // with stop_at_eos off (benchmarks) it is generated like any other.
+  const test::ScratchDir zero_dir("qkv-tiny-llama");
+  const CausalLM zero = load_tiny(zero_dir, test::zero_llama_gguf(2, 16, 4, 2, 24));
+  std::vector<int32_t> seen;
+  EXPECT_TRUE(
+      zero.generate({5, 6}, {.max_tokens = 3}, [&](int32_t id) { seen.push_back(id); }).empty());
+  EXPECT_TRUE(seen.empty());
+  EXPECT_EQ(zero.generate({5, 6}, {.max_tokens = 3, .stop_at_eos = false}),
+            (std::vector<int32_t>{0, 0, 0}));
 }
 
 }  // namespace

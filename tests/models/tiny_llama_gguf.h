@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -55,8 +56,8 @@ inline GgufValue gguf_i32s(const std::vector<int32_t>& items) {
 
 struct GgufTensor {
   std::string name;
-  std::vector<uint64_t> ne;  // ggml order: ne[0] varies fastest
-  std::vector<float> values;
+  std::vector<uint64_t> ne;   // ggml order: ne[0] varies fastest
+  std::vector<float> values;  // empty: all zero
 };
 
 struct TinyLlamaGguf {
@@ -83,28 +84,75 @@ struct TinyLlamaGguf {
     throw std::logic_error("TinyLlamaGguf: no tensor " + name);
   }
 
+  // The file's bytes. A tensor whose `values` are empty holds zeros, as many as `ne` says.
   std::string bytes() const {
-    using gguf_detail::le;
-    constexpr uint64_t kAlign = 32;
-    std::string out =
-        "GGUF" + le<uint32_t>(3) + le<uint64_t>(tensors.size()) + le<uint64_t>(metadata.size());
-    for (const auto& [key, value] : metadata)
-      out += gguf_detail::str(key) + le<uint32_t>(value.type) + value.bytes;
     std::string data;
-    for (const GgufTensor& t : tensors) {
-      data.resize((data.size() + kAlign - 1) / kAlign * kAlign, '\0');
-      out += gguf_detail::str(t.name) + le<uint32_t>(static_cast<uint32_t>(t.ne.size()));
-      for (const uint64_t n : t.ne) out += le<uint64_t>(n);
-      out += le<uint32_t>(0) + le<uint64_t>(data.size());  // F32 at this offset
-      data.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4);
-    }
-    out.resize((out.size() + kAlign - 1) / kAlign * kAlign, '\0');
+    std::string out = header(&data);
     return out + data;
   }
 
   std::string write(const std::string& path) const {
     std::ofstream(path, std::ios::binary) << bytes();
     return path;
+  }
+
+  // The same file with the tensors whose `values` are empty left as holes (a sparse file): a model
+  // of gigabytes of zero weights in a few KB of disk.
+  std::string write_sparse(const std::string& path) const {
+    uint64_t data_size = 0;
+    const std::string head = header(nullptr, &data_size);
+    {
+      std::ofstream out(path, std::ios::binary);
+      out << head;
+      uint64_t at = 0;
+      for (const GgufTensor& t : tensors) {
+        at = (at + kAlign - 1) / kAlign * kAlign;
+        if (!t.values.empty()) {
+          out.seekp(static_cast<std::streamoff>(head.size() + at));
+          out.write(reinterpret_cast<const char*>(t.values.data()),
+                    static_cast<std::streamsize>(t.values.size() * 4));
+        }
+        at += count(t) * 4;
+      }
+    }
+    std::filesystem::resize_file(path, head.size() + data_size);
+    return path;
+  }
+
+ private:
+  static constexpr uint64_t kAlign = 32;
+  static uint64_t count(const GgufTensor& t) {
+    uint64_t n = 1;
+    for (const uint64_t d : t.ne) n *= d;
+    return n;
+  }
+
+  // The header, padded to the alignment; the tensors' data into *data (if given), its size into
+  // *data_size (if given).
+  std::string header(std::string* data, uint64_t* data_size = nullptr) const {
+    using gguf_detail::le;
+    std::string out =
+        "GGUF" + le<uint32_t>(3) + le<uint64_t>(tensors.size()) + le<uint64_t>(metadata.size());
+    for (const auto& [key, value] : metadata)
+      out += gguf_detail::str(key) + le<uint32_t>(value.type) + value.bytes;
+    uint64_t at = 0;
+    for (const GgufTensor& t : tensors) {
+      at = (at + kAlign - 1) / kAlign * kAlign;
+      out += gguf_detail::str(t.name) + le<uint32_t>(static_cast<uint32_t>(t.ne.size()));
+      for (const uint64_t n : t.ne) out += le<uint64_t>(n);
+      out += le<uint32_t>(0) + le<uint64_t>(at);  // F32 at this offset
+      if (data != nullptr) {
+        data->resize(at, '\0');
+        if (t.values.empty())
+          data->resize(at + count(t) * 4, '\0');
+        else
+          data->append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4);
+      }
+      at += count(t) * 4;
+    }
+    if (data_size != nullptr) *data_size = at;
+    out.resize((out.size() + kAlign - 1) / kAlign * kAlign, '\0');
+    return out;
   }
 };
 
@@ -177,6 +225,40 @@ inline TinyLlamaGguf tiny_llama_gguf() {
     matrix(p + "ffn_down.weight", kHidden, kFfn);
   }
   g.tensors.push_back({"output_norm.weight", {kHidden}, ones(kHidden)});
+  return g;
+}
+
+// tiny_llama_gguf's vocabulary and metadata with other sizes and every weight zero, the norms'
+// included (finite: a model that runs, and predicts every token alike). Written with write_sparse,
+// a model of gigabytes takes a few KB of disk.
+inline TinyLlamaGguf zero_llama_gguf(int64_t layers, int64_t hidden, int64_t heads,
+                                     int64_t kv_heads, int64_t ffn) {
+  TinyLlamaGguf g = tiny_llama_gguf();
+  const int64_t head_dim = hidden / heads, kv = kv_heads * head_dim;
+  g.set("llama.block_count", gguf_u32(static_cast<uint32_t>(layers)))
+      .set("llama.embedding_length", gguf_u32(static_cast<uint32_t>(hidden)))
+      .set("llama.feed_forward_length", gguf_u32(static_cast<uint32_t>(ffn)))
+      .set("llama.attention.head_count", gguf_u32(static_cast<uint32_t>(heads)))
+      .set("llama.attention.head_count_kv", gguf_u32(static_cast<uint32_t>(kv_heads)))
+      .set("llama.rope.dimension_count", gguf_u32(static_cast<uint32_t>(head_dim)));
+  const auto vocab = static_cast<uint64_t>(tiny_llama_tokens().size());
+  const auto h = static_cast<uint64_t>(hidden), f = static_cast<uint64_t>(ffn);
+  g.tensors = {{"token_embd.weight", {h, vocab}, {}}};
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const auto& [name, ne] : std::vector<std::pair<std::string, std::vector<uint64_t>>>{
+             {"attn_norm.weight", {h}},
+             {"attn_q.weight", {h, h}},
+             {"attn_k.weight", {h, static_cast<uint64_t>(kv)}},
+             {"attn_v.weight", {h, static_cast<uint64_t>(kv)}},
+             {"attn_output.weight", {h, h}},
+             {"ffn_norm.weight", {h}},
+             {"ffn_gate.weight", {h, f}},
+             {"ffn_up.weight", {h, f}},
+             {"ffn_down.weight", {f, h}}})
+      g.tensors.push_back({p + name, ne, {}});
+  }
+  g.tensors.push_back({"output_norm.weight", {h}, {}});
   return g;
 }
 

@@ -133,6 +133,12 @@ PackedLinear pack_linear(const float* w, const float* b, int64_t out, int64_t in
   return p;
 }
 
+int64_t packed_linear_bytes(int64_t out, int64_t in) {
+  const PackedLinear p{.in = in, .out = out, .width = packed_linear_width()};
+  return static_cast<int64_t>(sizeof(float)) * (std::max<int64_t>(1, p.panels() * in * p.width) +
+                                                std::max<int64_t>(1, p.panels() * p.width));
+}
+
 void packed_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
                    const PackedLinear& w, Activation act, int num_threads) {
   if (w.width != packed_linear_width())

@@ -34,6 +34,9 @@ int64_t packed_linear_width();
 
 // w: [out, in] row-major; b: [out] or null.
 PackedLinear pack_linear(const float* w, const float* b, int64_t out, int64_t in);
+// The bytes pack_linear allocates for an [out, in] layer (its panels and its bias), on the SIMD
+// target running now.
+int64_t packed_linear_bytes(int64_t out, int64_t in);
 
 enum class Activation { none, gelu };
 

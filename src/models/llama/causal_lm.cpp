@@ -1,4 +1,5 @@
 // CausalLM (qkv/model.h): a GGUF decoder and its tokenizer, loaded together; generation.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -30,6 +31,28 @@ void require_finite_logits(const float* z, int64_t vocab, std::size_t generated)
                   Error::Kind::runtime);
 }
 
+// The ids whose generation ends the text, as llama.cpp decides them (llama-vocab.cpp, its
+// end-of-generation set): the end-of-text, end-of-turn and end-of-message ids the file states
+// (tokenizer.ggml.eos_token_id, eot_token_id, eom_token_id; the fill-in-the-middle padding and
+// separators too), and every token spelled as one of the end markers in use, whichever ids the
+// file states: SmolLM2 states <|im_end|> as its end of text, but a model run without its chat
+// template ends a document with <|endoftext|>, which a reader must not see as text.
+std::vector<int32_t> end_of_generation_ids(const GgufFile& f, const BpeTokenizer& tokenizer) {
+  std::vector<int32_t> ids;
+  const auto add = [&](int32_t id) {
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  // BpeTokenizer::from_gguf has checked that each stated id is a token of the vocabulary.
+  for (const char* which : {"eos", "eot", "eom", "fim_pad", "fim_rep", "fim_sep"}) {
+    const std::string key = std::string("tokenizer.ggml.") + which + "_token_id";
+    if (f.has(key)) add(f.meta(key).get<int32_t>());
+  }
+  for (const char* marker : {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>",
+                             "<|end_of_text|>", "<|end|>", "<end_of_turn>", "<EOT>", "</s>"})
+    add(tokenizer.id_of(marker));
+  return ids;
+}
+
 }  // namespace
 
 std::string default_causal_lm_path() {
@@ -38,35 +61,56 @@ std::string default_causal_lm_path() {
       .string();
 }
 
-CausalLM CausalLM::load(const std::string& path) {
+CausalLM CausalLM::open(const std::string& path) {
   const std::string file = path == "smollm2" ? default_causal_lm_path() : path;
   if (path == "smollm2" && !std::filesystem::exists(file))
     throw Error("the model SmolLM2-135M-Instruct is not installed (looked for " + file +
                     "); run scripts/fetch_model smollm2",
                 Error::Kind::runtime);
-  const GgufFile f = [&] {
+  auto f = std::make_shared<const GgufFile>([&] {
     try {
       return GgufFile::open(file);
     } catch (const Error& e) {
       throw Error(e.what(), Error::Kind::runtime);
     }
-  }();
+  }());
   CausalLM m;
   m.path_ = file;
-  auto config = std::make_shared<LlamaConfig>(read_llama_config(f));
-  m.weights_ = std::make_shared<const LlamaWeights>(read_llama_weights(f, *config));
-  m.tokenizer_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_gguf(f));
+  m.config_ = std::make_shared<const LlamaConfig>(read_llama_config(*f));
+  m.tokenizer_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_gguf(*f));
   // A template that is absent, or not a string, leaves chat_prompt nothing to follow; plain
   // generation needs none.
   const bool has_template =
-      f.has("tokenizer.chat_template") && f.meta("tokenizer.chat_template").is_string();
+      f->has("tokenizer.chat_template") && f->meta("tokenizer.chat_template").is_string();
   m.chat_template_ = std::make_shared<const ChatTemplate>(ChatTemplate::parse(
-      has_template ? f.meta("tokenizer.chat_template").get<std::string>() : std::string()));
-  m.eos_ = f.has("tokenizer.ggml.eos_token_id")
-               ? f.meta("tokenizer.ggml.eos_token_id").get<int32_t>()
-               : -1;
-  m.config_ = std::move(config);
+      has_template ? f->meta("tokenizer.chat_template").get<std::string>() : std::string()));
+  m.end_ids_ = end_of_generation_ids(*f, *m.tokenizer_);
+  m.file_ = std::move(f);
   return m;
+}
+
+void CausalLM::load_weights() {
+  if (weights_) return;
+  weights_ = std::make_shared<const LlamaWeights>(read_llama_weights(*file_, *config_));
+  file_.reset();  // closes the file: everything is read
+}
+
+CausalLM CausalLM::load(const std::string& path) {
+  CausalLM m = open(path);
+  m.load_weights();
+  return m;
+}
+
+bool CausalLM::ends_generation(int32_t id) const {
+  return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
+}
+
+std::string CausalLM::generated_text(int32_t id) const {
+  // A control token is markup of the model's format (<|im_start|>, <|endoftext|>), not text: as
+  // llama.cpp's detokenizer without `special`, it stands for nothing in what was generated. The
+  // end markers count as control tokens whatever type the file gives them, as llama.cpp has it.
+  if (tokenizer_->type(id) == TokenType::control || ends_generation(id)) return {};
+  return tokenizer_->token_text(id);
 }
 
 std::vector<int32_t> CausalLM::tokenize(std::string_view text) const {
@@ -86,6 +130,7 @@ std::string CausalLM::chat_prompt(std::string_view user, std::string_view system
 std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
                                         const GenerateOptions& options,
                                         const std::function<void(int32_t)>& on_token) const {
+  require_weights("generate");
   if (prompt.empty()) throw Error("generate: an empty prompt; expected at least one token");
   if (!(options.temperature >= 0) || !std::isfinite(options.temperature))
     throw Error("generate: temperature " + std::to_string(options.temperature) +
@@ -113,7 +158,7 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
         p[static_cast<std::size_t>(v)] = std::exp((z[v] - top) / options.temperature);
       next = static_cast<int32_t>(std::discrete_distribution<int64_t>(p.begin(), p.end())(rng));
     }
-    if (next == eos_ && options.stop_at_eos) break;
+    if (options.stop_at_eos && ends_generation(next)) break;
     out.push_back(next);
     if (on_token) on_token(next);
     logits = llama_forward(*weights_, *config_, {next}, cache);
@@ -123,13 +168,22 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
 
 int64_t CausalLM::context_length() const { return config_->context; }
 
+void CausalLM::require_weights(const char* what) const {
+  if (!weights_)
+    throw Error(std::string("CausalLM::") + what + ": " + path_ +
+                    " is open but its weights are not loaded; call load_weights() first",
+                Error::Kind::runtime);
+}
+
 Tensor CausalLM::capture(const std::vector<int32_t>& ids,
                          std::vector<AttentionCapture>& layers) const {
+  require_weights("capture");
   KvCache cache;
   return llama_forward(*weights_, *config_, ids, cache, {.capture = &layers});
 }
 
 Tensor CausalLM::logits(const std::vector<int32_t>& ids) const {
+  require_weights("logits");
   KvCache cache;
   return llama_forward(*weights_, *config_, ids, cache);
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "nn/finite.h"
+#include "qkv/memory.h"
 #include "qkv/threads.h"
 
 namespace qkv {
@@ -101,12 +102,39 @@ void expect_same(const GgufFile& f, const std::string& key, int64_t expected,
   if (!equal) bad(f, is(f, key) + "; expected " + what);
 }
 
-Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
+// The tensor `name` must be in the file, of `shape`: a qkv::Error naming both otherwise.
+void expect_tensor(const GgufFile& f, const std::string& name, const Shape& shape) {
   const GgufTensorInfo& info = f.info(name);
   if (info.shape != shape)
     throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(info.shape) + "; expected " +
                     shape_str(shape) + " for this config",
                 Error::Kind::runtime);
+}
+
+// Calls fn(name, shape) for every tensor a model of config c holds, in the order they are read.
+void for_each_tensor(const LlamaConfig& c,
+                     const std::function<void(const std::string&, const Shape&)>& fn) {
+  const int64_t kv = c.kv_heads * c.head_dim;
+  fn("token_embd.weight", {c.vocab, c.hidden});
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    fn(p + "attn_norm.weight", {c.hidden});
+    fn(p + "ffn_norm.weight", {c.hidden});
+    fn(p + "attn_q.weight", {c.hidden, c.hidden});
+    fn(p + "attn_k.weight", {kv, c.hidden});
+    fn(p + "attn_v.weight", {kv, c.hidden});
+    fn(p + "attn_output.weight", {c.hidden, c.hidden});
+    fn(p + "ffn_gate.weight", {c.ffn, c.hidden});
+    fn(p + "ffn_up.weight", {c.ffn, c.hidden});
+    fn(p + "ffn_down.weight", {c.hidden, c.ffn});
+  }
+  fn("output_norm.weight", {c.hidden});
+  if (!c.tied_output) fn("output.weight", {c.vocab, c.hidden});
+}
+
+// The tensor, whose shape read_llama_config checked, read and required finite.
+Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
+  expect_tensor(f, name, shape);
   Tensor t = f.tensor(name);
   require_finite_tensor(f.name(), name, t);
   return t;
@@ -260,7 +288,29 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   expect_same(f, "llama.attention.key_length", c.head_dim, head_dim);
   expect_same(f, "llama.attention.value_length", c.head_dim, head_dim);
 
+  // Every tensor the config needs, present and of its shape, before any is read: what the
+  // weights will take in memory is then known from the config alone (llama_weight_bytes).
+  c.tied_output = true;
+  for (const GgufTensorInfo& t : f.tensors())
+    c.tied_output = c.tied_output && t.name != "output.weight";
+  for_each_tensor(
+      c, [&](const std::string& name, const Shape& shape) { expect_tensor(f, name, shape); });
   return c;
+}
+
+int64_t llama_weight_bytes(const LlamaConfig& c) {
+  const auto packed = [](int64_t out, int64_t in) {  // a matrix and its packed copy (nn::pack)
+    return static_cast<double>(nn::packed_resident_bytes(out, in));
+  };
+  const double hidden = static_cast<double>(c.hidden),
+               embedding = 4.0 * hidden * static_cast<double>(c.vocab);
+  const int64_t kv = c.kv_heads * c.head_dim;
+  const double layer = 2 * 4.0 * hidden + 2 * packed(c.hidden, c.hidden) +
+                       2 * packed(kv, c.hidden) + 2 * packed(c.ffn, c.hidden) +
+                       packed(c.hidden, c.ffn);
+  // Tied, the output matrix is the embedding itself: only its packed copy is more.
+  const double output = packed(c.vocab, c.hidden) - (c.tied_output ? embedding : 0.0);
+  return saturated_bytes(embedding + static_cast<double>(c.layers) * layer + 4.0 * hidden + output);
 }
 
 LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
@@ -280,10 +330,9 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
                         .down = linear(f, p + "ffn_down.weight", c.hidden, c.ffn)});
   }
   w.output_norm = read(f, "output_norm.weight", {c.hidden});
-  bool tied = true;
-  for (const GgufTensorInfo& t : f.tensors()) tied = tied && t.name != "output.weight";
-  w.output = tied ? nn::LinearWeights{.weight = w.embedding}
-                  : nn::LinearWeights{.weight = read(f, "output.weight", {c.vocab, c.hidden})};
+  w.output = c.tied_output
+                 ? nn::LinearWeights{.weight = w.embedding}
+                 : nn::LinearWeights{.weight = read(f, "output.weight", {c.vocab, c.hidden})};
   nn::pack(w.output);
   return w;
 }

@@ -29,9 +29,16 @@ struct LlamaConfig {
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
   int64_t context = 0;
   double eps = 1e-5, rope_base = 10000;
+  bool tied_output = true;  // no output.weight: the logits reuse the embedding
 };
-// From a GGUF file's llama.* metadata; errors name the file and the key.
+// From a GGUF file's llama.* metadata, checked against its table of tensors: every tensor the
+// config needs is there, of the shape the config gives it (no tensor's bytes are read). Errors
+// name the file and the key or the tensor.
 LlamaConfig read_llama_config(const GgufFile& file);
+// The bytes read_llama_weights' result holds — every weight dequantized to float32, the matrices
+// packed besides (nn::pack) — from the config alone, so that a caller can size a model before
+// reading it.
+int64_t llama_weight_bytes(const LlamaConfig& config);
 
 struct LlamaLayer {
   Tensor attn_norm, ffn_norm;                    // [hidden]
@@ -43,7 +50,7 @@ struct LlamaWeights {
   Tensor output_norm;        // [hidden]
   nn::LinearWeights output;  // [vocab, hidden]: the embedding itself when tied
 };
-// Every tensor the config needs, dequantized and checked for its shape and finite values.
+// Every tensor the config needs, read, dequantized and checked for its shape and finite values.
 LlamaWeights read_llama_weights(const GgufFile& file, const LlamaConfig& config);
 
 // The keys and values of every layer so far: [1, kv_heads, capacity, head_dim] each, of which

@@ -1,11 +1,10 @@
 // What the decoder's work needs in memory (CausalLM::capture_bytes, generate_bytes): peak
 // resident bytes of the process, counted from the config and the lengths as llama_forward
-// allocates them (models/llama/llama.cpp).
+// allocates them (models/llama/llama.cpp). Every estimate is known once the file's header is read,
+// before its weights are (CausalLM::open).
 #include "qkv/memory.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <system_error>
 
 #include "models/llama/llama.h"
 #include "models/text/bpe.h"
@@ -18,20 +17,10 @@ namespace {
 // libstdc++.
 constexpr double kTokenBytes = 256;
 
-// Loading reads the whole GGUF file into memory and dequantizes from it: the file and the weights
-// are resident together until load() returns.
-double file_bytes(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  return ec ? 0.0 : static_cast<double>(size);
-}
-
-// The process at its peak: the weights, the file they were loaded from, and the work. The file
-// is freed once loaded, but a short prompt's peak is the load's, within 2% of weights and file
-// together (measured), so the two are added rather than the larger taken.
+// The process at its peak: the weights as loaded (a tensor's stored bytes are read a MiB at a
+// time, never the whole file), the tokenizer, and the work.
 int64_t peak(const CausalLM& model, double work) {
-  return saturated_bytes(static_cast<double>(kProcessBytes + model.resident_bytes()) +
-                         file_bytes(model.path()) + work);
+  return saturated_bytes(static_cast<double>(kProcessBytes + model.resident_bytes()) + work);
 }
 
 // One pass over n positions (float32): h and its normed copy, q, k, v, the attention output and
@@ -46,21 +35,11 @@ double pass_bytes(const LlamaConfig& c, double n, bool every_logit) {
 }  // namespace
 
 int64_t CausalLM::resident_bytes() const {
-  const LlamaWeights& w = *weights_;
-  double bytes = static_cast<double>(tensor_bytes(w.embedding) + tensor_bytes(w.output_norm));
-  // Tied output: the embedding itself, counted once (its packed copy, if any, is its own).
-  const bool tied = w.output.weight.defined() && w.embedding.defined() &&
-                    w.output.weight.data<float>() == w.embedding.data<float>();
-  bytes += static_cast<double>(nn::resident_bytes(w.output)) -
-           (tied ? static_cast<double>(tensor_bytes(w.output.weight)) : 0.0);
-  for (const LlamaLayer& l : w.layers) {
-    bytes += static_cast<double>(tensor_bytes(l.attn_norm) + tensor_bytes(l.ffn_norm));
-    for (const nn::LinearWeights* linear : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
-      bytes += static_cast<double>(nn::resident_bytes(*linear));
-  }
-  bytes += kTokenBytes * static_cast<double>(tokenizer_->size());
-  return saturated_bytes(bytes);
+  return saturated_bytes(static_cast<double>(llama_weight_bytes(*config_)) +
+                         kTokenBytes * static_cast<double>(tokenizer_->size()));
 }
+
+int64_t CausalLM::load_bytes() const { return peak(*this, 0); }
 
 int64_t CausalLM::capture_bytes(int64_t tokens) const {
   const LlamaConfig& c = *config_;
