@@ -14,6 +14,7 @@
 #include "inline_matrix.h"
 #include "memory.h"
 #include "options.h"
+#include "output.h"
 #include "qkv/explain.h"
 #include "qkv/files.h"
 #include "qkv/npy.h"
@@ -38,13 +39,19 @@ constexpr const char* kFooter =
 
 [[noreturn]] void usage(const std::string& message) { throw Error(message); }
 
+// "eight": a count in the help, taken from the list it counts (a literal "seven" outlived the
+// eighth example).
+std::string count_word(std::size_t n) {
+  static const char* const words[] = {"zero",  "one",   "two",  "three", "four",   "five",  "six",
+                                      "seven", "eight", "nine", "ten",   "eleven", "twelve"};
+  return n < std::size(words) ? words[n] : std::to_string(n);
+}
+
 // Writes the outputs as one set: a failure in any leaves none of them.
 void write_all(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
   write_outputs(outputs);
   for (const auto& [output, bytes] : outputs)
-    if (output.option == "--html")
-      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
-                << " KB, self-contained: open it in any browser, offline)\n";
+    if (output.option == "--html") report_written(output.path, bytes.size());
 }
 
 // Reads a .npy given by an option, or parses an inline matrix ("[[1, 0], [0, 1]]"); errors name
@@ -329,8 +336,13 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
       ->type_name("P.npy")
       ->expected(1, 3)
       ->allow_extra_args(false);
-  cmd->add_option("--query-labels", a.query_labels, "a label per query row")->type_name("a,b,..");
-  cmd->add_option("--key-labels", a.key_labels, "a label per key row")->type_name("x,y,..");
+  // Labels reach --json and --html: UTF-8, as JSON and HTML need.
+  cmd->add_option("--query-labels", a.query_labels, "a label per query row")
+      ->check(utf8_text())
+      ->type_name("a,b,..");
+  cmd->add_option("--key-labels", a.key_labels, "a label per key row")
+      ->check(utf8_text())
+      ->type_name("x,y,..");
   cmd->add_option("--out", a.out, "write the output [B, Hq, L, Dv]")->type_name("O.npy");
   cmd->add_option("--weights", a.weights, "write the weights [B, Hq, L, S]")->type_name("W.npy");
   cmd->add_option("--lse", a.lse, "write the logsumexp [B, Hq, L]")->type_name("LSE.npy");
@@ -346,20 +358,19 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
       ->type_name("FILE");
   cmd->add_option("--example", a.example,
                   "a built-in worked example such as phonebook, lsi or recommend, or 'list' for "
-                  "all seven; only --json, --html and --digits apply with it")
+                  "all " +
+                      count_word(examples().size()) +
+                      "; only --json, --html and --digits apply with it")
       ->type_name("NAME");
   cmd->add_option("--digits", a.digits, "decimals in printed numbers (0 to 12)")
       ->type_name("N")
       ->capture_default_str()
-      ->check(CLI::Range(0, 12));
+      ->transform(integer({.lo = 0, .hi = 12}));
   cmd->add_option("--top", a.top, "keys listed per query in a summary (1 to 100)")
       ->type_name("K")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
-  cmd->add_option("--memory-limit", a.memory_limit,
-                  "most memory the L×S matrices of --weights, --json and --html may take "
-                  "(default: half the machine's memory)")
-      ->type_name("SIZE");
+      ->transform(integer({.lo = 1, .hi = 100}));
+  add_memory_limit_option(*cmd, a.memory_limit, "the L×S matrices of --weights, --json and --html");
   cmd->parse_complete_callback([cmd, &a] {
     a.given.clear();
     for (const CLI::Option* option : cmd->get_options())

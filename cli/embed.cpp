@@ -6,6 +6,8 @@
 
 #include "finite.h"
 #include "memory.h"
+#include "options.h"
+#include "output.h"
 #include "progress.h"
 #include "qkv/files.h"
 #include "qkv/npy.h"
@@ -18,12 +20,13 @@ CLI::App* add_embed_command(CLI::App& app, EmbedArgs& args) {
       "embed",
       "sentence embeddings from the model: unit vectors whose dot products are Q·K-style "
       "similarities");
-  cmd->add_option("texts", args.texts, "texts to embed; none: one text per line of stdin");
+  cmd->add_option("texts", args.texts, "texts to embed; none: one text per line of stdin")
+      ->check(text("a text to embed, e.g. qkv embed \"The cat sat on the mat\""));
   cmd->add_option("--npy", args.npy, "write the embeddings [N, 384] (float32) to FILE")
       ->option_text("FILE");
   cmd->add_flag("--json", args.json, "print texts, tokens and vectors as JSON");
-  cmd->add_option("--batch-size", args.batch_size, "texts per forward pass (default 32)")
-      ->check(CLI::Range(1, 4096))
+  cmd->add_option("--batch-size", args.batch_size, "texts per forward pass, 1 to 4096 (default 32)")
+      ->transform(integer({.lo = 1, .hi = 4096}))
       ->option_text("N");
   add_model_option(*cmd, args.model);
   add_memory_limit_option(*cmd, args.memory_limit, "the texts, their embeddings and a batch");
@@ -72,7 +75,7 @@ int run_embed(const EmbedArgs& args) {
                                   {"vector", v}}
                        .dump();
     }
-    std::cout << "],\"model\":" << nlohmann::json(model.dir()).dump() << "}\n";
+    std::cout << "],\"model\":" << nlohmann::json(json_path(model.dir())).dump() << "}\n";
     return 0;
   }
   if (!args.npy.empty()) {

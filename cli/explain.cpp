@@ -10,6 +10,7 @@
 
 #include "finite.h"
 #include "memory.h"
+#include "options.h"
 #include "qkv/explain.h"
 #include "qkv/files.h"
 #include "qkv/perceiver.h"
@@ -26,23 +27,34 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "a real model's attention on your sentence: which tokens each head's query "
       "finds, layer by layer");
   cmd->add_option("text", args.text,
-                  "the sentence (default: \"" + std::string(kDefaultSentence) + "\")");
+                  "the sentence (default: \"" + std::string(kDefaultSentence) + "\")")
+      ->check(text("a sentence, e.g. qkv explain \"I sat on the bank\""));
   cmd->add_option("text_b", args.text_b,
-                  "a second sentence: the model reads the pair as [CLS] A [SEP] B [SEP]");
+                  "a second sentence: the model reads the pair as [CLS] A [SEP] B [SEP]")
+      ->check(text("a second sentence, e.g. qkv explain \"A\" \"B\""));
   cmd->add_option("--token", args.token,
                   "the focus token: its text (\"it\", \"it:2\" for the second) or index; "
                   "default: a pronoun, else the last word")
+      ->check(utf8_text())
       ->option_text("TOKEN");
+  // The model's own range is checked once it is loaded ("this model has layers 0–5").
+  const IntegerRange index{.lo = std::numeric_limits<int64_t>::min(),
+                           .expected = "an index from 0 (0-based)"};
   cmd->add_option("--layer", args.layer, "zoom into this layer (0-based, with --head)")
+      ->transform(integer(index))
       ->option_text("L");
   cmd->add_option("--head", args.head, "zoom into this head (0-based, with --layer)")
+      ->transform(integer(index))
       ->option_text("H");
-  cmd->add_option("--top", args.top, "keys shown per head in the overview (default 3)")
-      ->check(CLI::Range(1, 3))
+  cmd->add_option("--top", args.top,
+                  "keys shown per head in the overview, 1 to 3 (default 3); a Perceiver's "
+                  "positions shown per latent, 1 to 64")
+      ->transform(integer({.lo = 1, .hi = 64}))
       ->option_text("K");
   cmd->add_option("--input", args.input,
                   "with --model FILE.safetensors from qkv train: the source to decode (a "
                   "Perceiver's: its input, or @FILE; default a held-out example)")
+      ->check(text("a source to decode, e.g. \"march 3rd 2021\", or a Perceiver's input or @FILE"))
       ->option_text("TEXT");
   cmd->add_flag("--json", args.json,
                 "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
@@ -94,6 +106,10 @@ int run_explain(const ExplainArgs& args) {
                   " is not available for trained models; use --html for their attention");
     return run_explain_seq2seq(args);
   }
+  if (args.top > 3)  // the option's 4 to 64 are a Perceiver's
+    throw Error("--top " + std::to_string(*args.top) +
+                " is out of range for a sentence's overview; expected 1 to 3 (up to 64 with a "
+                "Perceiver model, for its latents)");
   if (args.layer.has_value() != args.head.has_value())
     throw Error(args.layer
                     ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"
@@ -185,7 +201,7 @@ int run_explain(const ExplainArgs& args) {
   }
   const bool color = args.color || (!args.no_color && ::isatty(STDOUT_FILENO) == 1 &&
                                     std::getenv("NO_COLOR") == nullptr);
-  const explain::Style style{.color = color, .top = args.top};
+  const explain::Style style{.color = color, .top = args.top.value_or(3)};
   std::cout << explain::render_tokens(e, focus, style);
   if (args.layer)
     std::cout << explain::render_head(e, *args.layer, *args.head, focus, style);

@@ -17,7 +17,7 @@ struct ExplainArgs {
   std::optional<std::string> input;   // with --model FILE.safetensors from qkv train
   std::string token;
   std::optional<int64_t> layer, head;  // checked against the model once it is loaded
-  int top = 3;
+  std::optional<int> top;              // keys a head (a Perceiver: positions a latent); default 3
   bool json = false;
   std::string html;  // write the HTML report here
   std::string svg;   // write a heatmap (with --layer/--head) or the model grid here

@@ -8,6 +8,7 @@
 
 #include "explain.h"
 #include "memory.h"
+#include "output.h"
 #include "qkv/files.h"
 #include "qkv/perceiver.h"
 #include "qkv/perceiver_report.h"
@@ -42,10 +43,19 @@ int run_explain_perceiver(const ExplainArgs& args) {
   if (args.text)
     throw Error("the text \"" + clip(*args.text, 40) +
                 "\" is given, but a Perceiver reads --input; expected --input TEXT or @FILE");
-  if (args.text_b || args.layer || args.head || !args.svg.empty() || !args.png.empty())
-    throw Error(
-        "--layer, --head, --svg, --png and a second text are not available for a Perceiver; use "
-        "--input, --top, --json and --html");
+  // Each option a Perceiver does not read is refused, saying where it applies.
+  if (args.text_b)
+    throw Error("a second text \"" + clip(*args.text_b, 40) +
+                "\" is given, but a Perceiver reads one --input; expected no second text");
+  if (args.layer || args.head)
+    throw Error(std::string(args.layer ? "--layer" : "--head") +
+                " picks one head of a sentence model (the BERT model, smollm2) or of a model "
+                "from qkv train; a Perceiver shows every latent's heads together; expected no " +
+                (args.layer ? "--layer" : "--head"));
+  if (!args.svg.empty() || !args.png.empty())
+    throw Error(std::string(args.svg.empty() ? "--png" : "--svg") +
+                " draws a sentence model's heatmap (the BERT model, smollm2); a Perceiver's "
+                "latents × positions heatmap is in --html FILE");
   if (!args.token.empty())
     throw Error("--token '" + args.token +
                 "' applies to qkv explain on a sentence (the BERT model or smollm2); a Perceiver "
@@ -69,15 +79,14 @@ int run_explain_perceiver(const ExplainArgs& args) {
   const PerceiverTask task = make_perceiver_task(c.task, c.length);
   const std::string input =
       args.input ? read_input(*args.input) : perceiver_test_set(task, 1).front().input;
-  if (args.top < 1 || args.top > 64)
-    throw Error("--top " + std::to_string(args.top) + " is out of range; expected 1 to 64");
-  const PerceiverExplanation e = explain_perceiver(*model, task, input, args.top);
+  const PerceiverExplanation e = explain_perceiver(*model, task, input, args.top.value_or(3));
 
-  if (!args.html.empty())
-    write_outputs(
-        {{{"--html", args.html},
-          explain::perceiver_html(
-              e, "Perceiver latents: " + std::filesystem::path(path).filename().string())}});
+  if (!args.html.empty()) {
+    const std::string html = explain::perceiver_html(
+        e, "Perceiver latents: " + std::filesystem::path(path).filename().string());
+    write_outputs({{{"--html", args.html}, html}});
+    report_written(args.html, html.size());
+  }
   if (args.json) {
     nlohmann::json latents = nlohmann::json::array();
     for (const LatentGather& g : e.gathers) {
@@ -101,7 +110,7 @@ int run_explain_perceiver(const ExplainArgs& args) {
                                 {"probabilities", e.probabilities},
                                 {"latents", latents},
                                 {"html", args.html.empty() ? nlohmann::json(nullptr)
-                                                           : nlohmann::json(args.html)}}
+                                                           : nlohmann::json(json_path(args.html))}}
                      .dump()
               << "\n";
     return 0;
@@ -139,8 +148,6 @@ int run_explain_perceiver(const ExplainArgs& args) {
         {r.counted, r.times_uniform, bar(r.bar, 10), joined(r.per_head), r.spread, joined(r.top)});
   }
   std::cout << render(t);
-  if (!args.html.empty())
-    std::cout << "\nwrote " << printable(args.html) << " (latents × positions heatmap)\n";
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "explain_phonebook.h"
 #include "finite.h"
 #include "memory.h"
+#include "output.h"
 #include "qkv/explain.h"
 #include "qkv/files.h"
 #include "qkv/train.h"
@@ -64,6 +65,11 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     throw Error("--token '" + args.token +
                 "' applies to qkv explain on a sentence (the BERT model or smollm2); a model "
                 "from qkv train shows every output step's alignment instead; expected no --token");
+  if (args.top)
+    throw Error("--top " + std::to_string(*args.top) +
+                " applies to qkv explain on a sentence (the BERT model or smollm2) and on a "
+                "Perceiver; a model from qkv train shows each output step's whole alignment "
+                "instead; expected no --top");
   if (args.input && args.text)
     throw Error("both --input \"" + *args.input + "\" and the text \"" + *args.text +
                 "\" are given; expected one");
@@ -127,8 +133,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     report.head = head;
     const std::string html = explain::html_report(report);
     write_outputs({{{"--html", args.html}, html}});
-    std::cerr << "wrote " << printable(args.html) << " (" << (html.size() + 1023) / 1024
-              << " KB, self-contained: open it in any browser, offline)\n";
+    report_written(args.html, html.size());
   }
   Tensor shown(Shape{steps, n}, DType::f64);
   for (int64_t t = 0; t < steps; ++t)
@@ -152,7 +157,7 @@ int run_explain_seq2seq(const ExplainArgs& args) {
     }
     nlohmann::json src = nlohmann::json::array();
     for (const char ch : source) src.push_back(std::string(1, ch));
-    std::cout << nlohmann::json{{"model", path},
+    std::cout << nlohmann::json{{"model", json_path(path)},
                                 {"architecture", std::string(to_string(c.architecture))},
                                 {"task", c.task},
                                 {"input", source},

@@ -46,17 +46,20 @@ std::string shown(const std::string& text) {
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "generate", "continue a text with a decoder LLM (SmolLM2-135M), token by token");
-  cmd->add_option("prompt", args.prompt, "the text to continue")->required();
+  cmd->add_option("prompt", args.prompt, "the text to continue")
+      ->required()
+      ->check(text("a text to continue, e.g. qkv generate \"The capital of France is\""));
   cmd->add_option("--model", args.model,
                   "a GGUF file of a Llama-architecture model (known by its first bytes, whatever "
                   "its name: an Ollama blob too), or smollm2 (the default: SmolLM2-135M-Instruct, "
                   "fetched by scripts/fetch_model smollm2)")
       ->option_text("FILE");
-  cmd->add_option("--max-tokens", args.max_tokens, "new tokens at most (default 48)")
-      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
+  cmd->add_option("--max-tokens", args.max_tokens, "new tokens at most, 1 to 8192 (default 48)")
+      ->transform(integer({.lo = 1, .hi = 8192}));
   cmd->add_option("--temperature", args.temperature,
-                  "0: always the most likely token (default); > 0: sample softmax(logits / T)")
-      ->check(CLI::Range(0.0, 100.0));
+                  "0: always the most likely token (default); > 0, at most 100: sample "
+                  "softmax(logits / T)")
+      ->check(finite_number({.lo = 0, .hi = 100}));
   cmd->add_option("--seed", args.seed, "of the sampling, 0 to 2^64 - 1 (default 1)")
       ->transform(seed_integer())
       ->option_text("S");
@@ -69,6 +72,8 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
                   "the system message, in place of the chat template's default "
                   "(SmolLM2's: \"You are a helpful AI assistant named SmolLM, trained by Hugging "
                   "Face\")")
+      ->check(text("the system message's text (leave --system out for the chat template's "
+                   "default)"))
       ->needs(chat);
   add_memory_limit_option(*cmd, args.memory_limit, "the model and its KV cache");
   cmd->footer(

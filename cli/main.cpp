@@ -12,6 +12,7 @@
 #include "experiment.h"
 #include "explain.h"
 #include "generate.h"
+#include "options.h"
 #include "output.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
   CLI::App* generate = qkv::cli::add_generate_command(app, generate_args);
   qkv::cli::ExperimentArgs experiment_args;
   CLI::App* experiment = qkv::cli::add_experiment_command(app, experiment_args);
+  qkv::cli::refuse_empty_values(app);  // after every option is added
 
   try {
     app.parse(argc, argv);

@@ -11,8 +11,12 @@
 
 namespace qkv::cli {
 
-// "8G", "512M", "1.5G", "4096K", or bytes; throws qkv::Error naming `option` otherwise.
+// "8G", "512M", "1.5G", "4096K", or bytes, at most 2⁶³ − 1; throws qkv::Error naming `option`
+// otherwise: "--memory-limit: lots is not a size; expected a positive number of bytes with K, M,
+// G or T, e.g. 8G".
 int64_t parse_bytes(const std::string& option, const std::string& text);
+// The same check while the command line is parsed (--memory-limit has it).
+CLI::Validator size_validator();
 
 // Adds --memory-limit SIZE to `cmd`: the most memory `what` may take.
 void add_memory_limit_option(CLI::App& cmd, std::string& value, const std::string& what);

@@ -197,6 +197,13 @@ std::vector<std::string> texts_or_stdin(const std::vector<std::string>& args, co
   std::vector<std::string> lines = split_lines(read_stream(STDIN_FILENO, "stdin", kMaxStdinBytes));
   if (lines.empty()) throw Error(std::string("stdin is empty; expected ") + what + ", one a line");
   check_utf8(lines, "stdin line");
+  // A blank line is no text, refused as a blank argument is; not skipped, which would shift every
+  // later row of the output away from its line.
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].find_first_not_of(" \t\f\v") == std::string::npos)
+      throw Error("stdin line " + std::to_string(i + 1) + " is " +
+                  (lines[i].empty() ? "empty" : "only white space") + "; expected " + what +
+                  ", one a line");
   return lines;
 }
 

@@ -1,10 +1,15 @@
-// Checks shared by the subcommands' options. A floating-point option takes a finite number in
-// its range: "nan", "inf" and out-of-range values are usage errors (exit 2) that say what was
-// expected, e.g. "--temperature: nan is not a number; expected a number in [1e-06, 1e+06]".
+// Checks shared by the subcommands' options, run while the command line is parsed, so that a
+// wrong value is a usage error (exit 2) naming the option, the value as typed and what was
+// expected, before any work:
+//   "--temperature: nan is not a number; expected a number in [1e-06, 1e+06]"
+//   "--steps: 1e9 is not a decimal integer; expected 1 to 10^8"
+//   "--key-labels: '\xff,b' is not valid UTF-8 (byte 1 is 0xff); expected UTF-8 text"
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <limits>
+#include <string>
 
 namespace qkv::cli {
 
@@ -16,11 +21,28 @@ struct Bounds {
 // A finite number within `bounds` (default: any finite number).
 CLI::Validator finite_number(Bounds bounds = {});
 
-// An unsigned 64-bit integer written in decimal, 0 to 2⁶⁴ − 1, for a seed. CLI11's own conversion
-// wraps "-1" and saturates "18446744073709551616" to 2⁶⁴ − 1 without a word, and reads "010" as
-// octal 8; this refuses the first two, e.g. "--seed: -1 is not an integer from 0 to
-// 18446744073709551615", and rewrites the third as 10. Add it with transform(), which may rewrite
-// the value (check() may not).
+// The range of an integer option, lo to hi inclusive. `expected` says it in messages where
+// "LO to HI" would not say enough ("1 to 8 (4 × this machine's 2 cores)"); empty: range_text.
+struct IntegerRange {
+  int64_t lo = 0;
+  uint64_t hi = std::numeric_limits<int64_t>::max();
+  std::string expected;
+};
+
+// "1 to 10^8", "0 to 12": powers of ten from 10^6 up written as such.
+std::string range_text(int64_t lo, uint64_t hi);
+
+// Every integer option of every subcommand takes this, added with transform(): decimal digits
+// only, with a leading '-' where the range has negatives, and within the range. CLI11's own
+// conversion reads "010" as octal 8 and "0x10" as 16, wraps "-1" and clamps
+// "18446744073709551616" to the type's maximum without a word, and leaks its own wording
+// ("Could not convert: --steps = 1e9"); this refuses all but the first, which it rewrites as
+// decimal 10:
+//   "--steps: 1e9 is not a decimal integer; expected 1 to 10^8"
+//   "--threads: 18446744073709551616 is out of range; expected 1 to 8 (4 × this machine's ...)"
+CLI::Validator integer(IntegerRange range);
+
+// A seed: integer(0 to 2⁶⁴ − 1).
 CLI::Validator seed_integer();
 
 // A thread count: an integer from 1 to 4 × the machine's cores (qkv/threads.h), the same bound as
@@ -29,5 +51,22 @@ CLI::Validator thread_count();
 // The help of a --threads option: "threads, at most 4 × the cores (default $QKV_NUM_THREADS, else
 // all cores)".
 std::string thread_count_help();
+
+// A text the command reads (a sentence, a prompt, a query, a system message): not empty nor only
+// white space, and valid UTF-8 (it reaches --json and --html, and the tokenizers, whose own
+// errors name neither the option nor the text). `expected` ends the message for a blank one:
+//   "a: the text is empty; expected a sentence"
+CLI::Validator text(const std::string& expected);
+// Text that may be anything but must be valid UTF-8 (labels).
+CLI::Validator utf8_text();
+
+// Adds to every option of `app` and of its subcommands, at any depth, that takes a value, a check
+// that the value is not empty: an empty value is never a choice of its own (a path '' wrote
+// nothing, --steps '' and --model '' were the defaults, --causal '' no mask, --token '' the
+// default focus), so it is a usage error that names the option and what it takes:
+//   "--html: the value is empty; expected FILE"
+// An option's own validators run first, so those that say more about it (integer(), text())
+// speak for it. cli/main.cpp calls this once every subcommand is added.
+void refuse_empty_values(CLI::App& app);
 
 }  // namespace qkv::cli

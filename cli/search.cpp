@@ -18,12 +18,14 @@ namespace qkv::cli {
 CLI::App* add_search_command(CLI::App& app, SearchArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "search", "rank the lines of a corpus by similarity to a query: the query/key picture");
-  cmd->add_option("query", args.query, "what to look for")->required();
+  cmd->add_option("query", args.query, "what to look for")
+      ->required()
+      ->check(text("a query, e.g. qkv search \"where can I get cash\" --corpus docs.txt"));
   cmd->add_option("--corpus", args.corpus, "a text file, one document (key) a line")
       ->required()
       ->option_text("FILE");
-  cmd->add_option("--top", args.top, "how many results to show (default 10)")
-      ->check(CLI::Range(1, 1000000))
+  cmd->add_option("--top", args.top, "how many results to show, 1 to 10^6 (default 10)")
+      ->transform(integer({.lo = 1, .hi = 1'000'000}))
       ->option_text("N");
   cmd->add_option("--temperature", args.temperature,
                   "τ of the attention column softmax(cos/τ) (default 0.05)")

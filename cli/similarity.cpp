@@ -4,6 +4,7 @@
 
 #include "embed.h"
 #include "finite.h"
+#include "options.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -11,8 +12,12 @@ namespace qkv::cli {
 CLI::App* add_similarity_command(CLI::App& app, SimilarityArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "similarity", "cosine similarity of two texts' embeddings (1: same meaning, ~0: unrelated)");
-  cmd->add_option("a", args.a, "the first text")->required();
-  cmd->add_option("b", args.b, "the second text")->required();
+  cmd->add_option("a", args.a, "the first text")
+      ->required()
+      ->check(text("a first text to compare"));
+  cmd->add_option("b", args.b, "the second text")
+      ->required()
+      ->check(text("a second text to compare"));
   cmd->add_flag("--json", args.json, "print {\"a\", \"b\", \"cosine\"} as JSON");
   add_model_option(*cmd, args.model);
   cmd->footer(

@@ -15,6 +15,7 @@
 
 #include "memory.h"
 #include "options.h"
+#include "output.h"
 #include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
@@ -69,20 +70,30 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
                   "transformer (default), rnnsearch (Bahdanau et al. 2014's GRUs + additive "
                   "attention) or perceiver (latent queries; task count)")
       ->option_text("NAME");
-  cmd->add_option("--steps", args.steps, "steps at most, ≥ 1 (default 4000; dates, lookup 6000)")
+  cmd->add_option("--steps", args.steps,
+                  "steps at most, 1 to 10^8 (default 4000; dates, lookup 6000)")
+      ->transform(integer({.lo = 1, .hi = 100'000'000}))
       ->option_text("N");
   cmd->add_option("--layers", args.layers,
-                  "encoder blocks, as many decoder blocks (default 2; not rnnsearch)")
+                  "encoder blocks, as many decoder blocks, 1 to 64 (default 2; not rnnsearch; "
+                  "perceiver: latent blocks, 0 to 64)")
+      ->transform(integer({.lo = 0, .hi = 64}))
       ->option_text("L");
-  cmd->add_option("--heads", args.heads, "attention heads (default 4; not rnnsearch)")
+  cmd->add_option("--heads", args.heads, "attention heads, 1 to 256 (default 4; not rnnsearch)")
+      ->transform(integer({.lo = 1, .hi = 256}))
       ->option_text("H");
-  cmd->add_option("--d-model", args.d_model, "model width, a multiple of --heads (default 64)")
+  cmd->add_option("--d-model", args.d_model,
+                  "model width, 1 to 4096, a multiple of --heads (default 64)")
+      ->transform(integer({.lo = 1, .hi = 4096}))
       ->option_text("D");
-  cmd->add_option("--batch", args.batch, "examples a step (default 64)")->option_text("B");
+  cmd->add_option("--batch", args.batch, "examples a step, 1 to 65536 (default 64)")
+      ->transform(integer({.lo = 1, .hi = 65536}))
+      ->option_text("B");
   cmd->add_option("--lr", args.lr, "peak AdamW learning rate, 0 < X < 10 (default 1e-3)")
       ->check(finite_number({.lo = 0, .hi = 10, .lo_open = true, .hi_open = true}))
       ->option_text("X");
-  cmd->add_option("--seed", args.seed, "seed of the weights and the data (default 1)")
+  cmd->add_option("--seed", args.seed,
+                  "seed of the weights and the data, 0 to 2^64 - 1 (default 1)")
       ->transform(seed_integer())
       ->option_text("S");
   cmd->add_option("--target", args.target,
@@ -90,17 +101,19 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& args) {
       ->check(finite_number({.lo = 0, .hi = 10}))
       ->option_text("ACC");
   cmd->add_option("--eval-every", args.eval_every,
-                  "steps between evaluations, ≥ 1 (default min(100, steps/10))")
+                  "steps between evaluations, 1 to 10^8 (default min(100, steps/10))")
+      ->transform(integer({.lo = 1, .hi = 100'000'000}))
       ->option_text("N");
   cmd->add_option("--test-examples", args.test_examples,
-                  "held-out examples of the final test (default 1000)")
+                  "held-out examples of the final test, 0 to 10^6 (default 1000)")
+      ->transform(integer({.lo = 0, .hi = 1'000'000}))
       ->option_text("N");
   cmd->add_option("--out", args.out, "save the model (safetensors) for qkv explain --model")
       ->option_text("FILE");
   cmd->add_flag("--json", args.json, "print the summary as JSON");
   add_perceiver_options(cmd, args.perceiver);
   cmd->add_option("--threads", args.threads, thread_count_help())
-      ->check(thread_count())
+      ->transform(thread_count())
       ->option_text("N");
   add_memory_limit_option(*cmd, args.memory_limit,
                           "training (parameters, AdamW's moments, a batch's activations)");
@@ -148,16 +161,6 @@ int run_train(const TrainArgs& args) {
   refuse_perceiver_options(args.perceiver, args.model);
   const Task task = make_task(args.task);  // an unknown name lists the known ones
   const TaskDefaults d = defaults_for(task.name());
-  auto in_range = [](const char* flag, const auto& value, int64_t lo, int64_t hi,
-                     const char* expected) {
-    if (value && (*value < lo || *value > hi))
-      throw Error(std::string(flag) + " " + std::to_string(*value) + " is out of range; expected " +
-                  expected);
-  };
-  in_range("--steps", args.steps, 1, 100'000'000, "1 to 10^8 (leave it out for the default)");
-  in_range("--d-model", args.d_model, 1, 4096, "1 to 4096 (leave it out for the default)");
-  in_range("--eval-every", args.eval_every, 1, 100'000'000, "1 to 10^8");
-  in_range("--batch", std::optional<int64_t>(args.batch), 1, 65536, "1 to 65536");
   const bool rnn = *architecture == Seq2SeqArchitecture::rnnsearch;
   if (rnn && (args.layers || args.heads))
     throw Error(std::string(args.layers ? "--layers" : "--heads") +
@@ -176,9 +179,6 @@ int run_train(const TrainArgs& args) {
   options.target_accuracy = args.target;
   options.eval_every = args.eval_every.value_or(0);  // 0: the trainer's default
   options.test_examples = args.test_examples;
-  if (args.test_examples < 0 || args.test_examples > 1'000'000)
-    throw Error("--test-examples " + std::to_string(args.test_examples) +
-                " is out of range; expected 0 to 10^6");
   // Fails before training, not after minutes of it, when --out cannot be written or the model
   // and a batch's activations would not fit.
   check_outputs({{"--out", args.out}});
@@ -253,7 +253,7 @@ int run_train(const TrainArgs& args) {
         {"tokens", s.tokens},
         {"tokens_per_second", s.tokens_per_second},
         {"history", history},
-        {"out", args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out)}};
+        {"out", args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(json_path(args.out))}};
     std::cout << j.dump() << "\n";
     return 0;
   }

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "memory.h"
+#include "options.h"
+#include "output.h"
 #include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
@@ -42,9 +44,13 @@ void in_range(const char* flag, int64_t value, int64_t lo, int64_t hi) {
 }  // namespace
 
 void add_perceiver_options(CLI::App* cmd, PerceiverTrainArgs& args) {
-  cmd->add_option("--length", args.length, "perceiver: symbols of each input (default 1024)")
+  cmd->add_option("--length", args.length,
+                  "perceiver: symbols of each input, 16 to 65536 (default 1024)")
+      ->transform(integer({.lo = 16, .hi = 65536}))
       ->option_text("L");
-  cmd->add_option("--latents", args.latents, "perceiver: learned latent queries (default 16)")
+  cmd->add_option("--latents", args.latents,
+                  "perceiver: learned latent queries, 1 to 4096 (default 16)")
+      ->transform(integer({.lo = 1, .hi = 4096}))
       ->option_text("N");
 }
 
@@ -70,18 +76,11 @@ int run_train_perceiver(const TrainArgs& args) {
                                      "rnnsearch)"));
   const int64_t length = args.perceiver.length.value_or(1024);
   const int64_t d_model = args.d_model.value_or(64), heads = args.heads.value_or(4);
-  in_range("--length", length, 16, 65536);
-  in_range("--latents", args.perceiver.latents.value_or(16), 1, 4096);
-  in_range("--d-model", d_model, 1, 4096);
+  // The other counts are in range by their options' checks (integer()); a head needs a width.
   in_range("--heads", heads, 1, d_model);
-  in_range("--layers", args.layers.value_or(2), 0, 64);
   if (d_model % heads != 0)
     throw Error("--d-model " + std::to_string(d_model) + " is not a multiple of --heads " +
                 std::to_string(heads));
-  in_range("--batch", args.batch, 1, 65536);
-  if (args.steps) in_range("--steps", *args.steps, 1, 100'000'000);
-  if (args.eval_every) in_range("--eval-every", *args.eval_every, 1, 100'000'000);
-  in_range("--test-examples", args.test_examples, 0, 1'000'000);
   const PerceiverTask task = make_perceiver_task(args.task, length);
   const PerceiverConfig config{.length = task.length,
                                .vocab = static_cast<int64_t>(task.alphabet.size()),
@@ -167,7 +166,7 @@ int run_train_perceiver(const TrainArgs& args) {
         {"wall_seconds", s.wall_seconds},
         {"train_seconds", s.train_seconds},
         {"history", history},
-        {"out", args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.out)}};
+        {"out", args.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(json_path(args.out))}};
     std::cout << j.dump() << "\n";
     return 0;
   }

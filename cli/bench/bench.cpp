@@ -100,8 +100,10 @@ void add_common_options(
   cmd->add_flag("--json", c.json, "one JSON object per case per line instead of a table");
   cmd->add_option("--threads", c.threads, thread_count_help())
       ->type_name("N")
-      ->check(thread_count());
-  cmd->add_option("--repeats", c.repeats, repeats_help)->type_name("R")->check(CLI::Range(1, 1000));
+      ->transform(thread_count());
+  cmd->add_option("--repeats", c.repeats, std::string(repeats_help) + ", 1 to 1000")
+      ->type_name("R")
+      ->transform(integer({.lo = 1, .hi = 1000}));
   cmd->add_flag("--quick", c.quick, "small shapes and one timed run: a smoke test");
 }
 
@@ -157,8 +159,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
       "latent queries' cost: N×L cross-attention against L×L self-attention, L = 1k to 16k");
   perceiver->allow_extras(false);
   add_common_options(perceiver, a.perceiver.common);
-  perceiver->add_option("--latents", a.perceiver.latents, "latent queries N (default 32)")
-      ->type_name("N");
+  perceiver
+      ->add_option("--latents", a.perceiver.latents, "latent queries N, 1 to 4096 (default 32)")
+      ->type_name("N")
+      ->transform(integer({.lo = 1, .hi = 4096}));
   perceiver->footer(
       "\nExamples:\n  qkv bench perceiver\n  qkv bench perceiver --latents 64 --json\n");
   a.perceiver_command = perceiver;
@@ -170,9 +174,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   ring->get_option("--threads")
       ->description("kernel threads per rank, at most " + std::to_string(kThreadsPerCore) +
                     " × the cores (default 1)");
-  ring->add_option("--length", a.ring.length, "tokens in the whole sequence (default 4096)")
+  ring->add_option("--length", a.ring.length,
+                   "tokens in the whole sequence, 1 to 16777216 (2^24; default 4096)")
       ->type_name("N")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->transform(integer({.lo = 1, .hi = uint64_t{1} << 24}));
   ring->add_flag("--causal-contiguous", a.ring.causal_contiguous,
                  "also the causal case with contiguous blocks (no load balancing)");
   add_memory_limit_option(*ring, a.ring.memory_limit,

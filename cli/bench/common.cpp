@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <vector>
@@ -96,22 +97,30 @@ std::string format(const char* fmt, double x) {
 }
 }  // namespace
 
-std::string rate_str(std::optional<double> g) {
-  if (!g) return "—";
-  return format(*g >= 100 ? "%.0f" : *g >= 10 ? "%.1f" : *g >= 1 ? "%.2f" : "%.3f", *g);
+std::string significant(double x) {
+  const double size = std::abs(x);
+  if (!(size > 0) || !std::isfinite(x) || size >= 100) return format("%.0f", x);
+  // Decimals so that three digits from the first nonzero one are shown: 2 − ⌊log10 |x|⌋.
+  const int decimals = 2 - static_cast<int>(std::floor(std::log10(size)));
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, x);
+  return buffer;
 }
+
+std::string fixed_or_significant(double x, int decimals) {
+  if (std::abs(x) < 1) return significant(x);
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, x);
+  return buffer;
+}
+
+std::string rate_str(std::optional<double> g) { return g ? significant(*g) : "—"; }
 
 std::string percent_str(std::optional<double> r) { return r ? format("%.0f%%", 100 * *r) : "—"; }
 
-std::string times_str(std::optional<double> r) {
-  if (!r) return "—";
-  return format(*r >= 100 ? "%.0f" : *r >= 10 ? "%.1f" : "%.2f", *r) + "×";
-}
+std::string times_str(std::optional<double> r) { return r ? significant(*r) + "×" : "—"; }
 
-std::string mib_str(std::optional<double> m) {
-  if (!m) return "—";
-  return format(*m >= 100 ? "%.0f" : *m >= 10 ? "%.1f" : "%.2f", *m);
-}
+std::string mib_str(std::optional<double> m) { return m ? significant(*m) : "—"; }
 
 std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
   if (!a || !b || *b <= 0) return std::nullopt;

@@ -44,6 +44,13 @@ double sgemm_gflops(int64_t n, int threads, int repeats);
 // those make the softmax one-hot and the timings meaningless (docs/CONVENTIONS.md §4.2).
 Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng);
 
+// x to 3 significant digits, never in exponent form and never rounded to 0: "1024", "95.3",
+// "1.26", "0.0625", "0.000122" (a ratio below 1, N/L with more latents than inputs, once printed
+// as "0").
+std::string significant(double x);
+// `decimals` fixed decimals from 1 up ("15", "3.9", "1.356"), significant() below 1, where fixed
+// decimals would leave fewer than three digits, or none.
+std::string fixed_or_significant(double x, int decimals);
 // "171", "95.3", "0.912", or "—" when absent.
 std::string rate_str(std::optional<double> gflops);
 // "69%", or "—".

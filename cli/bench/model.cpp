@@ -405,7 +405,7 @@ int run_bench_model(const BenchModelArgs& args) {
   auto emit = [&](const Row& r) {
     progress.clear();
     if (s.json)
-      std::cout << to_json(r, s, v, corpus_name).dump() << "\n";
+      std::cout << to_json(r, s, v, json_path(corpus_name)).dump() << "\n";
     else
       print_row(r);
     flush_stdout();

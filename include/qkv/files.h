@@ -106,9 +106,11 @@ struct InputPath {
 };
 
 // What a command checks before its (possibly long) work, so that the usual failures come before
-// anything is computed or written. Empty paths are skipped. A directory, or two options naming one
-// file, is a qkv::Error (Kind::invalid_argument); a folder that does not exist, is not a folder or
-// cannot be written is Kind::runtime. Messages start with the option and the path:
+// anything is computed or written. Empty paths are skipped. A FIFO without a reader is an error
+// here (Kind::runtime); one with a reader is kept open until write_outputs writes to it, so that
+// the reader waits for the result instead of seeing an empty file. A directory, or two options
+// naming one file, is a qkv::Error (Kind::invalid_argument); a folder that does not exist, is not a
+// folder or cannot be written is Kind::runtime. Messages start with the option and the path:
 //   "--out o.npy and --weights ./o.npy name the same file; expected a file each"
 // An output that would replace one of the command's `inputs` — the same file (device and inode),
 // or an existing file inside an input folder — is Kind::invalid_argument as well:

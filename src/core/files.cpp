@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "core/temporaries.h"
@@ -164,16 +166,51 @@ std::pair<std::string, int> write_temporary(const Target& t, const std::string& 
   return {name, slot};
 }
 
-// Writes to a device or a FIFO as it is: opened without O_CREAT or O_TRUNC, never replaced.
-// O_NONBLOCK makes a FIFO without a reader an error rather than a hang; SIGPIPE is held back so
-// that a reader that goes away is an error (EPIPE) rather than the end of the process.
-void write_in_place(const Target& t, const std::string& bytes) {
+// Opens a device or a FIFO for writing as it is: without O_CREAT or O_TRUNC, never replaced.
+// O_NONBLOCK makes a FIFO without a reader an error rather than a hang.
+int open_in_place(const Target& t) {
   const int fd = ::open(t.resolved.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0 && errno == ENXIO && S_ISFIFO(t.st.st_mode))
     throw Error(t.label + ": is a FIFO (named pipe) with no reader; expected a reader, or a file",
                 Error::Kind::runtime);
   if (fd < 0) fail(t.label, "write", errno);
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a slow reader is waited for
+  return fd;
+}
+
+// The FIFOs check_outputs found a reader on, their write ends held open until write_in_place
+// writes to them: a FIFO has a reader only while it is open, so the check must open it, and
+// closing it again would hand the reader its end of file before the work was done. By device and
+// inode; what is never written is closed when the process ends.
+std::mutex held_mutex;
+std::map<std::pair<dev_t, ino_t>, int>& held_fifos() {
+  static std::map<std::pair<dev_t, ino_t>, int> held;
+  return held;
+}
+
+void hold_fifo(const Target& t) {
+  const std::lock_guard<std::mutex> lock(held_mutex);
+  auto& held = held_fifos();
+  if (held.count({t.st.st_dev, t.st.st_ino}) == 0)
+    held[{t.st.st_dev, t.st.st_ino}] = open_in_place(t);
+}
+
+int take_held_fifo(const Target& t) {
+  const std::lock_guard<std::mutex> lock(held_mutex);
+  auto& held = held_fifos();
+  const auto it = held.find({t.st.st_dev, t.st.st_ino});
+  if (it == held.end() || !S_ISFIFO(t.st.st_mode)) return -1;
+  const int fd = it->second;
+  held.erase(it);
+  return fd;
+}
+
+// Writes to a device or a FIFO as it is (open_in_place, or the end check_outputs holds); SIGPIPE
+// is held back so that a reader that goes away is an error (EPIPE) rather than the end of the
+// process.
+void write_in_place(const Target& t, const std::string& bytes) {
+  int fd = take_held_fifo(t);
+  if (fd < 0) fd = open_in_place(t);
 
   sigset_t pipe, old;
   ::sigemptyset(&pipe);
@@ -300,6 +337,9 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
     };
     if (t.in_place()) {
       if (::access(t.resolved.c_str(), W_OK) != 0) fail(t.label, "write", errno);
+      // A FIFO with no reader fails here, before the work, not after it (qkv train --out FIFO
+      // trained for minutes first).
+      if (S_ISFIFO(t.st.st_mode)) hold_fifo(t);
       continue;
     }
     // A temporary is created in the folder and renamed there.

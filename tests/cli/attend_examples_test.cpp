@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,16 @@ nlohmann::json example_json(const std::string& name) {
   const CliResult r = run_qkv({"attend", "--example", name, "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
   return nlohmann::json::parse(r.out);
+}
+
+// `attend --help` said "'list' for all seven" when there were eight: the count is the list's.
+TEST(AttendExamples, HelpCountsTheExamplesTheListShows) {
+  const CliResult list = run_qkv({"attend", "--example", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list.describe();
+  const auto shown = std::count(list.out.begin(), list.out.end(), '\n');
+  ASSERT_EQ(shown, 8) << list.out;  // examples/attend/*.json
+  const CliResult help = run_qkv({"attend", "--help"});
+  EXPECT_THAT(help.out, HasSubstr("or 'list' for all eight;")) << help.out;
 }
 
 // ---- lsi: the seeds' user-movie matrix

@@ -131,7 +131,7 @@ TEST_F(AttendLimits, WholeMatrixOutputsSayWhatTheyNeedAndRefusePastTheLimit) {
   const auto bad = run_qkv({"attend", "--query", q, "--keys", k, "--values", v, "--memory-limit",
                             "lots", "--weights", w});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("--memory-limit 'lots' is not a size"));
+  EXPECT_THAT(bad.err, HasSubstr("--memory-limit: lots is not a size"));
 }
 
 // The fused path with --out keeps O(L·D) memory: from L = S = 1024 to 4096 its peak grows by a few

@@ -123,7 +123,7 @@ TEST(MemoryCli, ExplainDecoderSaysWhatItNeedsAndRefusesPastTheLimit) {
                                "text"));
   EXPECT_GT(need_of(r), 8.0 * (int64_t{1} << 30));
   const auto bad = run_qkv({"explain", "--memory-limit", "lots"});
-  expect_one_line_error(bad, 2, "--memory-limit 'lots' is not a size");
+  expect_one_line_error(bad, 2, "--memory-limit: lots is not a size");
 }
 
 TEST(MemoryCli, ExplainDecoderEstimateCoversTheMeasuredPeak) {
@@ -258,6 +258,47 @@ TEST(MemoryCli, BenchModelSaysWhatItNeeds) {
   expect_refused(
       run_qkv({"bench", "model", "--model", "smollm2", "--quick", "--memory-limit", "1M"}),
       "qkv bench model: smollm2 (its weights, a captured pass and the KV cache)");
+}
+
+// --memory-limit 9223372036854775807 is a size (2⁶³ − 1 bytes), the largest: it was "not a size"
+// (read through a double, which rounds it up to 2⁶³); one more is too large and says the most;
+// '' was silently the default limit. Checked as the command line is parsed, for every command.
+TEST(MemoryCli, TheLargestSizeIsOneAndTooLargeSaysTheMost) {
+  const std::vector<std::string> m = {"attend",        "--query",       "[[1,0],[0,1]]",
+                                      "--keys",        "[[1,0],[0,1]]", "--values",
+                                      "[[1,0],[0,1]]", "--memory-limit"};
+  auto with = [&](const std::string& size) {
+    std::vector<std::string> args = m;
+    args.push_back(size);
+    return run_qkv(args);
+  };
+  for (const char* fine : {"9223372036854775807", "8388607T", "1.5G", "4096K"})
+    EXPECT_EQ(with(fine).exit_code, 0) << with(fine).describe();
+  const std::string expected =
+      "expected a positive number of bytes with K, M, G or T, e.g. 8G (see qkv --help)\n";
+  for (const char* large : {"9223372036854775808", "8388608T", "99999999999999999999999", "1e30"})
+    expect_one_line_error(with(large), 2,
+                          "qkv: error: --memory-limit: " + std::string(large) +
+                              " is more than the largest size, 2^63 - 1 bytes (8 EiB); " +
+                              expected);
+  for (const char* wrong : {"0", "-1G", "lots", "1X", "nan"})
+    expect_one_line_error(
+        with(wrong), 2,
+        "qkv: error: --memory-limit: " + std::string(wrong) + " is not a size; " + expected);
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"train", "--task", "copy"},
+        {"embed", "a"},
+        {"explain"},
+        {"generate", "hi"},
+        {"bench", "ring"}})
+    for (const char* size : {"", "9223372036854775808"}) {
+      std::vector<std::string> args = command;
+      args.insert(args.end(), {"--memory-limit", size});
+      expect_one_line_error(
+          run_qkv(args), 2,
+          std::string("qkv: error: --memory-limit: ") +
+              (*size ? "9223372036854775808 is more than" : "the value is empty"));
+    }
 }
 
 }  // namespace

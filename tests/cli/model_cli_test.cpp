@@ -115,8 +115,13 @@ TEST(ExplainCli, BadInputGetsOneLineAndExitTwo) {
   expect_one_line_error(run_qkv({"explain", "--token", "zebra"}), 2,
                         "--token 'zebra' is not a token of the text");
   expect_one_line_error(run_qkv({"explain", "caf\xc3"}), 2, "not valid UTF-8");
-  expect_one_line_error(run_qkv({"explain", "--top", "9"}), 2, "--top");
-  expect_one_line_error(run_qkv({"explain", " "}), 2, "the text is empty");
+  // --top's 4 to 64 are a Perceiver's; its help says a sentence's 1 to 3 (issue 26, round 2).
+  expect_one_line_error(run_qkv({"explain", "--top", "9"}), 2,
+                        "qkv: error: --top 9 is out of range for a sentence's overview; expected "
+                        "1 to 3 (up to 64 with a Perceiver model, for its latents)\n");
+  EXPECT_THAT(run_qkv({"explain", "--help"}).out,
+              HasSubstr("keys shown per head in the overview, 1 to 3 (default 3)"));
+  expect_one_line_error(run_qkv({"explain", " "}), 2, "text: the text is only white space");
 }
 
 TEST(ExplainCli, MissingModelSaysHowToInstallIt) {

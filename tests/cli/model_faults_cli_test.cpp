@@ -211,9 +211,10 @@ TEST(ModelFaultsCli, BadUtf8NamesTheFileAndTheLine) {
   expect_one_line_error(run_qkv({"embed"}, "first\nsecond \xfe\n"), 2,
                         "qkv: error: stdin line 2 is not valid UTF-8 (byte 8 of the line is "
                         "0xfe); expected UTF-8 text\n");
+  // An argument: checked as the command line is parsed, quoted (tests/cli/options_cli_test.cpp).
   expect_one_line_error(run_qkv({"embed", "fine", "caf\xc3"}), 2,
-                        "qkv: error: text 2 is not valid UTF-8 (byte 4 of the line is 0xc3); "
-                        "expected UTF-8 text\n");
+                        "qkv: error: texts: 'caf\\xc3' is not valid UTF-8 (byte 4 is 0xc3); "
+                        "expected UTF-8 text (see qkv --help)\n");
 }
 
 // The default model is scripts/bootstrap's: damaged, it is the installation that failed (exit 1),

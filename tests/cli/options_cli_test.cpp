@@ -8,15 +8,22 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "cli/cli_runner.h"
+#include "core/scratch_files.h"
 #include "qkv/npy.h"
 
 namespace qkv {
 namespace {
 
+using test::ScratchDir;
 using ::testing::HasSubstr;
 using testing::run_qkv;
 
@@ -63,10 +70,11 @@ TEST(FloatOptionsCli, TrainLrAndTargetMustBeFiniteNumbersInRange) {
 // A seed is 0 to 2⁶⁴ − 1, as Python's qkv.train takes it: "-1" wrapped to 2⁶⁴ − 1 and
 // "18446744073709551616" saturated to it without a word (generate's: generate_cli_test.cpp).
 TEST(SeedOptionsCli, TrainSeedMustBeAnUnsignedInteger) {
-  for (const char* seed : {"-1", "18446744073709551616", "1.5"})
-    expect_usage_error(
-        run_qkv({"train", "--task", "copy", "--seed", seed}),
-        std::string("--seed: ") + seed + " is not an integer from 0 to 18446744073709551615");
+  for (const char* seed : {"-1", "18446744073709551616"})
+    expect_usage_error(run_qkv({"train", "--task", "copy", "--seed", seed}),
+                       std::string("--seed: ") + seed + " is out of range; expected 0 to 2^64 - 1");
+  expect_usage_error(run_qkv({"train", "--task", "copy", "--seed", "1.5"}),
+                     "--seed: 1.5 is not a decimal integer; expected 0 to 2^64 - 1");
 }
 
 // docs/CONVENTIONS.md §5: any finite scale, zero and negative included; NaN is an error.
@@ -91,18 +99,17 @@ TEST(FloatOptionsCli, AttendScaleMayBeAnyFiniteNumber) {
 
 // 0 used to mean "the default" (4000 steps, d_model 64, all cores): a value given is checked.
 TEST(TrainOptionsCli, ZeroIsAValueNotTheDefault) {
-  expect_usage_error(
-      run_qkv({"train", "--task", "copy", "--steps", "0"}),
-      "--steps 0 is out of range; expected 1 to 10^8 (leave it out for the default)");
-  expect_usage_error(run_qkv({"train", "--task", "copy", "--steps", "-5"}), "--steps -5");
+  expect_usage_error(run_qkv({"train", "--task", "copy", "--steps", "0"}),
+                     "--steps: 0 is out of range; expected 1 to 10^8");
+  expect_usage_error(run_qkv({"train", "--task", "copy", "--steps", "-5"}), "--steps: -5");
   expect_usage_error(run_qkv({"train", "--task", "copy", "--d-model", "0"}),
-                     "--d-model 0 is out of range; expected 1 to 4096");
+                     "--d-model: 0 is out of range; expected 1 to 4096");
   expect_usage_error(run_qkv({"train", "--task", "copy", "--eval-every", "0"}),
-                     "--eval-every 0 is out of range; expected 1 to 10^8");
+                     "--eval-every: 0 is out of range; expected 1 to 10^8");
   expect_usage_error(run_qkv({"train", "--task", "copy", "--threads", "0"}),
-                     "--threads: 0 is not a thread count; expected 1 to ");
+                     "--threads: 0 is out of range; expected 1 to ");
   const auto help = run_qkv({"train", "--help"});
-  EXPECT_THAT(help.out, HasSubstr("steps at most, ≥ 1 (default 4000; dates, lookup 6000)"));
+  EXPECT_THAT(help.out, HasSubstr("steps at most, 1 to 10^8 (default 4000; dates, lookup 6000)"));
 }
 
 // ---- thread counts (issue 26): `--threads 4096` was accepted by every command, and 50 threads
@@ -128,13 +135,12 @@ TEST(ThreadOptionsCli, EveryCommandTakesAtMostFourTimesTheCores) {
     args.push_back("--threads");
     for (const std::string& n : {more, std::string("4096")}) {
       args.push_back(n);
-      expect_usage_error(run_qkv(args), "qkv: error: --threads: " + n + " is more than " +
-                                            std::to_string(4 * cores()) + "; " + thread_range() +
-                                            " (see qkv --help)\n");
+      expect_usage_error(run_qkv(args), "qkv: error: --threads: " + n + " is out of range; " +
+                                            thread_range() + " (see qkv --help)\n");
       args.pop_back();
     }
     args.push_back("two");
-    expect_usage_error(run_qkv(args), "--threads: two is not an integer; " + thread_range());
+    expect_usage_error(run_qkv(args), "--threads: two is not a decimal integer; " + thread_range());
     args.resize(args.size() - 2);
     args.push_back("--help");
     EXPECT_THAT(run_qkv(args).out, HasSubstr("threads, at most 4 × the cores")) << args[1];
@@ -240,6 +246,266 @@ TEST(ExplainOptionsCli, LayerAndHeadOutOfRangeNameTheModelsRange) {
                      "qkv: error: --layer 9 is out of range; this model has layers 0–5\n");
   expect_usage_error(run_qkv({"explain", "--layer", "0", "--head", "-3"}),
                      "qkv: error: --head -3 is out of range; this model has heads 0–11\n");
+}
+
+// ---- integer options (issue 26, round 2): CLI11 read "--steps 010" as octal 8 and "0x10" as 16,
+// clamped "--threads 18446744073709551616" to 2⁶³ − 1 in its message, and leaked its own wording
+// ("Could not convert: --steps = 1e9", "--top: Value nan not in range"). Every integer option of
+// every command takes decimal digits in its range, says the value as typed and the range, and
+// its help says the range.
+
+struct IntegerOption {
+  std::vector<std::string> command;  // the command and any required arguments
+  std::string option;
+  int64_t lo;
+  uint64_t hi;
+  std::string range;  // as the messages say it
+  std::string help;   // as the command's --help says it
+};
+
+std::vector<IntegerOption> integer_options(const std::string& corpus) {
+  const std::vector<std::string> train = {"train", "--task", "copy"};
+  const std::string threads = thread_range().substr(std::string("expected ").size());
+  const uint64_t max_threads = 4 * static_cast<uint64_t>(cores());
+  const uint64_t seeds = std::numeric_limits<uint64_t>::max();
+  std::vector<IntegerOption> all = {
+      {train, "--steps", 1, 100'000'000, "1 to 10^8", "steps at most, 1 to 10^8"},
+      {train, "--layers", 0, 64, "0 to 64", "1 to 64"},
+      {train, "--heads", 1, 256, "1 to 256", "attention heads, 1 to 256"},
+      {train, "--d-model", 1, 4096, "1 to 4096", "model width, 1 to 4096"},
+      {train, "--batch", 1, 65536, "1 to 65536", "examples a step, 1 to 65536"},
+      {train, "--eval-every", 1, 100'000'000, "1 to 10^8", "evaluations, 1 to 10^8"},
+      {train, "--test-examples", 0, 1'000'000, "0 to 10^6", "final test, 0 to 10^6"},
+      {train, "--length", 16, 65536, "16 to 65536", "input, 16 to 65536"},
+      {train, "--latents", 1, 4096, "1 to 4096", "latent queries, 1 to 4096"},
+      {train, "--seed", 0, seeds, "0 to 2^64 - 1", "0 to 2^64 - 1"},
+      {train, "--threads", 1, max_threads, threads, "at most 4 × the cores"},
+      {{"explain"}, "--top", 1, 64, "1 to 64", "overview, 1 to 3 (default 3)"},
+      {{"search", "q", "--corpus", corpus}, "--top", 1, 1'000'000, "1 to 10^6", "1 to 10^6"},
+      {{"embed", "a text"}, "--batch-size", 1, 4096, "1 to 4096", "1 to 4096"},
+      {{"generate", "hi"}, "--max-tokens", 1, 8192, "1 to 8192", "1 to 8192"},
+      {{"generate", "hi"}, "--seed", 0, seeds, "0 to 2^64 - 1", "0 to 2^64 - 1"},
+      {{"attend", "--example", "phonebook"}, "--digits", 0, 12, "0 to 12", "(0 to 12)"},
+      {{"attend", "--example", "phonebook"}, "--top", 1, 100, "1 to 100", "(1 to 100)"},
+      {{"bench", "perceiver"}, "--latents", 1, 4096, "1 to 4096", "N, 1 to 4096"},
+      {{"bench", "ring"}, "--length", 1, uint64_t{1} << 24, "1 to 16777216", "1 to 16777216"}};
+  for (const char* target : {"attention", "model", "perceiver", "ring"}) {
+    all.push_back({{"bench", target}, "--threads", 1, max_threads, threads, "at most 4 ×"});
+    all.push_back({{"bench", target}, "--repeats", 1, 1000, "1 to 1000", "1 to 1000"});
+  }
+  return all;
+}
+
+std::string plus_one(uint64_t n) {
+  if (n < std::numeric_limits<uint64_t>::max()) return std::to_string(n + 1);
+  return "18446744073709551616";
+}
+
+TEST(IntegerOptionsCli, EveryIntegerOptionTakesDecimalDigitsInItsRange) {
+  const ScratchDir dir("qkv-integer-options");
+  const std::string corpus = dir.write("corpus.txt", "a line\n");
+  for (const IntegerOption& o : integer_options(corpus)) {
+    auto with = [&](const std::string& value) {
+      std::vector<std::string> args = o.command;
+      args.insert(args.end(), {o.option, value});
+      return run_qkv(args, testing::RunOptions{.timeout_s = 60});
+    };
+    auto refused = [&](const std::string& value, const std::string& why) {
+      const testing::CliResult r = with(value);
+      EXPECT_EQ(r.err,
+                "qkv: error: " + o.option + ": " + value + why + o.range + " (see qkv --help)\n")
+          << r.describe();
+      EXPECT_EQ(r.exit_code, 2) << r.describe();
+      EXPECT_EQ(r.out, "") << r.describe();
+    };
+    for (const char* value : {"0x10", "1e9", "1.5", "+5", "five", "nan", "1_000"})
+      refused(value, " is not a decimal integer; expected ");
+    const std::string below = o.lo == 0 ? "-1" : std::to_string(o.lo - 1);
+    for (const std::string& value : {below, plus_one(o.hi), std::string("99999999999999999999999")})
+      refused(value, " is out of range; expected ");
+    std::vector<std::string> help = o.command;
+    help.push_back("--help");
+    EXPECT_THAT(run_qkv(help).out, HasSubstr(o.help)) << o.command[0] << " " << o.option;
+  }
+}
+
+// "010" is ten, as $QKV_NUM_THREADS=010 is: CLI11 alone read it as octal 8.
+TEST(IntegerOptionsCli, LeadingZerosAreDecimal) {
+  expect_usage_error(run_qkv({"explain", "--layer", "010", "--head", "0"}),
+                     "qkv: error: --layer 10 is out of range; this model has layers 0–5\n");
+  const testing::CliResult train =
+      run_qkv({"train", "--task", "copy", "--steps", "010", "--layers", "01", "--heads", "01",
+               "--d-model", "016", "--test-examples", "0", "--threads", "01", "--json"});
+  ASSERT_EQ(train.exit_code, 0) << train.describe();
+  const nlohmann::json j = nlohmann::json::parse(train.out);
+  EXPECT_EQ(j["training"]["max_steps"], 10);
+  EXPECT_EQ(j["model"]["d_model"], 16);
+  const testing::CliResult digits =
+      run_qkv({"attend", "--example", "phonebook", "--digits", "010"});
+  ASSERT_EQ(digits.exit_code, 0) << digits.describe();
+  EXPECT_TRUE(std::regex_search(digits.out, std::regex(" 2\\.0{10} "))) << digits.out;  // not 8
+}
+
+// ---- empty values (issue 26, round 2): `explain --html ''` wrote nothing and exited 0, `train
+// --steps ''` trained for the default 4000 steps, `--model ''` was the default model, `--causal ''`
+// no mask, `--token ''` the default focus, `--memory-limit ''` the default limit. No option of any
+// command takes an empty value: each is refused at parse time, naming the option.
+
+// The options of `command` that take a value, and its positionals, as its --help lists them.
+std::vector<std::string> options_with_values(const std::vector<std::string>& command) {
+  std::vector<std::string> args = command;
+  args.push_back("--help");
+  std::istringstream help(run_qkv(args).out);
+  std::vector<std::string> names;
+  bool positionals = false;
+  const std::regex option("^  (?:-[a-zA-Z],)?(--[a-z][a-z-]*) [^ ]");
+  const std::regex positional("^  ([a-z_]+) [A-Z]");
+  std::smatch m;
+  for (std::string line; std::getline(help, line);) {
+    if (line.rfind("Positionals:", 0) == 0) positionals = true;
+    if (line.rfind("Options:", 0) == 0) positionals = false;
+    if (std::regex_search(line, m, positionals ? positional : option)) names.push_back(m[1]);
+  }
+  return names;
+}
+
+TEST(EmptyValuesCli, EveryOptionOfEveryCommandRefusesAnEmptyValue) {
+  const ScratchDir dir("qkv-empty-values");
+  const std::string corpus = dir.write("corpus.txt", "a line\n");
+  // Each command with what it requires; an option under test takes its requirement's place.
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> commands = {
+      {{"attend"}, {"--query", "[[1]]", "--keys", "[[1]]", "--values", "[[1]]"}},
+      {{"explain"}, {}},
+      {{"embed"}, {"a text"}},
+      {{"similarity"}, {"a", "b"}},
+      {{"search"}, {"q", "--corpus", corpus}},
+      {{"train"}, {"--task", "copy", "--steps", "1"}},
+      {{"generate"}, {"hi", "--max-tokens", "1"}},
+      {{"experiment"}, {"scale", "--quick"}},
+      {{"bench", "attention"}, {"--quick", "--list"}},
+      {{"bench", "model"}, {"--quick"}},
+      {{"bench", "perceiver"}, {"--quick"}},
+      {{"bench", "ring"}, {"--quick"}}};
+  // Each positional given empty, whole command lines.
+  const std::map<std::string, std::vector<std::string>> positionals = {
+      {"explain text", {"explain", ""}},
+      {"explain text_b", {"explain", "a sentence", ""}},
+      {"embed texts", {"embed", ""}},
+      {"similarity a", {"similarity", "", "b"}},
+      {"similarity b", {"similarity", "a", ""}},
+      {"search query", {"search", "", "--corpus", corpus}},
+      {"generate prompt", {"generate", ""}},
+      {"experiment name", {"experiment", ""}}};
+  int checked = 0;
+  for (const auto& [command, required] : commands) {
+    const std::vector<std::string> names = options_with_values(command);
+    EXPECT_FALSE(names.empty()) << command[0];
+    for (const std::string& name : names) {
+      std::vector<std::string> args;
+      if (name.rfind("--", 0) != 0) {
+        const auto it = positionals.find(command[0] + " " + name);
+        ASSERT_NE(it, positionals.end()) << "a positional of " << command[0] << ": " << name;
+        args = it->second;
+      } else {
+        args = command;
+        for (std::size_t i = 0; i < required.size(); ++i) {
+          if (required[i] == name) {
+            ++i;  // and its value
+            continue;
+          }
+          args.push_back(required[i]);
+        }
+        args.insert(args.end(), {name, ""});
+      }
+      const testing::CliResult r = run_qkv(args, testing::RunOptions{.timeout_s = 30});
+      EXPECT_EQ(r.exit_code, 2) << r.describe();
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
+      EXPECT_THAT(r.err, HasSubstr("qkv: error: " + name + ": the ")) << r.describe();
+      EXPECT_THAT(r.err, HasSubstr(" empty; expected ")) << r.describe();
+      EXPECT_EQ(r.out, "") << r.describe();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 50);  // the sweep found the options
+  // The message says what the option takes.
+  expect_usage_error(run_qkv({"explain", "--html", ""}),
+                     "qkv: error: --html: the value is empty; expected FILE (see qkv --help)\n");
+  expect_usage_error(run_qkv({"train", "--task", "copy", "--steps", ""}),
+                     "qkv: error: --steps: the value is empty; expected 1 to 10^8");
+}
+
+// ---- texts (issue 26, round 2): `search '' --corpus`, `embed ''` and `similarity '' ''` (cos =
+// 1.0000) ran on no text, while explain and generate refused one. A text is not empty nor only
+// white space, whichever command reads it; a blank line on embed's stdin is refused by its line.
+TEST(TextsCli, EveryCommandRefusesAnEmptyText) {
+  const ScratchDir dir("qkv-texts");
+  const std::string corpus = dir.write("corpus.txt", "a line\n");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"search", "", "--corpus", corpus}, "query: the text is empty; expected a query"},
+      {{"search", " \t", "--corpus", corpus}, "query: the text is only white space"},
+      {{"embed", "a", ""}, "texts: the text is empty; expected a text to embed"},
+      {{"embed", "  "}, "texts: the text is only white space"},
+      {{"similarity", "", ""}, "a: the text is empty; expected a first text to compare"},
+      {{"similarity", "a", " "}, "b: the text is only white space; expected a second text"},
+      {{"explain", ""}, "text: the text is empty; expected a sentence"},
+      {{"explain", "a", ""}, "text_b: the text is empty; expected a second sentence"},
+      {{"generate", ""}, "prompt: the text is empty; expected a text to continue"}};
+  for (const auto& [args, message] : cases)
+    expect_usage_error(run_qkv(args), "qkv: error: " + message);
+  expect_usage_error(run_qkv({"embed"}, "one\n\nthree\n"),
+                     "qkv: error: stdin line 2 is empty; expected texts, one a line\n");
+  expect_usage_error(run_qkv({"embed"}, "one\n \n"),
+                     "qkv: error: stdin line 2 is only white space; expected texts, one a line\n");
+}
+
+// `attend --key-labels $'\xff,...' --json` failed with nlohmann's "[json.exception.type_error.316]
+// invalid UTF-8 byte", exit 1, after the work; text mode and --html took the same labels. Every
+// text an option or argument gives is UTF-8, checked as the command line is parsed (exit 2),
+// naming the option: it reaches --json, --html and the tokenizers, whose own errors named neither
+// (`generate --chat --system $'\xff'` blamed a "damaged" installed model, exit 1).
+TEST(TextsCli, EveryTextIsUtf8CheckedWhenParsed) {
+  const ScratchDir dir("qkv-utf8");
+  const std::string corpus = dir.write("corpus.txt", "a line\n");
+  const std::vector<std::string> m = {"--query",       "[[1,0],[0,1]]", "--keys",
+                                      "[[1,0],[0,1]]", "--values",      "[[1,0],[0,1]]"};
+  auto attend = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"attend"};
+    args.insert(args.end(), m.begin(), m.end());
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const std::string bad = "\xff\xfe";
+  const std::string why =
+      " is not valid UTF-8 (byte 1 is 0xff); expected UTF-8 text (see qkv --help)\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {attend(std::vector<std::string>{"--key-labels", bad + ",b", "--json"}),
+       "--key-labels: '\\xff\\xfe,b'"},
+      {attend(std::vector<std::string>{"--query-labels", bad + ",a", "--html", dir.path("q.html")}),
+       "--query-labels: '\\xff\\xfe,a'"},
+      {{"similarity", bad, "b", "--json"}, "a: '\\xff\\xfe'"},
+      {{"search", bad, "--corpus", corpus, "--json"}, "query: '\\xff\\xfe'"},
+      {{"explain", bad, "--json"}, "text: '\\xff\\xfe'"},
+      {{"explain", "--token", bad}, "--token: '\\xff\\xfe'"},
+      {{"embed", bad, "--json"}, "texts: '\\xff\\xfe'"},
+      {{"generate", bad}, "prompt: '\\xff\\xfe'"},
+      {{"generate", "--chat", "--system", bad, "hi"}, "--system: '\\xff\\xfe'"}};
+  for (const auto& [args, option] : cases) {
+    const testing::CliResult r = run_qkv(args);
+    EXPECT_EQ(r.err, "qkv: error: " + option + why) << r.describe();
+    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    EXPECT_EQ(r.out, "") << r.describe();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path("q.html")));
+  // A file name need not be UTF-8: --json shows its other bytes as U+FFFD, where it threw after
+  // the work.
+  const testing::CliResult train =
+      run_qkv({"train", "--task", "copy", "--steps", "1", "--layers", "1", "--heads", "1",
+               "--d-model", "8", "--test-examples", "0", "--threads", "1", "--json", "--out",
+               dir.path("m" + bad + ".safetensors")});
+  ASSERT_EQ(train.exit_code, 0) << train.describe();
+  EXPECT_EQ(nlohmann::json::parse(train.out)["out"],
+            dir.path("m\xef\xbf\xbd\xef\xbf\xbd.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path("m" + bad + ".safetensors")));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -43,10 +44,10 @@ TEST(PerceiverCli, BadModelTaskAndSizesExit2) {
                         "--task reverse is not a Perceiver task; expected count");
   expect_one_line_error(
       run_qkv({"train", "--model", "perceiver", "--task", "count", "--length", "4"}), 2,
-      "--length 4 is out of range");
+      "--length: 4 is out of range; expected 16 to 65536");
   expect_one_line_error(
       run_qkv({"train", "--model", "perceiver", "--task", "count", "--latents", "0"}), 2,
-      "--latents 0 is out of range");
+      "--latents: 0 is out of range; expected 1 to 4096");
   expect_one_line_error(run_qkv({"train", "--model", "perceiver", "--task", "count", "--d-model",
                                  "30", "--heads", "4"}),
                         2, "--d-model 30 is not a multiple of --heads 4");
@@ -85,6 +86,12 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
   const std::string html = temp_path("latents.html");
   const auto j = run_qkv({"explain", "--model", out, "--input", input, "--json", "--html", html});
   ASSERT_EQ(j.exit_code, 0) << j.describe();
+  // What it wrote, said as every kind of model says it (on stderr, out of --json's way): the
+  // Perceiver said nothing with --json, and its own words at the end of the table without.
+  EXPECT_TRUE(std::regex_match(j.err, std::regex("wrote " + html +
+                                                 " \\([0-9]+ KB, self-contained: open it in any "
+                                                 "browser, offline\\)\n")))
+      << j.err;
   const nlohmann::json e = nlohmann::json::parse(j.out);
   EXPECT_EQ(e["count"], 3);
   ASSERT_EQ(e["latents"].size(), 4u);
@@ -101,8 +108,10 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
   // One computation, two renderings: the page shows the terminal's p, the uniform look's share on
   // the '#' (3 of 32 symbols: 0.0938, not one position's 1/32) and each latent's share and
   // × uniform, to the same digits.
-  const auto terminal = run_qkv({"explain", "--model", out, "--input", input});
+  const auto terminal = run_qkv({"explain", "--model", out, "--input", input, "--html", html});
   ASSERT_EQ(terminal.exit_code, 0) << terminal.describe();
+  EXPECT_THAT(terminal.err, HasSubstr("wrote " + html + " ("));
+  EXPECT_THAT(terminal.out, ::testing::Not(HasSubstr("wrote")));
   EXPECT_THAT(terminal.out, HasSubstr("how many times a uniform look's 0.0938;"));
   EXPECT_THAT(page, HasSubstr("how many times a uniform look's 0.0938;"));
   std::smatch p;
@@ -125,8 +134,19 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
   expect_one_line_error(
       run_qkv({"explain", "--model", out, "--input", "ABC#efghijklmnopqrstuvw#yzabcd#f"}), 2,
       "--input has 'A' at position 0");
+  // Each option a Perceiver does not read is refused, saying where it applies; --top, which it
+  // reads, takes up to 64 positions a latent (the option stopped at 3, a sentence's).
   expect_one_line_error(run_qkv({"explain", "--model", out, "--layer", "0", "--head", "0"}), 2,
-                        "not available for a Perceiver");
+                        "--layer picks one head of a sentence model (the BERT model, smollm2) or "
+                        "of a model from qkv train; a Perceiver shows every latent's heads "
+                        "together; expected no --layer");
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--svg", temp_path("x.svg")}), 2,
+                        "--svg draws a sentence model's heatmap");
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--input", input, "b"}), 2,
+                        "the text \"b\" is given, but a Perceiver reads --input");
+  const auto top = run_qkv({"explain", "--model", out, "--input", input, "--top", "10", "--json"});
+  ASSERT_EQ(top.exit_code, 0) << top.describe();
+  EXPECT_EQ(nlohmann::json::parse(top.out)["latents"][0]["top"].size(), 10u);
   std::filesystem::remove(out);
   std::filesystem::remove(html);
 }
@@ -155,7 +175,7 @@ TEST(PerceiverCli, OptionsOfOneModelAreRefusedWithAnother) {
       "none; expected no --latents");
   expect_one_line_error(
       run_qkv({"train", "--model", "perceiver", "--task", "count", "--layers", "65"}), 2,
-      "--layers 65 is out of range; expected 0 to 64");
+      "--layers: 65 is out of range; expected 0 to 64");
 }
 
 // --token picks the focus of a sentence's view; a trained model has no such view (issue 26: it
@@ -192,6 +212,27 @@ TEST(PerceiverCli, AModelsOwnLengthIsNamedAsItsFieldNotAFlag) {
                             "task count; expected 16 to 65536");
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("--length")));
   std::filesystem::remove(path);
+}
+
+// With more latents than inputs the ratios are below 1: the table printed them rounded to whole
+// numbers, "0" (issue 26, round 2). They are shown to three significant digits, as the JSON has
+// them.
+TEST(PerceiverCli, BenchRatiosBelowOneAreNotRoundedToZero) {
+  const auto r = run_qkv({"bench", "perceiver", "--quick", "--threads", "1", "--latents", "4096"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  // L, N, cross ms, self ms, cross GFLOP, self GFLOP, FLOP × (= L / N), time ×, ...
+  const std::regex row(R"(\n *(256|512|1024) +4096 +[0-9.]+ +[0-9.]+ +([0-9.]+) +([0-9.]+) +)"
+                       R"(([0-9.]+) +([0-9.]+) )");
+  std::map<std::string, std::string> flop_ratio;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    flop_ratio[(*it)[1]] = (*it)[4];
+    EXPECT_GT(std::stod((*it)[5]), 0) << "time ×: " << r.out;
+    EXPECT_GT(std::stod((*it)[2]), 0) << "cross GFLOP: " << r.out;
+  }
+  EXPECT_EQ(flop_ratio["256"], "0.0625") << r.out;
+  EXPECT_EQ(flop_ratio["512"], "0.125") << r.out;
+  EXPECT_EQ(flop_ratio["1024"], "0.250") << r.out;
 }
 
 TEST(PerceiverCli, BenchQuickPrintsCrossAndSelfCosts) {

@@ -1,17 +1,22 @@
 // `qkv train` and `qkv explain --model FILE.safetensors` end to end: errors (one line, exit 2 for
 // usage, 1 for an unwritable --out and no file left), a tiny deterministic run with --json, and
 // the alignment heatmap of the model it saved.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "cli/cli_expect.h"
 #include "cli/cli_runner.h"
 #include "cli/report_data.h"
+#include "core/scratch_files.h"
 
 namespace qkv {
 namespace {
@@ -49,8 +54,8 @@ TEST(TrainCli, DModelNotDivisibleByHeadsExits2) {
 
 TEST(TrainCli, BadSizesExit2) {
   expect_one_line_error(run_qkv({"train", "--task", "reverse", "--layers", "0"}), 2, "--layers 0");
-  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--batch", "0"}), 2, "--batch 0");
-  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--steps", "-5"}), 2, "--steps -5");
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--batch", "0"}), 2, "--batch: 0");
+  expect_one_line_error(run_qkv({"train", "--task", "reverse", "--steps", "-5"}), 2, "--steps: -5");
   expect_one_line_error(run_qkv({"train", "--task", "reverse", "--lr", "0"}), 2, "--lr");
   expect_one_line_error(run_qkv({"train"}), 2, "--task");
 }
@@ -65,6 +70,57 @@ TEST(TrainCli, UnwritableOutFailsBeforeTrainingAndLeavesNoFile) {
   // A directory where a file name belongs is a usage error (core/files.h), as for every output.
   expect_one_line_error(run_qkv({"train", "--task", "reverse", "--out", dir}), 2, "is a directory");
   std::filesystem::remove_all(dir);
+}
+
+// `qkv train --out FIFO` with no reader trained to the end and failed only when it saved (issue
+// 26, round 2): every model checks its outputs before the first step, as attend does, a FIFO
+// without a reader included; a FIFO with one gets the model.
+TEST(TrainCli, OutFifoWithoutAReaderFailsBeforeTheFirstStep) {
+  const test::ScratchDir dir("qkv-train-fifo");
+  const std::string fifo = dir.fifo("model.pipe");
+  const std::vector<std::vector<std::string>> models = {
+      tiny({}),
+      {"train", "--task", "dates", "--model", "rnnsearch", "--steps", "20", "--d-model", "16",
+       "--batch", "8", "--test-examples", "1", "--threads", "1"},
+      {"train", "--model", "perceiver", "--task",          "count", "--length",  "32", "--latents",
+       "4",     "--steps", "20",        "--layers",        "1",     "--heads",   "2",  "--d-model",
+       "16",    "--batch", "8",         "--test-examples", "1",     "--threads", "1"}};
+  for (std::vector<std::string> args : models) {
+    args.insert(args.end(), {"--out", fifo});
+    const testing::CliResult r = run_qkv(args, testing::RunOptions{.timeout_s = 120});
+    // One line: no progress line came before it.
+    expect_one_line_error(r, 1,
+                          "qkv: error: --out " + fifo +
+                              ": is a FIFO (named pipe) with no reader; expected a reader, or a "
+                              "file\n");
+    EXPECT_EQ(test::kind_of(fifo), S_IFIFO);
+  }
+  // With a reader the model goes down the pipe whole.
+  const int reader_fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader_fd, 0);
+  ::fcntl(reader_fd, F_SETFL, ::fcntl(reader_fd, F_GETFL) & ~O_NONBLOCK);
+  // A write end of the test's own, so that the reader waits for qkv's instead of reading its end
+  // of file at once; closed once qkv is done.
+  const int writer_fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  ASSERT_GE(writer_fd, 0);
+  std::string received;
+  std::thread reader([&] {
+    char buffer[4096];
+    ssize_t n;
+    while ((n = ::read(reader_fd, buffer, sizeof buffer)) > 0) received.append(buffer, n);
+  });
+  std::vector<std::string> args = tiny({"--out", fifo});
+  const testing::CliResult r = run_qkv(args, testing::RunOptions{.timeout_s = 120});
+  ::close(writer_fd);
+  reader.join();
+  ::close(reader_fd);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  ASSERT_GT(received.size(), 8u);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(received[i]);
+  ASSERT_LT(header, received.size());
+  EXPECT_EQ(received[8], '{');
+  EXPECT_THAT(received.substr(8, header), HasSubstr("qkv.config"));
 }
 
 // Same seed and threads, same numbers; the saved model explains itself.
@@ -120,6 +176,12 @@ TEST(TrainCli, TinyRunIsDeterministicSavesAndExplains) {
                         "--svg is not available for trained models; use --html");
   expect_one_line_error(run_qkv({"explain", "--model", out, "--input", "abc", "--png", "r.png"}), 2,
                         "--png is not available for trained models; use --html");
+  // --top was ignored here (the output was byte-identical): it is refused, saying where it
+  // applies.
+  expect_one_line_error(run_qkv({"explain", "--model", out, "--top", "1"}), 2,
+                        "--top 1 applies to qkv explain on a sentence (the BERT model or smollm2) "
+                        "and on a Perceiver; a model from qkv train shows each output step's whole "
+                        "alignment instead; expected no --top");
   // The HTML report: the three blocks, their tokens, and as many layers as the model has (its
   // numbers are checked in the browser test, tests/browser/report_test.py).
   const std::string html_path = out + ".html";

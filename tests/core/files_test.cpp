@@ -106,6 +106,45 @@ TEST(WriteFiles, FifoWithoutAReaderIsAnErrorNotAHang) {
   EXPECT_EQ(kind_of(fifo), S_IFIFO);
 }
 
+// `qkv train --out FIFO` with no reader trained for minutes and failed only when it saved (issue
+// 26, round 2): check_outputs finds the missing reader before the work. A FIFO has a reader only
+// while the reader holds it open, so the check opens it; and it keeps it open until the write, for
+// closing it would end the reader's file before anything was written.
+TEST(CheckOutputs, FifoWithoutAReaderIsFoundBeforeTheWork) {
+  const ScratchDir dir;
+  const std::string fifo = dir.fifo("pipe");
+  const test::Watchdog watchdog(20);
+  EXPECT_EQ(error_of([&] {
+              check_outputs({{"--out", fifo}});
+            }),
+            "runtime: --out " + fifo +
+                ": is a FIFO (named pipe) with no reader; expected a reader, or a file");
+  EXPECT_EQ(kind_of(fifo), S_IFIFO);
+}
+
+TEST(CheckOutputs, FifoWithAReaderGetsTheWholeOutputAfterTheCheck) {
+  const ScratchDir dir;
+  const std::string fifo = dir.fifo("pipe");
+  const test::Watchdog watchdog(20);
+  // The reader is there before the check (its end opened without waiting for a writer) and reads
+  // until its end of file: all the output, or nothing if the check's open and close ended it.
+  const int reader_fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader_fd, 0);
+  std::string received;
+  EXPECT_EQ(error_of([&] { check_outputs({{"--out", fifo}}); }), "");
+  ::fcntl(reader_fd, F_SETFL, ::fcntl(reader_fd, F_GETFL) & ~O_NONBLOCK);
+  std::thread reader([&] {
+    char buffer[4096];
+    ssize_t n;
+    while ((n = ::read(reader_fd, buffer, sizeof buffer)) > 0) received.append(buffer, n);
+  });
+  ::usleep(50000);  // the work: the reader waits, and sees no end of file
+  EXPECT_EQ(error_of([&] { write_outputs({{{"--out", fifo}, std::string(1000, 'q')}}); }), "");
+  reader.join();
+  ::close(reader_fd);
+  EXPECT_EQ(received, std::string(1000, 'q'));
+}
+
 TEST(WriteFiles, DirectoryIsAUsageErrorAndNothingIsWritten) {
   const ScratchDir dir;
   std::filesystem::create_directory(dir.path("d"));
