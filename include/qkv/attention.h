@@ -180,4 +180,20 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
                                   const Tensor& v, const AttentionResult& forward,
                                   const AttentionOptions& options = {});
 
+// ---- what a call needs (qkv/memory.h) ----
+// Peak bytes attention(q, k, v, options) allocates beyond its inputs, known before it runs: what
+// the caller compares with a memory limit (`qkv attend --memory-limit`, Python's memory_limit).
+// The fused path needs O((L + S)·D) (the output, K and V packed once, the mask as float32); the
+// float64 reference path copies its inputs to float64 and keeps, only where asked, the L×S
+// matrices — weights (need_weights), scores and logits (need_scores), the masks as one float64
+// bias — each converted once more to float32 for float32 inputs (measured at L = S = 1024: 36
+// bytes a weight with all three kept, 44 with a mask). Products of sizes are taken in floating
+// point and saturate at kMaxBytes. Throws what check_attention throws for an invalid problem.
+int64_t attention_bytes(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const AttentionOptions& options = {});
+// The same for attention_backward(dout, q, k, v, options): the gradients, the forward it runs
+// again (or reads from a saved forward), and on the fused path each worker's rows of its group.
+int64_t attention_backward_bytes(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const AttentionOptions& options = {});
+
 }  // namespace qkv

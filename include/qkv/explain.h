@@ -349,7 +349,7 @@ int64_t weight_count(const AttentionCall& c);
 int64_t head_pairs(const AttentionCall& c);
 
 // Bytes the float64 reference takes beyond the inputs when it keeps every weight, score and logit
-// (run_case), and with --json the JSON of them too. Measured (tests/cli/attend_memory_test.cpp).
+// (run_case: qkv::attention_bytes of its options), and with --json the JSON of them too.
 int64_t reference_bytes(const AttentionCall& c, bool json);
 
 // The first `rows` query rows of flat (batch, head) pair `pair`, as a problem of its own: q
