@@ -12,6 +12,10 @@
 // A row with nothing to attend to gives output 0, weights 0, logsumexp −∞ and gradient 0.
 // NaN or ∞ in q_i or in a visible k_j makes row i's weights and output NaN; NaN or ∞ in a visible
 // v_j makes row i's output NaN. Masked keys are never read.
+// Empty sizes are valid problems, never errors: B, H or L = 0 gives empty results (as PyTorch's
+// SDPA); S = 0 leaves every row nothing to attend to (output 0, as above, where SDPA gives NaN);
+// a head dim Dq = Dk = 0 makes every score q·k = 0, so softmax weighs the visible keys evenly (the
+// default scale is then 1, not 1/√0); Dv = 0 gives rows of no columns. Gradients alike.
 // Overflow: results are computed in the precision of the inputs (float32 when q, k and v all are,
 // else float64). Where finite inputs give a visible score q·k, logit scale·q·k + mask or output
 // beyond that precision's range (3.4e38 or 1.8e308), the row has no representable softmax: its
