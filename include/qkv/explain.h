@@ -342,7 +342,7 @@ std::string summarize(const AttentionCall& c, const std::vector<AttentionResult>
 // reference on the few query rows it shows. So the fused path stays O(L·D) end to end, and anything
 // that needs the L×S matrices says how much memory before it starts and refuses past a limit.
 
-// B·Hq·L·S: the attention weights of the case.
+// B·Hq·L·S: the attention weights of the case (INT64_MAX where that overflows).
 int64_t weight_count(const AttentionCall& c);
 
 // (batch, head) pairs, B·Hq.

@@ -25,7 +25,10 @@ int64_t row_index(const attention_detail::Dims& d, int64_t b, int64_t h, int64_t
 
 int64_t weight_count(const AttentionCall& c) {
   const auto d = dims_of(c);
-  return d.B * d.Hq * d.L * d.S;
+  // Inputs of head dim 0 hold no bytes whatever their lengths: L = S = 2^32 is a valid problem
+  // whose count overflows int64 (it read "needs all 0 attention weights").
+  const double n = static_cast<double>(d.B) * d.Hq * d.L * static_cast<double>(d.S);
+  return n >= 9.2e18 ? std::numeric_limits<int64_t>::max() : d.B * d.Hq * d.L * d.S;
 }
 
 int64_t head_pairs(const AttentionCall& c) {
