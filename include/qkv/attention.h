@@ -12,6 +12,10 @@
 // A row with nothing to attend to gives output 0, weights 0, logsumexp −∞ and gradient 0.
 // NaN or ∞ in q_i or in a visible k_j makes row i's weights and output NaN; NaN or ∞ in a visible
 // v_j makes row i's output NaN. Masked keys are never read.
+// Empty sizes are valid problems, never errors: B, H or L = 0 gives empty results (as PyTorch's
+// SDPA); S = 0 leaves every row nothing to attend to (output 0, as above, where SDPA gives NaN);
+// a head dim Dq = Dk = 0 makes every score q·k = 0, so softmax weighs the visible keys evenly (the
+// default scale is then 1, not 1/√0); Dv = 0 gives rows of no columns. Gradients alike.
 // Overflow: results are computed in the precision of the inputs (float32 when q, k and v all are,
 // else float64). Where finite inputs give a visible score q·k, logit scale·q·k + mask or output
 // beyond that precision's range (3.4e38 or 1.8e308), the row has no representable softmax: its
@@ -179,5 +183,21 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionResult& forward,
                                   const AttentionOptions& options = {});
+
+// ---- what a call needs (qkv/memory.h) ----
+// Peak bytes attention(q, k, v, options) allocates beyond its inputs, known before it runs: what
+// the caller compares with a memory limit (`qkv attend --memory-limit`, Python's memory_limit).
+// The fused path needs O((L + S)·D) (the output, K and V packed once, the mask as float32); the
+// float64 reference path copies its inputs to float64 and keeps, only where asked, the L×S
+// matrices — weights (need_weights), scores and logits (need_scores), the masks as one float64
+// bias — each converted once more to float32 for float32 inputs (measured at L = S = 1024: 36
+// bytes a weight with all three kept, 44 with a mask). Products of sizes are taken in floating
+// point and saturate at kMaxBytes. Throws what check_attention throws for an invalid problem.
+int64_t attention_bytes(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const AttentionOptions& options = {});
+// The same for attention_backward(dout, q, k, v, options): the gradients, the forward it runs
+// again (or reads from a saved forward), and on the fused path each worker's rows of its group.
+int64_t attention_backward_bytes(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const AttentionOptions& options = {});
 
 }  // namespace qkv

@@ -342,14 +342,14 @@ std::string summarize(const AttentionCall& c, const std::vector<AttentionResult>
 // reference on the few query rows it shows. So the fused path stays O(L·D) end to end, and anything
 // that needs the L×S matrices says how much memory before it starts and refuses past a limit.
 
-// B·Hq·L·S: the attention weights of the case.
+// B·Hq·L·S: the attention weights of the case (INT64_MAX where that overflows).
 int64_t weight_count(const AttentionCall& c);
 
 // (batch, head) pairs, B·Hq.
 int64_t head_pairs(const AttentionCall& c);
 
 // Bytes the float64 reference takes beyond the inputs when it keeps every weight, score and logit
-// (run_case), and with --json the JSON of them too. Measured (tests/cli/attend_memory_test.cpp).
+// (run_case: qkv::attention_bytes of its options), and with --json the JSON of them too.
 int64_t reference_bytes(const AttentionCall& c, bool json);
 
 // The first `rows` query rows of flat (batch, head) pair `pair`, as a problem of its own: q

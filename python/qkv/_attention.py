@@ -72,8 +72,8 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
               scale: Optional[float] = None, enable_gqa: bool = False, *,
               score: str = "scaled_dot", causal_alignment: str = "top_left",
               normalize: str = "softmax", params: Optional[Dict[str, np.ndarray]] = None,
-              need_weights: bool = False, path: str = "auto", keep_for_backward: bool = False
-              ) -> Union[np.ndarray, tuple]:
+              need_weights: bool = False, path: str = "auto", keep_for_backward: bool = False,
+              memory_limit: Optional[int] = None) -> Union[np.ndarray, tuple]:
     """Attention of `query` over `key` and `value`: softmax(scale·score(Q, K) + mask)·V.
 
     The arguments PyTorch's torch.nn.functional.scaled_dot_product_attention has mean what they
@@ -91,6 +91,16 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     keep_for_backward=True returns (out, saved) (or (out, weights, saved)), where `saved` lets
     attention_backward(..., saved=saved) skip the forward pass it would otherwise run again, as
     PyTorch keeps what its backward needs from the forward.
+
+    Any size may be 0 (include/qkv/attention.h): no queries (L = 0) give an empty output, as
+    PyTorch's; no keys (S = 0) leave every query nothing to attend to (output 0); a head dim E = 0
+    makes every score 0 (even weights; the default scale is then 1, not 1/√0).
+
+    memory_limit: bytes the call may allocate beyond its inputs (default: half the machine's
+    memory), as `qkv attend --memory-limit`: the fused float32 path (scaled_dot or dot, softmax,
+    no weights) needs memory linear in L and S; need_weights, the other scores or float64 keep
+    (N, H, L, S) matrices in float64 (12 to 16 bytes a weight, more with a mask). An estimate past
+    the limit raises MemoryError naming both sizes before any work.
 
     Arrays are read where they lie (no copy for float32/float64 arrays of any non-negative
     strides); results are new NumPy arrays of the inputs' dtype. The computation runs on qkv's
@@ -113,7 +123,8 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     keep_for_backward = _checks.flag(keep_for_backward, "keep_for_backward")
     out, weights, saved_max, saved_sum, fingerprint = _qkv.attention(
         q, k, v, mask, causal, scale, score, _checks.text(normalize, "normalize"), p,
-        need_weights, _checks.text(path, "path"), keep_for_backward)
+        need_weights, _checks.text(path, "path"), keep_for_backward,
+        _checks.memory_limit(memory_limit))
     result = (out, weights) if need_weights else (out,)
     if keep_for_backward:
         result += (SavedForward(out, saved_max, saved_sum, fingerprint),)
@@ -147,14 +158,17 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
                        score: str = "scaled_dot", causal_alignment: str = "top_left",
                        normalize: str = "softmax",
                        params: Optional[Dict[str, np.ndarray]] = None,
-                       saved: Optional[SavedForward] = None) -> AttentionGrads:
+                       saved: Optional[SavedForward] = None,
+                       memory_limit: Optional[int] = None) -> AttentionGrads:
     """Gradients of a loss through qkv.attention, given grad_out = ∂loss/∂out (the output's
     shape): AttentionGrads(dq, dk, dv, dparams, dscale), each the shape and dtype of what it
     differentiates. The arguments are qkv.attention's; `saved`, from qkv.attention(...,
     keep_for_backward=True) on the same inputs, spares the forward pass the backward would
     otherwise run again (the same bits either way). A `saved` of other inputs (another array,
     or the same one changed in place since) or other options (is_causal, scale, attn_mask,
-    score, ...) is refused with a ValueError that says what differs.
+    score, ...) is refused with a ValueError that says what differs. memory_limit: as
+    qkv.attention's (the gradients, the forward run again and its working set, estimated before
+    the work; past the limit, MemoryError naming both sizes).
 
     >>> import numpy as np, qkv
     >>> rng = np.random.default_rng(0)
@@ -179,4 +193,4 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
                         "qkv.attention(..., keep_for_backward=True) returned")
     return AttentionGrads(*_qkv.attention_backward(
         dout, q, k, v, mask, causal, scale, score, _checks.text(normalize, "normalize"), p, out,
-        saved_max, saved_sum, fingerprint))
+        saved_max, saved_sum, fingerprint, _checks.memory_limit(memory_limit)))

@@ -7,6 +7,7 @@ import numbers
 import operator
 import os
 import stat
+import sys
 from typing import Optional, Sequence
 
 import numpy as np
@@ -63,12 +64,24 @@ def number(x, name: str) -> float:
     """x, a real number (NumPy's too, never a bool or a str), as a float."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
         raise TypeError(f"{name}: {type(x).__name__}; expected a number")
-    return float(x)
+    try:
+        return float(x)
+    except OverflowError:  # an int (or Fraction) beyond float64's 1.8e308
+        raise ValueError(f"{name}: {type(x).__name__} beyond a float's range (±1.8e308); "
+                         "expected a finite number") from None
+
+
+def memory_limit(x) -> int:
+    """memory_limit as the extension takes it: bytes (an int, 1 to 2^62), or 0 for None, half
+    the machine's memory. Work estimated past it raises MemoryError naming both sizes before it
+    starts."""
+    return 0 if x is None else integer(x, "memory_limit", 1, 2**62, "1 to 2^62 bytes")
 
 
 def path(x, name: str) -> str:
     """x, a str, bytes or os.PathLike path, as a str (undecodable bytes as surrogates, which
-    os.fsencode turns back into the same bytes for the extension)."""
+    os.fsencode turns back into the same bytes for the extension). A str os.fsencode cannot
+    encode (a lone surrogate outside U+DC80–U+DCFF) is a ValueError naming the argument."""
     if not isinstance(x, (str, bytes, os.PathLike)):
         raise TypeError(f"{name}: {type(x).__name__}; expected a path (str, bytes or "
                         "os.PathLike)")
@@ -79,6 +92,16 @@ def path(x, name: str) -> str:
         raise ValueError(f"{name}: an empty path; expected a file or folder name")
     if "\0" in p:
         raise ValueError(f"{name}: {p!r} holds a NUL character; expected a path")
+    try:
+        os.fsencode(p)  # what every use of the path does: os.stat, the extension's bytes
+    except UnicodeEncodeError as e:
+        c = p[e.start]
+        what = (f"a lone surrogate U+{ord(c):04X}" if 0xD800 <= ord(c) <= 0xDFFF else
+                f"{c!r}, which the file system's encoding ({sys.getfilesystemencoding()}) "
+                "cannot write,")
+        raise ValueError(f"{name}: {what} at character {e.start}; expected a path the file "
+                         "system can name (bytes that are not UTF-8 come from os.fsdecode as "
+                         "U+DC80–U+DCFF, which it can)") from None
     return p
 
 

@@ -3,7 +3,9 @@ qkv.Explanation (one text through a model with every attention layer captured, a
 report). The models run in qkv's C++ (python/src/models.cpp, explain.cpp) without the GIL."""
 
 import html as _html
+import math
 import os
+import warnings
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -48,10 +50,15 @@ def _positive(x, name: str, low: int = 1, high: Optional[int] = None) -> int:
 _NO_LIMIT = 2**31 - 1
 
 
-def _memory_limit(x: Optional[int]) -> int:
-    """memory_limit as the C++ side takes it: bytes, or 0 (None) for half the machine's memory.
-    Work estimated past it raises MemoryError naming both sizes before it starts."""
-    return 0 if x is None else _positive(x, "memory_limit", 1, 2**62)
+def _index(x, name: str, count: int) -> Optional[int]:
+    """x, None or an int from 0 to count − 1, checked here, not only by the extension, whose
+    int64 an int of any size would not fit (a multi-line signature dump)."""
+    if x is None:
+        return None
+    n = _checks.integer(x, name, -math.inf, math.inf, "")
+    if not 0 <= n < count:
+        raise ValueError(f"{name} {n} is out of range; this model has {name}s 0–{count - 1}")
+    return n
 
 
 def _not_blank(text: str, name: str) -> str:
@@ -68,7 +75,9 @@ class Model:
     name_or_path: "all-MiniLM-L6-v2" (the default) is the model scripts/fetch_model installs in
     $QKV_HOME/models (QKV_HOME defaults to ~/.cache/qkv); anything else is a BERT-family model
     directory (config.json, model.safetensors, vocab.txt). max_length: tokens a text is cut to,
-    [CLS] and [SEP] included (256, as sentence-transformers; at most the model's positions).
+    [CLS] and [SEP] included (256, as sentence-transformers). BERT reads at most its positions
+    (max_position_embeddings, 512 for all-MiniLM-L6-v2): a larger max_length becomes that, with a
+    UserWarning; the max_length property says what applies.
 
     >>> import qkv
     >>> model = qkv.Model()
@@ -83,8 +92,9 @@ class Model:
 
     def __init__(self, name_or_path: PathLike = DEFAULT_MODEL, *, max_length: int = 256):
         path = _checks.path(name_or_path, "name_or_path")
-        # Room for [CLS] and [SEP]; the model's positions cut it further.
-        max_length = min(_positive(max_length, "max_length", 2), _NO_LIMIT)
+        # Room for [CLS] and [SEP]; the model's positions cut it further (a warning, below).
+        asked = _positive(max_length, "max_length", 2)
+        max_length = min(asked, _NO_LIMIT)
         # A GGUF file is known by its first bytes, as the command knows it (an Ollama blob has
         # no .gguf name).
         if path in _DECODER_NAMES or _qkv.model_kind(os.fsencode(path)) == "causal_lm":
@@ -116,6 +126,14 @@ class Model:
             # As the command says it (cli/model_args.cpp): the installation is what failed.
             raise RuntimeError(f"{e}; the installed model is damaged: delete {path} and run "
                                "scripts/fetch_model") from None
+        if asked > self.max_length:
+            # BERT has a position embedding for each of its first max_position_embeddings tokens
+            # and none beyond: a longer input cannot be read, so texts are cut to that many, and
+            # the caller who asked for more hears it (sentence-transformers would fail on such a
+            # text with an index error; transformers' tokenizer warns likewise).
+            warnings.warn(f"max_length {asked} is more than the {self.max_length} positions of "
+                          f"{self.name}; texts are cut to {self.max_length} tokens ([CLS] and "
+                          "[SEP] included)", UserWarning, stacklevel=2)
 
     @property
     def path(self) -> str:
@@ -183,7 +201,7 @@ class Model:
             for i, t in enumerate(texts):
                 _text(t, f"sentences[{i}]")
         batch_size = min(_positive(batch_size, "batch_size"), _NO_LIMIT)
-        e = self._model.encode(texts, batch_size, _memory_limit(memory_limit))
+        e = self._model.encode(texts, batch_size, _checks.memory_limit(memory_limit))
         return e[0] if single else e
 
     def tokenize(self, text: str, text_b: Optional[str] = None) -> List[str]:
@@ -222,7 +240,7 @@ class Model:
         _not_blank(_text(text, "text"), "text")
         if text_b is not None:
             _not_blank(_text(text_b, "text_b"), "text_b")
-        return Explanation(self._model.explain(text, text_b, _memory_limit(memory_limit)),
+        return Explanation(self._model.explain(text, text_b, _checks.memory_limit(memory_limit)),
                            self.name)
 
 
@@ -261,7 +279,7 @@ class CausalLM:
             if what:  # a device, a FIFO: never opened, which could block or read forever
                 raise ValueError(f"{path}: {what}; {expected}")
             self.name = _shown(os.path.splitext(os.path.basename(path))[0])
-        self._model = _qkv.CausalLM(os.fsencode(path), _memory_limit(memory_limit))
+        self._model = _qkv.CausalLM(os.fsencode(path), _checks.memory_limit(memory_limit))
 
     @property
     def path(self) -> str:
@@ -304,7 +322,7 @@ class CausalLM:
         text = self._model.chat_prompt(prompt) if _checks.flag(chat, "chat") else prompt
         ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
                                    _positive(seed, "seed", 0, 2**64 - 1),
-                                   _memory_limit(memory_limit))
+                                   _checks.memory_limit(memory_limit))
         # Control tokens (<|im_start|>, ...) are the model's markup, not text: nothing is shown.
         return self._model.generated_bytes(ids).decode("utf-8", "replace")
 
@@ -314,7 +332,7 @@ class CausalLM:
         memory_limit: bytes the capture may take (tokens² a layer and head; default: half the
         machine's memory); past it, MemoryError before it runs."""
         return Explanation(self._model.explain(_not_blank(_text(text, "text"), "text"),
-                                               _memory_limit(memory_limit)),
+                                               _checks.memory_limit(memory_limit)),
                            self.name)
 
 
@@ -434,8 +452,7 @@ class Explanation:
         path, all or nothing (a temporary file renamed into place), and returns None; a path
         that cannot be written (a directory, a full disk, /dev/full) raises an OSError naming
         it."""
-        layer = None if layer is None else _positive(layer, "layer", 0)
-        head = None if head is None else _positive(head, "head", 0)
+        layer, head = _index(layer, "layer", self.layers), _index(head, "head", self.heads)
         destination = None if path is None else _checks.output_path(path, "path", prefix="")
         page = self._e.html(self.model, None if token is None else _token(token), layer, head)
         if destination is None:

@@ -14,7 +14,7 @@ class ForwardFingerprint: ...
 def attention(q: NDArray[Any], k: NDArray[Any], v: NDArray[Any], mask: Optional[NDArray[Any]],
               causal: str, scale: Optional[float], score: str, normalize: str,
               params: Dict[str, NDArray[Any]], need_weights: bool, path: str,
-              keep_for_backward: bool
+              keep_for_backward: bool, memory_limit: int
               ) -> Tuple[NDArray[Any], Optional[NDArray[Any]], Optional[NDArray[Any]],
                          Optional[NDArray[Any]], Optional[ForwardFingerprint]]: ...
 def attention_backward(dout: NDArray[Any], q: NDArray[Any], k: NDArray[Any], v: NDArray[Any],
@@ -22,7 +22,7 @@ def attention_backward(dout: NDArray[Any], q: NDArray[Any], k: NDArray[Any], v: 
                        score: str, normalize: str, params: Dict[str, NDArray[Any]],
                        out: Optional[NDArray[Any]], saved_max: Optional[NDArray[Any]],
                        saved_sum: Optional[NDArray[Any]],
-                       fingerprint: Optional[ForwardFingerprint]
+                       fingerprint: Optional[ForwardFingerprint], memory_limit: int
                        ) -> Tuple[NDArray[Any], NDArray[Any], NDArray[Any],
                                   Dict[str, NDArray[Any]], float]: ...
 def _view_of(a: NDArray[Any]) -> Tuple[int, List[int], List[int]]: ...
@@ -112,6 +112,13 @@ def train(task: str, model: str, steps: int, layers: int, heads: int, d_model: i
           lr: float, seed: int, target: float, eval_every: int, test_examples: int, out: bytes,
           progress: Optional[Callable[[Dict[str, Any]], Any]],
           memory_limit: int) -> Dict[str, Any]: ...
+def perceiver_task_names() -> List[str]: ...
+def perceiver_task_description(name: str) -> str: ...
+def train_perceiver(task: str, length: int, latents: int, blocks: int, heads: int, d_model: int,
+                    steps: int, batch_size: int, lr: float, seed: int, target: float,
+                    eval_every: int, test_examples: int, out: bytes,
+                    progress: Optional[Callable[[Dict[str, Any]], Any]],
+                    memory_limit: int) -> Dict[str, Any]: ...
 def experiment(name: str, quick: bool,
                progress: Optional[Callable[[str], Any]]) -> Dict[str, Any]: ...
 

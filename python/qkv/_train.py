@@ -1,6 +1,6 @@
 """qkv.train and qkv.experiment: `qkv train` and `qkv experiment` as functions that return their
-results — a small encoder–decoder transformer trained on a toy task, and design questions about
-attention answered by training variants side by side. Training runs in qkv's C++
+results — a small encoder–decoder model (or the Perceiver) trained on a toy task, and design
+questions about attention answered by training variants side by side. Training runs in qkv's C++
 (python/src/train.cpp) without the GIL; a progress callable and Ctrl-C are heard every step."""
 
 import math
@@ -15,13 +15,19 @@ _DEFAULT_STEPS = {"dates": 6000, "lookup": 6000}  # the others: 4000
 
 
 def tasks() -> Dict[str, str]:
-    """The tasks qkv trains on, each with what it asks.
+    """The tasks qkv trains on, each with what it asks: the encoder–decoder models'
+    (model="transformer" or "rnnsearch"), then the Perceiver's (model="perceiver").
 
     >>> import qkv
     >>> qkv.tasks()["reverse"]
     'reverse a sequence (lengths 8–16, 20 symbols)'
+    >>> qkv.tasks()["count"].split(": ")[0], qkv.tasks()["count"].endswith("(model='perceiver')")
+    ("count the '#' among 1,024 letters a–z", True)
     """
-    return {name: _qkv.task_description(name) for name in _qkv.task_names()}
+    listed = {name: _qkv.task_description(name) for name in _qkv.task_names()}
+    for name in _qkv.perceiver_task_names():
+        listed[name] = _qkv.perceiver_task_description(name) + " (model='perceiver')"
+    return listed
 
 
 def experiment_names() -> List[str]:
@@ -39,7 +45,7 @@ class TrainProgress(NamedTuple):
     step: int  # steps done
     steps: int  # steps at most
     loss: float  # this step's mean cross-entropy (label smoothing 0.1)
-    token_accuracy: float  # this step's target tokens predicted right (argmax)
+    token_accuracy: float  # this step's target tokens predicted right (the Perceiver: inputs)
     eval_accuracy: Optional[float]  # the latest held-out exact-sequence accuracy, if any yet
     seconds: float  # since training began
     evaluated: bool  # a held-out evaluation ran after this step
@@ -58,13 +64,14 @@ class TrainSummary:
     parameters: int
     seconds: float  # wall time: steps, evaluations and the final test
     train_seconds: float  # the training steps alone
-    tokens: int  # source + target tokens trained on (no padding)
+    tokens: int  # source + target tokens trained on (no padding; the Perceiver: input symbols)
     tokens_per_second: float
     history: List[Dict[str, float]]  # each evaluation: step, accuracy, loss, seconds
-    mistakes: List[Dict[str, str]]  # a few wrong test outputs: source, target, output
-    config: Dict[str, int]  # layers, heads, d_model, ffn_hidden, vocab
+    mistakes: List[Dict[str, str]]  # a few wrong test outputs: source, target, output (seq2seq)
+    config: Dict[str, Any]  # architecture, layers, heads, d_model, ...: the model's sizes
     seed: int
     path: Optional[str]  # where the model was saved, if it was
+    chance: Optional[float] = None  # the Perceiver's: the best accuracy without reading the input
 
 
 @dataclass(frozen=True)
@@ -90,51 +97,78 @@ class ExperimentResult:
 _int, _number = _checks.integer, _checks.number
 
 
+_MODELS = ("transformer", "rnnsearch", "perceiver")
+
+
 def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[int] = None,
           layers: Optional[int] = None, heads: Optional[int] = None, d_model: int = 64,
           batch_size: int = 64, lr: float = 1e-3,
           seed: int = 1, target: float = 0.99, eval_every: Optional[int] = None,
           test_examples: int = 1000, save: Union[str, "os.PathLike[str]", None] = None,
           progress: Optional[Callable[[TrainProgress], Any]] = None,
-          memory_limit: Optional[int] = None) -> TrainSummary:
-    """Trains a small encoder–decoder transformer on `task` (see qkv.tasks()) as `qkv train`
-    does, and returns its TrainSummary.
+          memory_limit: Optional[int] = None, length: Optional[int] = None,
+          latents: Optional[int] = None) -> TrainSummary:
+    """Trains a small model on `task` (see qkv.tasks()) as `qkv train` does, and returns its
+    TrainSummary.
 
     model="transformer": `layers` (default 2) encoder and as many decoder blocks, pre-norm,
     `heads` (default 4) heads of width d_model / heads, character embeddings, sinusoidal
     positions. model="rnnsearch": Bahdanau et al. 2014's bidirectional GRU encoder (d_model/2
     units a direction) and GRU decoder (d_model) with additive attention, whose query is the
-    decoder state s_{i−1} and whose keys and values are the annotations h_j. Training: AdamW at peak `lr`
+    decoder state s_{i−1} and whose keys and values are the annotations h_j.
+    model="perceiver" (Jaegle et al. 2021; its task is "count", which the other two do not
+    train): `latents` (default 16) learned queries cross-attend to an input of `length`
+    (default 1024) symbols, then `layers` (default 2; 0 to 64) latent self-attention blocks of
+    `heads` heads; it classifies how many '#' the input holds. (length and latents are the
+    Perceiver's alone.)
+
+    Training: AdamW at peak `lr`
     with warmup and cosine decay, gradient clipping at 1, label smoothing 0.1, batch_size
-    examples a step, for `steps` steps (default 4000; dates and lookup 6000), stopping early
-    once a held-out evaluation (every eval_every steps; default min(100, steps / 10)) shows
-    accuracy − 2 standard errors ≥ target (> 1: never). The summary's test_accuracy is greedy
-    decoding's exact-sequence accuracy on test_examples held-out examples (sources training
-    never sees, whatever the seed). The same seed and thread count ($QKV_NUM_THREADS) give the
-    same numbers. save: a .safetensors path for the model (`qkv explain --model PATH`), checked
-    before training (an OSError when it cannot be written) and written all or nothing.
-    progress: called with a TrainProgress after every step. memory_limit: bytes training may
-    take (parameters, AdamW's moments, a batch's activations; default: half the machine's
-    memory); past it, MemoryError before the model is made.
+    examples a step, for `steps` steps (default 4000; dates and lookup 6000; count 1500), stopping
+    early once a held-out evaluation (every eval_every steps; default min(100, steps / 10), the
+    Perceiver's 100) shows accuracy − 2 standard errors ≥ target (> 1: never). The summary's
+    test_accuracy is greedy decoding's exact-sequence accuracy (the Perceiver's: the right
+    count's) on test_examples held-out examples (sources training never sees, whatever the
+    seed). The same seed and thread count ($QKV_NUM_THREADS) give the same numbers. save: a
+    .safetensors path for the model (`qkv explain --model PATH`), checked before training (an
+    OSError when it cannot be written) and written all or nothing. progress: called with a
+    TrainProgress after every step. memory_limit: bytes training may take (parameters, AdamW's
+    moments, a batch's activations; default: half the machine's memory); past it, MemoryError
+    before the model is made.
 
     >>> import qkv
     >>> s = qkv.train("copy", steps=40, layers=1, d_model=32, test_examples=50)
     >>> s.steps, len(s.history), s.config["d_model"]
     (40, 4, 32)
     """
+    seq2seq_tasks, perceiver_tasks = list(_qkv.task_names()), list(_qkv.perceiver_task_names())
     if not isinstance(task, str):
         raise TypeError(f"task: {type(task).__name__}; expected str, one of "
-                        f"{', '.join(_qkv.task_names())}")
-    if _checks.text(task, "task") not in _qkv.task_names():
-        _qkv.task_description(task)  # qkv's ValueError: "unknown task 'x'; expected one of ..."
-    steps = _int(_DEFAULT_STEPS.get(task, 4000) if steps is None else steps, "steps", 1,
-                 10**8, "1 to 10^8")
+                        f"{', '.join(seq2seq_tasks + perceiver_tasks)}")
+    if _checks.text(task, "task") not in seq2seq_tasks + perceiver_tasks:
+        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(seq2seq_tasks)}, "
+                         f"or {', '.join(perceiver_tasks)} with model='perceiver'")
     if not isinstance(model, str):
-        raise TypeError(f"model: {type(model).__name__}; expected str, 'transformer' or "
-                        "'rnnsearch'")
-    if model not in ("transformer", "rnnsearch"):
-        raise ValueError(f"model {model!r} is not a model qkv trains; expected 'transformer' or "
-                         "'rnnsearch'")
+        raise TypeError(f"model: {type(model).__name__}; expected str, 'transformer', "
+                        "'rnnsearch' or 'perceiver'")
+    if model not in _MODELS:
+        raise ValueError(f"model {_checks.text(model, 'model')!r} is not a model qkv trains; "
+                         "expected 'transformer', 'rnnsearch' or 'perceiver'")
+    perceiver = model == "perceiver"
+    if perceiver and task not in perceiver_tasks:
+        raise ValueError(f"task {task!r} is not a Perceiver task; expected "
+                         f"{' or '.join(map(repr, perceiver_tasks))} (the other tasks train "
+                         "model='transformer' or 'rnnsearch')")
+    if not perceiver and task in perceiver_tasks:
+        raise ValueError(f"task {task!r} is the Perceiver's; expected "
+                         f"qkv.train({task!r}, model='perceiver')")
+    for name, value, why in (("length", length, "takes its lengths from the task"),
+                             ("latents", latents, "has no latent queries")):
+        if value is not None and not perceiver:
+            raise ValueError(f"{name} applies to model='perceiver' only; model={model!r} {why}; "
+                             f"expected no {name}")
+    default_steps = 1500 if perceiver else _DEFAULT_STEPS.get(task, 4000)
+    steps = _int(default_steps if steps is None else steps, "steps", 1, 10**8, "1 to 10^8")
     d_model = _int(d_model, "d_model", 1, 4096, "1 to 4096")
     if model == "rnnsearch":
         for name, value in (("layers", layers), ("heads", heads)):
@@ -145,13 +179,18 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
         if d_model % 2:
             raise ValueError(f"d_model {d_model} is odd; expected an even width (rnnsearch's "
                              "annotations are d_model/2 a direction)")
-    layers = _int(2 if layers is None else layers, "layers", 1, 64, "1 to 64")
+    # The Perceiver may have no latent self-attention block after its cross-attention.
+    layers = _int(2 if layers is None else layers, "layers", 0 if perceiver else 1, 64,
+                  f"{0 if perceiver else 1} to 64")
     heads = _int(4 if heads is None else heads, "heads", 1, 256, "1 to 256")
     if model == "rnnsearch":
         layers = heads = 1
     if d_model % heads:
         raise ValueError(f"d_model {d_model} is not divisible by heads {heads}; expected "
                          f"d_model = heads · d_k, e.g. d_model={(d_model // heads + 1) * heads}")
+    if perceiver:
+        length = _int(1024 if length is None else length, "length", 16, 65536, "16 to 65536")
+        latents = _int(16 if latents is None else latents, "latents", 1, 4096, "1 to 4096")
     batch_size = _int(batch_size, "batch_size", 1, 65536, "1 to 65536")
     lr = _number(lr, "lr")
     if not 0 < lr < 10:
@@ -169,18 +208,22 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: {type(progress).__name__}; expected a callable")
     hear = None if progress is None else (lambda p: progress(TrainProgress(**p)))
-    limit = 0 if memory_limit is None else _int(memory_limit, "memory_limit", 1, 2**62,
-                                                "1 to 2^62 bytes")
-    s = _qkv.train(task, model, steps, layers, heads, d_model, batch_size, lr, seed, target,
-                   eval_every, test_examples, b"" if path is None else os.fsencode(path), hear,
-                   limit)
+    limit = _checks.memory_limit(memory_limit)
+    out = b"" if path is None else os.fsencode(path)
+    if perceiver:
+        s = _qkv.train_perceiver(task, length, latents, layers, heads, d_model, steps, batch_size,
+                                 lr, seed, target, eval_every, test_examples, out, hear, limit)
+    else:
+        s = _qkv.train(task, model, steps, layers, heads, d_model, batch_size, lr, seed, target,
+                       eval_every, test_examples, out, hear, limit)
     return TrainSummary(task=s["task"], steps=s["steps"], test_accuracy=s["test_accuracy"],
                         test_examples=s["test_examples"], final_loss=s["final_loss"],
                         reached_target=s["reached_target"], stopped_early=s["stopped_early"],
                         parameters=s["parameters"], seconds=s["wall_seconds"],
                         train_seconds=s["train_seconds"], tokens=s["tokens"],
                         tokens_per_second=s["tokens_per_second"], history=s["history"],
-                        mistakes=s["mistakes"], config=s["config"], seed=seed, path=path)
+                        mistakes=s["mistakes"], config=s["config"], seed=seed, path=path,
+                        chance=s.get("chance"))
 
 
 def experiment(name: str, *, quick: bool = False,

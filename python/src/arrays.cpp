@@ -1,5 +1,6 @@
 #include "arrays.h"
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -36,8 +37,10 @@ Tensor tensor_of(const Array& a, const std::string& name) {
     nb::gil_scoped_acquire gil;
     delete static_cast<Array*>(p);
   });
-  static float empty = 0;  // a 0-element array may have no data pointer
-  void* data = a.size() == 0 ? &empty : const_cast<void*>(a.data());
+  // A 0-element array may have no data pointer, or one that no element needs aligned; a view
+  // of nothing points here, aligned for every dtype (a float was not enough for float64).
+  alignas(std::max_align_t) static std::byte empty[sizeof(double)];
+  void* data = a.size() == 0 ? static_cast<void*>(empty) : const_cast<void*>(a.data());
   try {
     return Tensor::borrow(data, shape, strides, dtype, std::move(owner));
   } catch (const Error& e) {

@@ -66,6 +66,23 @@ Call make_call(const Array& q, const Array& k, const Array& v, const std::option
   return c;
 }
 
+// Refuses a call whose estimate (qkv::attention_bytes) is over memory_limit, before it runs, as
+// `qkv attend` refuses past --memory-limit: MemoryError naming both sizes, not std::bad_alloc
+// halfway. `need` counts what the call allocates beyond its inputs, which the caller holds.
+void check_call_memory(int64_t need, const Call& c, int64_t memory_limit, const char* call) {
+  const Tensor& q = c.q;
+  const int64_t keys = c.k.rank() >= 2 ? c.k.dim(-2) : 0;
+  const bool weights = c.options.need_weights;
+  check_memory_limit(need, memory_limit,
+                     std::string(call) + " of a query " + std::string(dtype_name(q.dtype())) + " " +
+                         shape_str(q.shape()) + " over " + grouped(keys) + " keys" +
+                         (weights ? " with need_weights (every query's weight on every key)" : ""),
+                     std::string(weights ? "need_weights=False (float32 scaled_dot or dot then "
+                                           "runs fused, in memory linear in the lengths), "
+                                         : "") +
+                         "fewer queries or keys, or a higher memory_limit");
+}
+
 nb::dict params_of(const ScoreParams& p) {
   nb::dict d;
   if (p.w.defined()) d["w"] = array_of(p.w);
@@ -93,11 +110,12 @@ void bind_attention(nb::module_& m) {
       [](const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
          const std::string& causal, std::optional<double> scale, const std::string& score,
          const std::string& normalize, const nb::dict& params, bool need_weights,
-         const std::string& path, bool keep_for_backward) {
+         const std::string& path, bool keep_for_backward, int64_t memory_limit) {
         Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
         c.options.need_weights = need_weights;
         c.options.keep_for_backward = keep_for_backward;
         c.options.path = parse(parse_path(path), "path", path, "auto, reference, fused");
+        check_call_memory(attention_bytes(c.q, c.k, c.v, c.options), c, memory_limit, "attention");
         AttentionResult r;
         {
           nb::gil_scoped_release release;
@@ -110,8 +128,10 @@ void bind_attention(nb::module_& m) {
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(), nb::arg("causal"),
       nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"), nb::arg("params"),
       nb::arg("need_weights"), nb::arg("path"), nb::arg("keep_for_backward"),
+      nb::arg("memory_limit"),
       "qkv::attention: (out, weights or None, saved_max or None, saved_sum or None, fingerprint or "
-      "None). Called by qkv.attention.");
+      "None), refused past memory_limit (bytes beyond the inputs; 0: half the machine's memory). "
+      "Called by qkv.attention.");
 
   m.def(
       "attention_backward",
@@ -119,9 +139,12 @@ void bind_attention(nb::module_& m) {
          const std::optional<Array>& mask, const std::string& causal, std::optional<double> scale,
          const std::string& score, const std::string& normalize, const nb::dict& params,
          const std::optional<Array>& out, const std::optional<Array>& saved_max,
-         const std::optional<Array>& saved_sum, const ForwardFingerprint* fingerprint) {
+         const std::optional<Array>& saved_sum, const ForwardFingerprint* fingerprint,
+         int64_t memory_limit) {
         Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
         const Tensor d = tensor_of(dout, "grad_out");
+        check_call_memory(attention_backward_bytes(c.q, c.k, c.v, c.options), c, memory_limit,
+                          "attention_backward");
         AttentionResult forward;  // qkv.attention(..., keep_for_backward=True)'s, if given
         if (out) forward.out = tensor_of(*out, "saved.out");
         if (saved_max) forward.saved_max = tensor_of(*saved_max, "saved.max");
@@ -138,9 +161,9 @@ void bind_attention(nb::module_& m) {
       nb::arg("dout"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(),
       nb::arg("causal"), nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"),
       nb::arg("params"), nb::arg("out").none(), nb::arg("saved_max").none(),
-      nb::arg("saved_sum").none(), nb::arg("fingerprint").none(),
-      "qkv::attention_backward: (dq, dk, dv, dparams, dscale). Called by "
-      "qkv.attention_backward.");
+      nb::arg("saved_sum").none(), nb::arg("fingerprint").none(), nb::arg("memory_limit"),
+      "qkv::attention_backward: (dq, dk, dv, dparams, dscale), refused past memory_limit. Called "
+      "by qkv.attention_backward.");
 
   // What qkv::attention receives for an array: its address, shape and strides, so that the
   // tests can see that no copy was made.

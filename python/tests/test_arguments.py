@@ -67,6 +67,24 @@ def test_a_lone_surrogate_is_refused_naming_the_argument_and_the_character(model
                        "expected text that UTF-8 can encode")
 
 
+def test_a_path_with_a_lone_surrogate_is_refused_naming_the_argument(explained):
+    """A lone surrogate outside U+DC80–U+DCFF (what os.fsdecode makes of undecodable bytes) has
+    no bytes on disk: it was UnicodeEncodeError "surrogates not allowed" from deep inside."""
+    expected = ("a lone surrogate U+D800 at character 5; expected a path the file system can "
+                "name")
+    cases = [
+        (lambda: qkv.Model(SURROGATE), "name_or_path"),
+        (lambda: qkv.CausalLM(SURROGATE), "name_or_path"),
+        (lambda: explained.html(SURROGATE), "path"),
+        (lambda: qkv.train("copy", save=SURROGATE), "save"),
+        (lambda: qkv.train("count", model="perceiver", save=SURROGATE), "save"),
+    ]
+    for call, name in cases:
+        refused(call, ValueError, f"{name}: {expected}")
+    # The surrogates os.fsdecode makes of bytes that are not UTF-8 stay paths (b"\xff").
+    refused(lambda: qkv.Model("bank \udcff"), FileNotFoundError, "bank \udcff: no such model")
+
+
 # ---- wrong types --------------------------------------------------------------------------------
 
 def test_wrong_types_to_attention_name_the_argument():
@@ -132,6 +150,24 @@ def test_wrong_types_to_the_decoder_name_the_argument():
     refused(lambda: lm.generate("hi", chat="yes"), TypeError, "chat: str; expected True or False")
     refused(lambda: lm.generate(SURROGATE), ValueError, "prompt: a lone surrogate U+D800")
     refused(lambda: lm.token_ids(SURROGATE), ValueError, "text: a lone surrogate U+D800")
+    refused(lambda: lm.generate("hi", temperature=10**400), ValueError,
+            "temperature: int beyond a float's range")
+
+
+def test_numbers_beyond_a_float_and_indices_beyond_an_int64_name_the_argument(explained):
+    """An int past float64's range was a bare OverflowError ("int too large to convert to
+    float"); a layer or head past int64 nanobind's multi-line signature dump."""
+    q = np.zeros((2, 3))
+    beyond = "int beyond a float's range (±1.8e308); expected a finite number"
+    refused(lambda: qkv.attention(q, q, q, scale=10**400), ValueError, f"scale: {beyond}")
+    refused(lambda: qkv.attention(q, q, q, scale=-(10**400)), ValueError, f"scale: {beyond}")
+    refused(lambda: qkv.train("copy", lr=10**400), ValueError, f"lr: {beyond}")
+    refused(lambda: qkv.train("copy", target=10**400), ValueError, f"target: {beyond}")
+    refused(lambda: explained.html(head=10**20), ValueError,
+            "head 100000000000000000000 is out of range; this model has heads 0–11")
+    refused(lambda: explained.html(layer=-(10**20)), ValueError,
+            "layer -100000000000000000000 is out of range; this model has layers 0–5")
+    assert explained.html(layer=np.int64(5), head=11).startswith("<!doctype html>")
 
 
 # ---- paths that are not what they should be ---------------------------------------------------

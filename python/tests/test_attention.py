@@ -4,6 +4,7 @@ float32 within docs/CONVENTIONS.md §1.1; gradients against central finite diffe
 read in place; bad arguments as exceptions; the GIL released while the kernels run."""
 
 import math
+import re
 import threading
 
 import numpy as np
@@ -361,6 +362,152 @@ def test_results_own_their_memory_and_outlive_the_call():
     gc.collect()
     assert out.flags.writeable and np.isfinite(out).all()
     out[...] = 0  # ours to change
+
+
+# ---- empty sizes (include/qkv/attention.h): a valid problem, never an error (issue 26) --------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_empty_sizes_give_what_the_contract_says(dtype):
+    """No queries: an empty output (as PyTorch's SDPA). No keys: every query has nothing to attend
+    to, output 0 (SDPA: NaN). Head dim 0: every score 0, so the weights are even and the output
+    is the mean of the values. Gradients alike. (float64 arrays of no elements were refused: the
+    view of nothing pointed at a float, not aligned for float64.)"""
+    def ones(*shape):
+        return np.ones(shape, dtype)
+
+    out, w = qkv.attention(ones(0, 4), ones(5, 4), ones(5, 3), need_weights=True)
+    assert (out.shape, w.shape, out.dtype) == ((0, 3), (0, 5), dtype)
+    out = qkv.attention(ones(0, 2, 3, 4), ones(0, 2, 5, 4), ones(0, 2, 5, 3))  # no batch
+    assert out.shape == (0, 2, 3, 3)
+    out, w = qkv.attention(ones(3, 4), ones(0, 4), ones(0, 3), need_weights=True, is_causal=True,
+                           causal_alignment="bottom_right")
+    np.testing.assert_array_equal(out, np.zeros((3, 3)))
+    assert w.shape == (3, 0)
+    values = np.arange(15, dtype=dtype).reshape(5, 3)
+    out, w = qkv.attention(ones(3, 0), ones(5, 0), values, need_weights=True)
+    np.testing.assert_allclose(w, np.full((3, 5), 0.2), rtol=1e-6)
+    np.testing.assert_allclose(out, np.tile([6.0, 7.0, 8.0], (3, 1)), rtol=1e-6)  # mean rows
+    assert qkv.attention(ones(3, 4), ones(5, 4), ones(5, 0)).shape == (3, 0)
+    # Masks and parameters of no elements.
+    out = qkv.attention(ones(0, 4), ones(5, 4), ones(5, 3), attn_mask=np.zeros((0, 5), dtype))
+    assert out.shape == (0, 3)
+    out = qkv.attention(ones(0, 4), ones(5, 4), ones(5, 3), attn_mask=np.ones((0, 5), bool))
+    assert out.shape == (0, 3)
+    additive = {"w_q": ones(0, 4), "w_k": ones(0, 4), "v": ones(0)}  # A = 0: every score 0
+    out = qkv.attention(ones(2, 4), ones(5, 4), values, score="additive", params=additive)
+    np.testing.assert_allclose(out, np.tile([6.0, 7.0, 8.0], (2, 1)), rtol=1e-6)
+
+    g = qkv.attention_backward(ones(0, 3), ones(0, 4), ones(5, 4), ones(5, 3))
+    assert g.dq.shape == (0, 4) and g.dscale == 0
+    np.testing.assert_array_equal(g.dk, np.zeros((5, 4)))  # no query saw them
+    np.testing.assert_array_equal(g.dv, np.zeros((5, 3)))
+    g = qkv.attention_backward(ones(3, 3), ones(3, 4), ones(0, 4), ones(0, 3))
+    np.testing.assert_array_equal(g.dq, np.zeros((3, 4)))
+    assert g.dk.shape == (0, 4) and g.dv.shape == (0, 3)
+    # Head dim 0: dv_j = Σ_i w_ij·dout_i = 3 queries × 0.2 × 1.
+    g = qkv.attention_backward(ones(3, 3), ones(3, 0), ones(5, 0), values)
+    assert g.dq.shape == (3, 0) and g.dk.shape == (5, 0)
+    np.testing.assert_allclose(g.dv, np.full((5, 3), 0.6), rtol=1e-6)
+    # A saved forward of nothing is the forward of nothing.
+    out, saved = qkv.attention(ones(0, 4), ones(5, 4), ones(5, 3), keep_for_backward=True)
+    g = qkv.attention_backward(ones(0, 3), ones(0, 4), ones(5, 4), ones(5, 3), saved=saved)
+    assert g.dq.shape == (0, 4)
+
+
+# ---- memory: the estimate against memory_limit, before the work (issue 26) ------------------
+
+_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def memory_refusal(call):
+    """The one-line MemoryError of call(), and the estimate it names, in bytes."""
+    with pytest.raises(MemoryError) as e:
+        call()
+    message = str(e.value)
+    assert "\n" not in message and "bad_alloc" not in message, message
+    found = re.search(r"needs about ([0-9.,]+) (bytes|KiB|MiB|GiB|TiB) of memory, over the limit "
+                      r"of [0-9.,]+ (bytes|KiB|MiB|GiB|TiB) \(memory_limit\)", message)
+    assert found, message
+    return message, float(found.group(1).replace(",", "")) * _UNITS[found.group(2)]
+
+
+def test_attention_says_what_it_needs_and_refuses_past_memory_limit():
+    """The sweep's (1, 16, 8192, 64) float32 with need_weights: 16·8192² = 2^30 weights, each a
+    float64 and its float32 copy (12 bytes): 12 GiB beyond the inputs, refused before the work
+    with both sizes, where it was MemoryError "std::bad_alloc" after allocating."""
+    q = np.zeros((1, 16, 8192, 64), np.float32)
+    message, need = memory_refusal(
+        lambda: qkv.attention(q, q, q, need_weights=True, memory_limit=2**30))
+    assert message.startswith("attention of a query float32 [1, 16, 8192, 64] over 8,192 keys "
+                              "with need_weights (every query's weight on every key) needs about ")
+    assert "over the limit of 1.0 GiB (memory_limit); expected need_weights=False" in message
+    assert 12 * 2**30 <= need < 12.5 * 2**30, need
+    # The fused path of the same inputs needs no L×S memory: within a limit of 1 GiB (a smaller
+    # case, to keep the test quick), and its weights are refused under that limit.
+    small = np.random.default_rng(12).standard_normal((1, 4, 2048, 16)).astype(np.float32)
+    out = qkv.attention(small, small, small, memory_limit=64 * 2**20)
+    assert out.shape == small.shape and np.isfinite(out).all()
+    _, need = memory_refusal(lambda: qkv.attention(small, small, small, need_weights=True,
+                                                   memory_limit=64 * 2**20))
+    assert need >= 12 * 4 * 2048**2
+    # The backward too (float64: the reference path, whose causal mask is an L×S bias).
+    message, _ = memory_refusal(lambda: qkv.attention_backward(
+        small.astype(np.float64), *[small.astype(np.float64)] * 3, is_causal=True,
+        memory_limit=2**20))
+    assert message.startswith("attention_backward of a query float64 [1, 4, 2048, 16] over 2,048 "
+                              "keys needs about ")
+    with pytest.raises(ValueError, match="memory_limit 0 is out of range; expected 1 to 2"):
+        qkv.attention(small, small, small, memory_limit=0)
+    with pytest.raises(TypeError, match="memory_limit: str; expected an int"):
+        qkv.attention_backward(small, small, small, small, memory_limit="1G")
+
+
+_PEAK = """
+import sys
+import numpy as np, qkv
+def peak():  # this process's peak resident memory, bytes (ru_maxrss would start at the parent's)
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
+rng = np.random.default_rng(0)
+kind = sys.argv[1]
+dtype = np.float64 if kind == "float64_backward" else np.float32
+q, k, v = (rng.standard_normal((1, 8, 1024, 64)).astype(dtype) for _ in range(3))
+def call(limit):
+    if kind == "float64_backward":
+        return qkv.attention_backward(q, q, k, v, is_causal=True, memory_limit=limit)
+    return qkv.attention(q, k, v, need_weights=kind == "weights", memory_limit=limit)
+try:
+    call(1)
+except MemoryError as e:
+    print(str(e))
+qkv.attention(q[:, :, :8], k[:, :, :8], v[:, :, :8])  # the thread pool, OpenBLAS: started
+before = peak()
+result = call(None)
+print(peak() - before)
+"""
+
+
+@pytest.mark.parametrize("kind", ["weights", "fused", "float64_backward"])
+def test_the_estimate_covers_the_measured_peak_and_not_by_much(kind):
+    """memory.h: an estimate errs high, never low by much. A fresh interpreter's peak resident
+    memory (VmHWM: its own, where ru_maxrss would start at the parent's, pytest's) grows by
+    what one call allocates beyond its inputs: with need_weights (8 heads of
+    1024², 12 bytes a weight: 96 MiB), on the fused path (a few MiB), and in a float64 causal
+    backward (the mask's float64 bias, 64 MiB)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _PEAK, kind], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    refusal, growth = r.stdout.strip().splitlines()
+    found = re.search(r"needs about ([0-9.]+) (bytes|KiB|MiB|GiB)", refusal)
+    need = float(found.group(1)) * _UNITS[found.group(2)]
+    growth = float(growth)
+    # bytes_str's two or three digits: 5% either way.
+    assert need * 1.05 >= growth, (
+        f"{kind}: estimated {need / 2**20:.1f} MiB, grew {growth / 2**20:.1f}")
+    assert need <= 1.5 * growth + 16 * 2**20, (
+        f"{kind}: estimated {need / 2**20:.1f} MiB, grew {growth / 2**20:.1f}")
 
 
 # ---- bad arguments --------------------------------------------------------------------------

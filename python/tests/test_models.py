@@ -161,8 +161,11 @@ def test_properties_and_repr(model):
     short = qkv.Model(model.path, max_length=8)  # a directory works as well as the name
     assert short.name == "all-MiniLM-L6-v2" and short.max_length == 8
     assert len(short.tokenize("a b c d e f g h i j")) == 8
-    # Beyond the model's 512 positions, texts are cut to those (no error, no overflow).
-    assert qkv.Model(max_length=2**80).max_length == 512
+    # Beyond the model's 512 positions, texts are cut to those (no error, no overflow), as a
+    # warning says.
+    with pytest.warns(UserWarning, match="max_length 1208925819614629174706176 is more than the "
+                                         "512 positions"):
+        assert qkv.Model(max_length=2**80).max_length == 512
 
 
 def test_a_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
@@ -439,8 +442,9 @@ def test_train_rejects_bad_arguments(tmp_path):
 
 
 def test_tasks_and_experiment_names():
-    assert list(qkv.tasks()) == ["reverse", "sort", "copy", "dates", "lookup", "follow"]
+    assert list(qkv.tasks()) == ["reverse", "sort", "copy", "dates", "lookup", "follow", "count"]
     assert all(qkv.tasks().values())
+    assert qkv.tasks()["count"].endswith("(model='perceiver')")
     assert qkv.experiment_names() == ["tie-qk", "no-wv", "scale", "heads", "scores"]
 
 
@@ -596,6 +600,88 @@ def test_train_rnnsearch_refuses_transformer_sizes():
         qkv.train("copy", model="rnnsearch", d_model=15)
     with pytest.raises(ValueError, match="'lstm' is not a model qkv trains"):
         qkv.train("copy", model="lstm")
+
+
+# ---- the Perceiver: `qkv train --model perceiver --task count`, from Python (issue 26) ----
+
+PERCEIVER = dict(model="perceiver", steps=20, length=16, latents=2, layers=0, heads=2,
+                 d_model=16, batch_size=8, eval_every=10, test_examples=20, target=2)
+
+
+def test_train_perceiver_returns_a_summary_and_saves_a_model_the_command_explains(tmp_path):
+    """count was refused as "unknown task", model="perceiver" as "not a model qkv trains",
+    although `qkv train --model perceiver --task count` trains it."""
+    heard = []
+    path = tmp_path / "count.safetensors"
+    s = qkv.train("count", seed=5, progress=heard.append, save=path, **PERCEIVER)
+    assert (s.task, s.steps, s.test_examples, s.seed, s.path) == ("count", 20, 20, 5, str(path))
+    assert s.config == {"architecture": "perceiver", "layers": 0, "heads": 2, "d_model": 16,
+                        "latents": 2, "length": 16, "classes": 10, "vocab": 27}
+    assert s.chance == 0.1 and 0 <= s.test_accuracy <= 1
+    assert [h["step"] for h in s.history] == [10, 20]
+    assert s.tokens == 20 * 8 * 16  # steps × batch × input symbols
+    assert s.mistakes == [] and s.reached_target is None and not s.stopped_early
+    assert [p.step for p in heard] == list(range(1, 21))
+    assert [p.step for p in heard if p.evaluated] == [10, 20]
+    assert heard[-1].eval_accuracy == s.history[-1]["accuracy"]
+    # The same seed, the same numbers.
+    again = qkv.train("count", seed=5, **PERCEIVER)
+    assert (again.history[-1]["accuracy"], again.final_loss, again.test_accuracy) == (
+        s.history[-1]["accuracy"], s.final_loss, s.test_accuracy)
+    # The command reads the file as one it saved itself.
+    r = subprocess.run([sys.executable, "-m", "qkv", "explain", "--model", str(path), "--input",
+                        "abcdefgh#ijklmno"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "latent" in r.stdout
+
+
+def test_train_says_which_model_a_task_belongs_to():
+    cases = [
+        (dict(task="count"), "task 'count' is the Perceiver's; expected "
+                             "qkv.train('count', model='perceiver')"),
+        (dict(task="copy", model="perceiver"), "task 'copy' is not a Perceiver task; expected "
+                                               "'count' (the other tasks train "
+                                               "model='transformer' or 'rnnsearch')"),
+        (dict(task="nope"), "unknown task 'nope'; expected one of reverse, sort, copy, dates, "
+                            "lookup, follow, or count with model='perceiver'"),
+        (dict(task="copy", length=64), "length applies to model='perceiver' only"),
+        (dict(task="copy", model="rnnsearch", latents=4), "latents applies to model='perceiver' "
+                                                          "only; model='rnnsearch' has no latent"),
+        (dict(task="count", model="perceiver", length=8), "length 8 is out of range; expected "
+                                                          "16 to 65536"),
+        (dict(task="count", model="perceiver", latents=0), "latents 0 is out of range"),
+        (dict(task="count", model="perceiver", layers=65), "layers 65 is out of range; expected "
+                                                           "0 to 64"),
+        (dict(task="copy", model="perceivr"), "model 'perceivr' is not a model qkv trains; "
+                                              "expected 'transformer', 'rnnsearch' or "
+                                              "'perceiver'"),
+    ]
+    for kwargs, start in cases:
+        with pytest.raises(ValueError) as e:
+            qkv.train(**kwargs)
+        assert one_line(e).startswith(start), (kwargs, str(e.value))
+    message = expect_memory_error(
+        lambda: qkv.train("count", model="perceiver", length=65536, d_model=4096, heads=64,
+                          batch_size=4096, memory_limit=1000),
+        "training this Perceiver (length 65,536, d_model 4,096, batch 4,096) needs about ")
+    assert message.endswith("expected a smaller length, d_model or batch_size")
+
+
+# ---- max_length beyond the model's positions -------------------------------------------------
+
+def test_a_max_length_beyond_the_positions_warns_and_says_what_applies(model):
+    """Model(max_length=10**6) became 512 without a word (BERT has 512 positions)."""
+    with pytest.warns(UserWarning) as heard:
+        m = qkv.Model(max_length=10**6)
+    assert [str(w.message) for w in heard] == [
+        "max_length 1000000 is more than the 512 positions of all-MiniLM-L6-v2; texts are cut to "
+        "512 tokens ([CLS] and [SEP] included)"]
+    assert m.max_length == 512
+    assert len(m.tokenize("word " * 1000)) == 512
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # within the positions: no warning
+        assert qkv.Model(max_length=512).max_length == 512
 
 
 # ---- memory: the work's estimate against memory_limit, before it runs (issue 26) ----

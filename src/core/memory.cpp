@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace qkv {
 
@@ -19,19 +20,33 @@ int64_t default_memory_limit() {
   return physical > 0 ? physical / 2 : int64_t{4} << 30;
 }
 
-std::string bytes_str(int64_t bytes) {
+namespace {
+
+// `bytes` in its largest unit, with `decimals` (−1: one below 10, none above).
+std::string scaled(int64_t bytes, int decimals) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double x = static_cast<double>(bytes);
   int u = 0;
   while (x >= 1024 && u < 6) x /= 1024, ++u;
-  char text[32];
-  std::snprintf(text, sizeof text,
-                u == 0   ? "%.0f %s"
-                : x < 10 ? "%.1f %s"
-                         : "%.0f %s",
-                x, units[u]);
+  if (u == 0 || decimals < 0) decimals = u == 0 || x >= 10 ? 0 : 1;
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f %s", decimals, x, units[u]);
   return text;
 }
+
+// A need and a limit as bytes_str shows them, with as many more decimals as it takes to tell them
+// apart: "needs about 12 GiB ..., over the limit of 12 GiB" reads as if nothing were over.
+std::pair<std::string, std::string> told_apart(int64_t need, int64_t limit) {
+  for (int decimals : {-1, 1, 2, 3}) {
+    std::pair<std::string, std::string> shown{scaled(need, decimals), scaled(limit, decimals)};
+    if (shown.first != shown.second) return shown;
+  }
+  return {grouped(need) + " bytes", grouped(limit) + " bytes"};
+}
+
+}  // namespace
+
+std::string bytes_str(int64_t bytes) { return scaled(bytes, -1); }
 
 int64_t saturated_bytes(double bytes) {
   if (!(bytes > 0)) return 0;
@@ -45,8 +60,9 @@ int64_t tensor_bytes(const Tensor& t) {
 
 MemoryLimitError::MemoryLimitError(const std::string& work, int64_t need, int64_t limit,
                                    const std::string& knob, const std::string& expected)
-    : Error(work + " needs about " + (need >= kMaxBytes ? "more than 4 EiB" : bytes_str(need)) +
-                " of memory, over the limit of " + bytes_str(limit) +
+    : Error(work + " needs about " +
+                (need >= kMaxBytes ? "more than 4 EiB" : told_apart(need, limit).first) +
+                " of memory, over the limit of " + told_apart(need, limit).second +
                 (knob.empty() ? "" : " (" + knob + ")") +
                 (expected.empty() ? "" : "; expected " + expected),
             Kind::invalid_argument),

@@ -7,6 +7,7 @@
 #include "attention/validate.h"
 #include "core/dispatch.h"
 #include "qkv/explain.h"
+#include "qkv/memory.h"
 
 namespace qkv::explain {
 namespace {
@@ -24,7 +25,10 @@ int64_t row_index(const attention_detail::Dims& d, int64_t b, int64_t h, int64_t
 
 int64_t weight_count(const AttentionCall& c) {
   const auto d = dims_of(c);
-  return d.B * d.Hq * d.L * d.S;
+  // Inputs of head dim 0 hold no bytes whatever their lengths: L = S = 2^32 is a valid problem
+  // whose count overflows int64 (it read "needs all 0 attention weights").
+  const double n = static_cast<double>(d.B) * d.Hq * d.L * static_cast<double>(d.S);
+  return n >= 9.2e18 ? std::numeric_limits<int64_t>::max() : d.B * d.Hq * d.L * d.S;
 }
 
 int64_t head_pairs(const AttentionCall& c) {
@@ -33,18 +37,16 @@ int64_t head_pairs(const AttentionCall& c) {
 }
 
 int64_t reference_bytes(const AttentionCall& c, bool json) {
+  // What run_case allocates, as qkv::attention sizes it (the Python package's memory_limit uses
+  // the same estimate), and with --json the JSON of every weight, score and logit: three nested
+  // arrays of numbers and their text (measured at L = S = 1024: 201 bytes a weight in all).
+  AttentionOptions o = c.options;
+  o.need_weights = o.need_logsumexp = o.need_scores = true;
+  o.path = Path::reference;
   const auto d = dims_of(c);
-  const double w = static_cast<double>(d.B * d.Hq * d.L * d.S);
-  const bool f32 =
-      c.q.dtype() == DType::f32 && c.k.dtype() == DType::f32 && c.v.dtype() == DType::f32;
-  const bool masked = c.options.mask.defined() || c.options.causal != Causal::none ||
-                      !c.options.key_lengths.empty();
-  // float64 weights, scores and logits; the mask as a float64 bias; their float32 copies; with
-  // --json three nested arrays of numbers and their text (measured at L = S = 1024: 36, 44 with
-  // a mask, 201 bytes a weight with --json).
-  double per_weight = 3 * 8 + (masked ? 8 : 0) + (f32 ? 3 * 4 : 0) + (json ? 170 : 0);
-  const double bytes = w * per_weight;
-  return bytes > 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(bytes);
+  const double weights = static_cast<double>(d.B) * d.Hq * d.L * static_cast<double>(d.S);
+  const double text = json ? 170 * weights : 0;
+  return saturated_bytes(static_cast<double>(attention_bytes(c.q, c.k, c.v, o)) + text);
 }
 
 AttentionCall first_rows(const AttentionCall& c, int64_t pair, int64_t rows) {

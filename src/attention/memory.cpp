@@ -1,0 +1,134 @@
+// What one attention call allocates, known before it runs (qkv/attention.h, "what a call needs"):
+// the allocations of attention.cpp, fused.cpp and the kernels they call, summed here (a change
+// there needs one here; tests/attention/attention_memory_test.cpp and python/tests compare).
+// Sizes multiply in double: a broadcast view (stride 0) can describe far more elements than any
+// memory holds, and its copies are counted as such.
+#include "qkv/memory.h"
+
+#include <algorithm>
+
+#include "attention/fused.h"
+#include "attention/validate.h"
+#include "kernels/cpu/flash_common.h"
+#include "qkv/attention.h"
+#include "qkv/threads.h"
+
+namespace qkv {
+namespace {
+
+using attention_detail::Dims;
+
+double elements(const Tensor& t) {
+  if (!t.defined()) return 0;
+  double n = 1;
+  for (int64_t d : t.shape()) n *= static_cast<double>(d);
+  return n;
+}
+
+bool masks_anything(const AttentionOptions& o) {
+  return o.mask.defined() || o.causal != Causal::none || !o.key_lengths.empty();
+}
+
+// The float64 copy prepare() makes of an input (none of a contiguous float64 one, used in place).
+double float64_copy(const Tensor& t) {
+  return t.defined() && t.dtype() == DType::f64 && t.is_contiguous() ? 0 : 8 * elements(t);
+}
+
+// Those of the inputs and the score's parameters.
+double reference_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const AttentionOptions& o) {
+  const ScoreParams& p = o.params;
+  return float64_copy(q) + float64_copy(k) + float64_copy(v) + float64_copy(p.w) +
+         float64_copy(p.w_q) + float64_copy(p.w_k) + float64_copy(p.v);
+}
+
+// A gradient (or a result) as the reference gives it: float64, then converted to t's dtype.
+double reference_result(const Tensor& t) {
+  return (t.defined() && t.dtype() == DType::f32 ? 8 + 4 : 8) * elements(t);
+}
+
+// The masks as the reference reads them: the user's mask as float64 (MaskReader) and, where
+// anything masks, the float64 bias [B, Hq, L, S] of every mask together (logit_bias).
+double reference_masks(const Dims& d, const AttentionOptions& o) {
+  const double weights = static_cast<double>(d.B) * d.Hq * d.L * d.S;
+  return 8 * elements(o.mask) + (masks_anything(o) ? 8 * weights : 0);
+}
+
+// The fused kernels' inputs: a view of each, copied only where its last dimension is strided;
+// the mask as a float32 bias of its own shape (broadcast by strides, never expanded).
+double fused_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  double bytes = 4 * elements(o.mask);
+  for (const Tensor* t : {&q, &k, &v})
+    if (t->rank() > 0 && t->strides().back() != 1) bytes += 4 * elements(*t);
+  return bytes;
+}
+
+// Each worker's tiles (flash_forward's Scratch: a tile of query rows, the transposed and the
+// clean key tile, the value tile, the scores and the output accumulator).
+double forward_tiles(const Dims& d, int workers) {
+  using namespace cpu::flash;
+  const double dk = static_cast<double>(d.Dk), dv = static_cast<double>(d.Dv);
+  return workers * 4.0 * (kRows * (dk + dv) + kKeys * (2 * dk + dv) + kRows * kKeys);
+}
+
+}  // namespace
+
+int64_t attention_bytes(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const AttentionOptions& o) {
+  const Dims d = attention_detail::check_inputs(q, k, v, o);
+  const double rows = static_cast<double>(d.B) * d.Hq * d.L;
+  const double weights = rows * static_cast<double>(d.S), outs = rows * static_cast<double>(d.Dv);
+  // The fingerprint gathers one strided row at a time: nothing that grows.
+  if (attention_detail::choose_path(q, k, v, o) == Path::fused) {
+    // The output and its row statistics (logsumexp, and the saved max and sum), K and V packed
+    // once for all the row tiles that read them (pack_kv), and each worker's tiles.
+    const double packed = 4 * (elements(k) + elements(v)) + 16.0 * d.B * d.Hkv * d.S;
+    return saturated_bytes(fused_inputs(q, k, v, o) + 4 * outs + 3 * 4 * rows + packed +
+                           forward_tiles(d, resolve_num_threads(o.num_threads)));
+  }
+  // float32 results are converted from float64 ones, which live until the call returns.
+  const bool f32 = q.dtype() == DType::f32 && k.dtype() == DType::f32 && v.dtype() == DType::f32;
+  const double per_result = f32 ? 8 + 4 : 8;
+  double bytes = reference_inputs(q, k, v, o) + reference_masks(d, o) + per_result * outs;
+  if (o.need_logsumexp) bytes += per_result * rows;
+  if (o.need_weights) bytes += per_result * weights;
+  if (o.need_scores) bytes += 2 * per_result * weights;  // scores and logits
+  bytes += 4 * 8.0 * d.S;  // one row's scores, logits and weights (the reference's scratch)
+  return saturated_bytes(bytes);
+}
+
+int64_t attention_backward_bytes(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const AttentionOptions& options) {
+  AttentionOptions o = options;
+  o.need_weights = o.need_scores = o.need_logsumexp = false;
+  o.keep_for_backward = false;
+  const Dims d = attention_detail::check_inputs(q, k, v, o);
+  const double rows = static_cast<double>(d.B) * d.Hq * d.L;
+  const double outs = rows * static_cast<double>(d.Dv);
+  const double grads = elements(q) + elements(k) + elements(v);
+  if (attention_detail::choose_path(q, k, v, o) == Path::fused) {
+    // The forward's output and row statistics (run again, or a saved forward's contiguous
+    // copies), dout as float32, dq, dk and dv, and each worker's rows: the Hq / Hkv heads of its
+    // (batch, kv head) group, L rows each, as Q, packed Q and packed dO, beside its key tiles.
+    using namespace cpu::flash;
+    const int workers = static_cast<int>(
+        std::min<double>(resolve_num_threads(o.num_threads), std::max(1.0, 1.0 * d.B * d.Hkv)));
+    const double group_rows =
+        std::max(1.0, static_cast<double>(d.Hq / std::max<int64_t>(d.Hkv, 1)) * d.L);
+    const double dk = static_cast<double>(d.Dk), dv = static_cast<double>(d.Dv);
+    const double per_worker = 4 * (group_rows * (2 * dk + dv) + kBackwardKeys * (3 * dk + 2 * dv) +
+                                   4.0 * kBackwardRows * kBackwardKeys);
+    return saturated_bytes(fused_inputs(q, k, v, o) + 4 * (2 * outs + 2 * rows) + 4 * grads +
+                           workers * per_worker);
+  }
+  // The reference: its float64 inputs and masks, dout as float64 (counted as a copy), every
+  // gradient in float64 and then in its input's dtype, and one row's scratch.
+  const ScoreParams& p = o.params;
+  double gradients = 0;
+  for (const Tensor* t : {&q, &k, &v, &p.w, &p.w_q, &p.w_k, &p.v})
+    gradients += reference_result(*t);
+  return saturated_bytes(reference_inputs(q, k, v, o) + reference_masks(d, o) + 8 * outs +
+                         gradients + 4 * 8.0 * d.S);
+}
+
+}  // namespace qkv
