@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bindings.h"
 #include "qkv/perceiver.h"
@@ -38,9 +39,12 @@ nb::dict progress_of(const TrainProgress& p) {
   return d;
 }
 
-nb::dict summary_of(const TrainSummary& s, const Seq2Seq& model) {
-  nb::list history, mistakes;
-  for (const EvalPoint& e : s.history) {
+// The evaluations of a run, oldest first, as dicts: the seq2seq and the Perceiver trainers record
+// the same four numbers at each (EvalPoint, PerceiverEvalPoint).
+template <typename Point>
+nb::list history_of(const std::vector<Point>& points) {
+  nb::list history;
+  for (const Point& e : points) {
     nb::dict point;
     point["step"] = e.step;
     point["accuracy"] = e.accuracy;
@@ -48,6 +52,28 @@ nb::dict summary_of(const TrainSummary& s, const Seq2Seq& model) {
     point["seconds"] = e.seconds;
     history.append(point);
   }
+  return history;
+}
+
+// What every trainer's summary says of its run (TrainSummary, PerceiverTrainSummary): the task, the
+// steps taken and why they stopped, the loss and the held-out accuracy, and the time.
+template <typename Summary>
+nb::dict run_of(const Summary& s) {
+  nb::dict d;
+  d["task"] = s.task;
+  d["steps"] = s.steps;
+  d["stopped_early"] = s.stopped_early;
+  d["final_loss"] = s.final_loss;
+  d["test_accuracy"] = s.test_accuracy;
+  d["test_examples"] = s.test_examples;
+  d["train_seconds"] = s.train_seconds;
+  d["wall_seconds"] = s.wall_seconds;
+  return d;
+}
+
+nb::dict summary_of(const TrainSummary& s, const Seq2Seq& model) {
+  const nb::list history = history_of(s.history);
+  nb::list mistakes;
   for (const auto& [example, output] : s.mistakes) {
     nb::dict mistake;
     mistake["source"] = example.source;
@@ -63,16 +89,8 @@ nb::dict summary_of(const TrainSummary& s, const Seq2Seq& model) {
   config["d_model"] = c.d_model;
   config["ffn_hidden"] = c.hidden();
   config["vocab"] = model.vocab().size();
-  nb::dict d;
-  d["task"] = s.task;
-  d["steps"] = s.steps;
+  nb::dict d = run_of(s);
   d["reached_target"] = s.reached_target ? nb::cast(*s.reached_target) : nb::none();
-  d["stopped_early"] = s.stopped_early;
-  d["final_loss"] = s.final_loss;
-  d["test_accuracy"] = s.test_accuracy;
-  d["test_examples"] = s.test_examples;
-  d["train_seconds"] = s.train_seconds;
-  d["wall_seconds"] = s.wall_seconds;
   d["tokens"] = s.tokens;
   d["tokens_per_second"] = s.tokens_per_second;
   d["parameters"] = s.parameters;
@@ -88,17 +106,13 @@ nb::dict summary_of(const TrainSummary& s, const Seq2Seq& model) {
 // and a classifier has no wrong sequences to show.
 nb::dict perceiver_summary_of(const PerceiverTrainSummary& s, const PerceiverConfig& c,
                               int64_t batch_size, double target) {
-  nb::list history;
+  const nb::list history = history_of(s.history);
   nb::object reached = nb::none();
-  for (const PerceiverEvalPoint& e : s.history) {
-    nb::dict point;
-    point["step"] = e.step;
-    point["accuracy"] = e.accuracy;
-    point["loss"] = e.loss;
-    point["seconds"] = e.seconds;
-    history.append(point);
-    if (reached.is_none() && e.accuracy >= target) reached = nb::cast(e.step);
-  }
+  for (const PerceiverEvalPoint& e : s.history)
+    if (e.accuracy >= target) {
+      reached = nb::cast(e.step);
+      break;
+    }
   nb::dict config;
   config["architecture"] = "perceiver";
   config["layers"] = c.blocks;
@@ -109,16 +123,8 @@ nb::dict perceiver_summary_of(const PerceiverTrainSummary& s, const PerceiverCon
   config["classes"] = c.classes;
   config["vocab"] = c.vocab;
   const int64_t symbols = s.steps * batch_size * c.length;
-  nb::dict d;
-  d["task"] = s.task;
-  d["steps"] = s.steps;
+  nb::dict d = run_of(s);
   d["reached_target"] = reached;
-  d["stopped_early"] = s.stopped_early;
-  d["final_loss"] = s.final_loss;
-  d["test_accuracy"] = s.test_accuracy;
-  d["test_examples"] = s.test_examples;
-  d["train_seconds"] = s.train_seconds;
-  d["wall_seconds"] = s.wall_seconds;
   d["tokens"] = symbols;
   d["tokens_per_second"] =
       s.train_seconds > 0 ? static_cast<double>(symbols) / s.train_seconds : 0.0;

@@ -32,20 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser  # noqa: E402
 
-failures = []
-skipped = []
-SKIPPED_EXIT = 77  # tests/CMakeLists.txt: SKIP_RETURN_CODE
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def skip(what):
-    print("skipped: " + what)
-    skipped.append(what)
+from checklist import check, skip, finish  # noqa: E402
 
 
 def smollm2_file():
@@ -573,12 +560,7 @@ def main():
         test_256_tokens(b, args.qkv, args.out)
         test_decoder(b, args.qkv, args.out)
     print(f"screenshots in {args.out}")
-    if failures:
-        sys.exit(f"{len(failures)} check(s) failed" +
-                 (f"; {len(skipped)} part(s) skipped" if skipped else ""))
-    if skipped:
-        print(f"{len(skipped)} part(s) skipped, so the test is reported as skipped, not passed")
-        sys.exit(SKIPPED_EXIT)
+    finish()
 
 
 if __name__ == "__main__":
