@@ -412,7 +412,8 @@ int run_attend(const AttendArgs& a) {
       const std::string what = !a.weights.empty() ? "--weights" : a.json ? "--json" : "--html";
       usage(what + " needs all " + grouped(weights) + " attention weights, scores and " +
             "logits in memory: about " + bytes_str(need) + ", over the limit of " +
-            bytes_str(limit) + " (--memory-limit); expected fewer queries or keys, or only --out " +
+            bytes_str(limit) + " (" + memory_limit_knob(a.memory_limit) +
+            "); expected fewer queries or keys, or only --out " +
             "and --lse, which need no L×S memory");
     }
   }

@@ -77,7 +77,9 @@ CLI::Validator size_validator() {
 void add_memory_limit_option(CLI::App& cmd, std::string& value, const std::string& what) {
   cmd.add_option("--memory-limit", value,
                  "most memory " + what + " may take, e.g. 8G; past it the command refuses " +
-                     "before it starts (default: half the machine's memory)")
+                     "before it starts (default: half the machine's memory, less under ulimit -v "
+                     "or a cgroup "
+                     "limit)")
       ->type_name("SIZE")
       ->check(size_validator());
 }
@@ -86,9 +88,14 @@ int64_t memory_limit(const std::string& value) {
   return value.empty() ? default_memory_limit() : parse_bytes("--memory-limit", value);
 }
 
+std::string memory_limit_knob(const std::string& value) {
+  const std::string bound = value.empty() ? default_memory_limit_bound() : "";
+  return bound.empty() ? "--memory-limit" : "--memory-limit not given: " + bound;
+}
+
 void require_memory(int64_t need, const std::string& value, const std::string& work,
                     const std::string& expected) {
-  check_memory(need, memory_limit(value), work, "--memory-limit", expected);
+  check_memory(need, memory_limit(value), work, memory_limit_knob(value), expected);
 }
 
 }  // namespace qkv::cli

@@ -22,6 +22,10 @@ CLI::Validator size_validator();
 void add_memory_limit_option(CLI::App& cmd, std::string& value, const std::string& what);
 // The limit --memory-limit gives: its value, or half the machine's memory when it is empty.
 int64_t memory_limit(const std::string& value);
+// How a refusal names the limit: "--memory-limit", or where the option was left out and the
+// default is bounded by ulimit -v or a cgroup, that bound ("--memory-limit not given: 3/4 of the
+// 1.8 GiB of address space ulimit -v leaves").
+std::string memory_limit_knob(const std::string& value);
 // Refuses (a usage error, exit 2) when `need` is over the --memory-limit `value`:
 //   "WORK needs about 26 GiB of memory, over the limit of 12 GiB (--memory-limit); expected
 //    EXPECTED"

@@ -1,7 +1,8 @@
 // qkv/memory.h — how much memory a piece of work may take. Each model sizes its own work, from
 // its configuration and the lengths it is given (qkv/model.h, qkv/train.h, qkv/perceiver.h); the
 // command and the Python package compare that estimate with a limit — half the machine's memory
-// unless the user sets one — before the work starts, and refuse past it with the size, instead of
+// (less under a cgroup limit or ulimit -v; default_memory_limit) unless the user sets one — before
+// the work starts, and refuse past it with the size, instead of
 // failing halfway with std::bad_alloc or the OOM killer.
 //
 // An estimate is the peak resident memory of the whole process doing that work: the model as it
@@ -18,8 +19,20 @@ namespace qkv {
 
 // The machine's physical memory in bytes; 0 when the system does not say.
 int64_t physical_memory_bytes();
-// Half the machine's physical memory (4 GiB when unknown): the default limit.
+// The memory limit of this process's cgroup (a container's, systemd's MemoryMax), kMaxBytes if
+// none.
+int64_t cgroup_memory_bytes();
+// The address space left under `ulimit -v` (RLIMIT_AS) beyond what is mapped now, kMaxBytes if
+// unlimited.
+int64_t address_space_room();
+// The default limit: half the memory this process may use (the machine's, or its cgroup's where
+// that is less; 4 GiB when neither says), and at most three quarters of the address space room
+// `ulimit -v` leaves, so that a limited shell refuses the work with its size rather than ending in
+// std::bad_alloc halfway.
 int64_t default_memory_limit();
+// What bounds the default below half the machine's memory, for a message ("3/4 of the 1.8 GiB of
+// address space ulimit -v leaves", "half the cgroup's limit of 4.0 GiB"); "" when nothing does.
+std::string default_memory_limit_bound();
 // "9.7 GiB", "312 MiB", "4.0 KiB", "512 bytes".
 std::string bytes_str(int64_t bytes);
 // A size computed in floating point (products of lengths overflow int64 quickly) as bytes, at most

@@ -1,10 +1,14 @@
 // Memory limits and sizes (qkv/memory.h).
 #include "qkv/memory.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <utility>
 
 namespace qkv {
@@ -15,10 +19,80 @@ int64_t physical_memory_bytes() {
   return static_cast<int64_t>(pages) * size;
 }
 
-int64_t default_memory_limit() {
-  const int64_t physical = physical_memory_bytes();
-  return physical > 0 ? physical / 2 : int64_t{4} << 30;
+namespace {
+
+// A cgroup's memory limit as its file states it ("max", or bytes; cgroup v1 states "no limit" as a
+// number near 2^63), kMaxBytes where there is none or the file cannot be read.
+int64_t cgroup_limit_in(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return kMaxBytes;
+  try {
+    std::size_t used = 0;
+    const long long bytes = std::stoll(text, &used);
+    return used == text.size() && bytes > 0 ? std::min<int64_t>(bytes, kMaxBytes) : kMaxBytes;
+  } catch (const std::exception&) {
+    return kMaxBytes;  // out of range: no limit
+  }
 }
+
+}  // namespace
+
+int64_t cgroup_memory_bytes() {
+  // The process's own group as /proc/self/cgroup names it (v2: "0::/PATH", v1: "N:memory:/PATH"),
+  // then the root of each hierarchy as a container sees it.
+  int64_t limit = kMaxBytes;
+  std::ifstream groups("/proc/self/cgroup");
+  for (std::string line; std::getline(groups, line);) {
+    if (line.rfind("0::", 0) == 0)
+      limit = std::min(limit, cgroup_limit_in("/sys/fs/cgroup" + line.substr(3) + "/memory.max"));
+    const std::size_t v1 = line.find(":memory:");
+    if (v1 != std::string::npos)
+      limit = std::min(limit, cgroup_limit_in("/sys/fs/cgroup/memory" + line.substr(v1 + 8) +
+                                              "/memory.limit_in_bytes"));
+  }
+  limit = std::min(limit, cgroup_limit_in("/sys/fs/cgroup/memory.max"));
+  limit = std::min(limit, cgroup_limit_in("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
+  return limit;
+}
+
+int64_t address_space_room() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return kMaxBytes;
+  // The address space this process has mapped already (the first field of statm, in pages).
+  std::ifstream statm("/proc/self/statm");
+  long long pages = 0;
+  statm >> pages;
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  const int64_t mapped = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  const int64_t cap = static_cast<int64_t>(std::min<rlim_t>(r.rlim_cur, kMaxBytes));
+  return std::max<int64_t>(cap - mapped, 0);
+}
+
+namespace {
+
+struct DefaultLimit {
+  int64_t bytes;
+  std::string bound_by;  // "" for half the machine's memory
+};
+
+DefaultLimit default_limit() {
+  const int64_t physical = physical_memory_bytes(), cgroup = cgroup_memory_bytes();
+  DefaultLimit d{(physical > 0 ? physical : int64_t{8} << 30) / 2, ""};
+  if (cgroup / 2 < d.bytes) d = {cgroup / 2, "half the cgroup's limit of " + bytes_str(cgroup)};
+  // An estimate is of resident memory; the address space also holds what is mapped but not yet
+  // touched (thread stacks, malloc's arenas, OpenBLAS's buffers), hence a quarter of the room kept.
+  const int64_t room = address_space_room();
+  if (room < kMaxBytes && room / 4 * 3 < d.bytes)
+    d = {room / 4 * 3, "3/4 of the " + bytes_str(room) + " of address space ulimit -v leaves"};
+  return d;
+}
+
+}  // namespace
+
+int64_t default_memory_limit() { return default_limit().bytes; }
+
+std::string default_memory_limit_bound() { return default_limit().bound_by; }
 
 namespace {
 

@@ -4,6 +4,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <fstream>
 
 namespace qkv {
 namespace {
@@ -33,6 +36,39 @@ TEST(MemoryLimitError, SizesThatWouldReadAlikeGetMoreDigits) {
   const MemoryLimitError byte("w", 10 * kGiB + 1, 10 * kGiB, "k", "");
   EXPECT_THAT(byte.what(), HasSubstr("needs about 10,737,418,241 bytes of memory, over the limit "
                                      "of 10,737,418,240 bytes"));
+}
+
+// The default limit was half the machine's memory whatever `ulimit -v` allowed, so a limited shell
+// ran work far past its address space into std::bad_alloc (issue 26). Under a limit it is three
+// quarters of the room left, and never more than half the memory.
+TEST(DefaultMemoryLimit, IsWithinTheAddressSpaceUlimitLeaves) {
+  EXPECT_LE(default_memory_limit(), std::min(physical_memory_bytes(), cgroup_memory_bytes()) / 2);
+  EXPECT_GE(default_memory_limit(), 64 * kMiB);
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  statm >> pages;
+  const int64_t mapped = pages * sysconf(_SC_PAGE_SIZE);
+  if (saved.rlim_max != RLIM_INFINITY && static_cast<int64_t>(saved.rlim_max) < mapped + 2 * kGiB)
+    GTEST_SKIP() << "the hard address-space limit leaves no room to lower the soft one by";
+  rlimit lowered = saved;
+  lowered.rlim_cur = static_cast<rlim_t>(mapped + 1 * kGiB);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &lowered), 0);
+  const int64_t room = address_space_room(), limit = default_memory_limit();
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+  // What is mapped moves a little between the reads; the room is about 1 GiB.
+  EXPECT_GT(room, 900 * kMiB);
+  EXPECT_LE(room, 1 * kGiB);
+  EXPECT_LE(limit, 768 * kMiB);
+  EXPECT_GT(limit, 600 * kMiB);
+}
+
+TEST(DefaultMemoryLimit, NoAddressSpaceLimitLeavesNoBound) {
+  rlimit r{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &r), 0);
+  if (r.rlim_cur != RLIM_INFINITY) GTEST_SKIP() << "this shell runs under ulimit -v";
+  EXPECT_EQ(address_space_room(), kMaxBytes);
 }
 
 }  // namespace
