@@ -58,7 +58,7 @@ int run_explain_perceiver(const ExplainArgs& args) {
                 "latents × positions heatmap is in --html FILE");
   if (!args.token.empty())
     throw Error("--token '" + args.token +
-                "' applies to qkv explain on a sentence (the BERT model or smollm2); a Perceiver "
+                "' applies to qkv explain on a sentence (a BERT model or a decoder); a Perceiver "
                 "shows what every latent gathers instead; expected no --token");
   const std::string& path = args.model.dir;
   const std::string input_file =

@@ -63,11 +63,11 @@ int run_explain_seq2seq(const ExplainArgs& args) {
                           " is not a .safetensors file");
   if (!args.token.empty())
     throw Error("--token '" + args.token +
-                "' applies to qkv explain on a sentence (the BERT model or smollm2); a model "
+                "' applies to qkv explain on a sentence (a BERT model or a decoder); a model "
                 "from qkv train shows every output step's alignment instead; expected no --token");
   if (args.top)
     throw Error("--top " + std::to_string(*args.top) +
-                " applies to qkv explain on a sentence (the BERT model or smollm2) and on a "
+                " applies to qkv explain on a sentence (a BERT model or a decoder) and on a "
                 "Perceiver; a model from qkv train shows each output step's whole alignment "
                 "instead; expected no --top");
   if (args.input && args.text)

@@ -155,10 +155,12 @@ int main(int argc, char** argv) {
     // The last resort: the commands that can grow estimate their work and refuse past
     // --memory-limit before it starts; what still fails to allocate (a ulimit, other processes
     // taking the memory) says which work it was, not just "std::bad_alloc".
-    return error(command +
-                     " ran out of memory (std::bad_alloc): the memory it could get was less than "
-                     "this work needs; expected a smaller input, or more memory free",
-                 1);
+    return error(
+        command +
+            " ran out of memory (std::bad_alloc): the memory it could get was less than "
+            "this work needs; expected less work (a shorter input, a smaller model or batch, "
+            "fewer threads), a --memory-limit it is refused past, or more memory free",
+        1);
   } catch (const std::exception& e) {
     return error(e.what(), 1);
   }

@@ -3,12 +3,16 @@
 
 #include <charconv>
 #include <cstdint>
+#include <iostream>
 
 #include "qkv/tensor.h"
 
 namespace qkv::cli {
 
 namespace {
+
+// Work of at least this estimate is announced before it starts (require_memory).
+constexpr int64_t kNoteBytes = int64_t{1} << 30;
 
 constexpr const char* kSizeExpected =
     "expected a positive number of bytes with K, M, G or T, e.g. 8G";
@@ -89,13 +93,21 @@ int64_t memory_limit(const std::string& value) {
 }
 
 std::string memory_limit_knob(const std::string& value) {
-  const std::string bound = value.empty() ? default_memory_limit_bound() : "";
-  return bound.empty() ? "--memory-limit" : "--memory-limit not given: " + bound;
+  if (!value.empty()) return "--memory-limit";
+  const std::string bound = default_memory_limit_bound();
+  return "--memory-limit not given: " + (bound.empty() ? "half the machine's memory" : bound);
 }
 
 void require_memory(int64_t need, const std::string& value, const std::string& work,
                     const std::string& expected) {
-  check_memory(need, memory_limit(value), work, memory_limit_knob(value), expected);
+  const int64_t limit = memory_limit(value);
+  check_memory(need, limit, work, memory_limit_knob(value), expected);
+  // Work that will take a large share of the machine says so before it starts, so that a user
+  // who sees the machine slow down knows why and what to lower.
+  if (need >= kNoteBytes)
+    std::cerr << "qkv: note: " << work << " needs about " << bytes_str(need)
+              << " of memory (the limit is " << bytes_str(limit) << ", --memory-limit)\n"
+              << std::flush;
 }
 
 }  // namespace qkv::cli

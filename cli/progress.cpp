@@ -73,6 +73,8 @@ double now_seconds() {
 
 // Two seconds of silence: a job that ends sooner needs no progress.
 constexpr double kQuietSeconds = 2.0;
+// The longest a log (stderr not a terminal) goes without a line while a job runs.
+constexpr double kLogSeconds = 30.0;
 
 }  // namespace
 
@@ -94,10 +96,12 @@ void CountProgress::update(int64_t done, int64_t all) {
                rate_and_eta(done, all, seconds, unit_));
     return;
   }
-  // A log: the first line once the job has run long enough to need one, then one a tenth.
+  // A log: the first line once the job has run long enough to need one, then one a tenth or one
+  // every half minute, whichever comes first (a tenth of a million-line corpus is minutes).
   const int64_t tenth = done * 10 / all;
-  if (tenth < next_tenth_) return;
+  if (tenth < next_tenth_ && now - last_shown_ < kLogSeconds) return;
   next_tenth_ = tenth + 1;
+  last_shown_ = now;
   std::cerr << counted + rate_and_eta(done, all, seconds, unit_) << "\n" << std::flush;
 }
 

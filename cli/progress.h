@@ -47,7 +47,7 @@ class CountProgress {
   Progress line_;
   bool terminal_;
   double start_;            // steady-clock seconds
-  double last_shown_ = 0;   // of the terminal line
+  double last_shown_ = 0;   // of the terminal line, or of the last log line
   int64_t next_tenth_ = 0;  // the tenth of the job after which the next log line is written
 };
 

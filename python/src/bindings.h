@@ -19,7 +19,10 @@ inline void check_memory_limit(int64_t need, int64_t memory_limit, const std::st
                                const std::string& expected) {
   const std::string bound = memory_limit > 0 ? "" : default_memory_limit_bound();
   check_memory(need, memory_limit > 0 ? memory_limit : default_memory_limit(), work,
-               bound.empty() ? "memory_limit" : "memory_limit not given: " + bound, expected);
+               memory_limit > 0 ? "memory_limit"
+                                : "memory_limit not given: " +
+                                      (bound.empty() ? "half the machine's memory" : bound),
+               expected);
 }
 
 void bind_attention(nanobind::module_& m);  // attention.cpp: qkv::attention and its backward

@@ -171,6 +171,9 @@ TEST(MemoryCli, TrainRefusesAModelItCannotHoldBeforeAllocatingIt) {
                                    "4096", "--heads", "64", "--batch", "4096"},
                                   {.timeout_s = 60});
   expect_refused(by_default, "training this transformer");
+  // It says the limit was not given, and what the default is ("(--memory-limit)" read as if the
+  // user had set 12 GiB).
+  EXPECT_THAT(by_default.err, HasSubstr(" (--memory-limit not given: "));
 }
 
 // Under `ulimit -v` the default limit was still half the machine's memory, so work that fit it but
@@ -216,7 +219,13 @@ TEST(MemoryCli, AnAllocationThatStillFailsSaysWhichCommand) {
        "reverse", "--d-model", "4096", "--layers", "8", "--heads", "8", "--memory-limit", "1T",
        "--threads", "1", "--steps", "1"},
       {.timeout_s = 120, .env = {"OPENBLAS_NUM_THREADS=1"}});
-  expect_one_line_error(r, 1,
+  // Work of a GiB or more is announced before it starts; then the one error line.
+  const std::string note =
+      "qkv: note: training this transformer (8 layers, d_model 4,096, batch 64) needs about ";
+  ASSERT_EQ(r.err.substr(0, note.size()), note) << r.describe();
+  const testing::CliResult after_note{
+      .exit_code = r.exit_code, .out = r.out, .err = r.err.substr(r.err.find('\n') + 1)};
+  expect_one_line_error(after_note, 1,
                         "qkv train ran out of memory (std::bad_alloc): the memory it could get "
                         "was less than this work needs");
 }

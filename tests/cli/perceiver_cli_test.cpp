@@ -187,13 +187,13 @@ TEST(PerceiverCli, TokenIsRefusedForTrainedModels) {
             rng)
       .save(perceiver);
   expect_one_line_error(run_qkv({"explain", "--model", perceiver, "--token", "it"}), 2,
-                        "--token 'it' applies to qkv explain on a sentence (the BERT model or "
-                        "smollm2); a Perceiver shows what every latent gathers instead");
+                        "--token 'it' applies to qkv explain on a sentence (a BERT model or a "
+                        "decoder); a Perceiver shows what every latent gathers instead");
   const std::string seq2seq = temp_path("token-copy.safetensors");
   make_model(config_for(make_task("copy"), 1, 2, 8), 1)->save(seq2seq);
   expect_one_line_error(run_qkv({"explain", "--model", seq2seq, "--token", "3"}), 2,
-                        "--token '3' applies to qkv explain on a sentence (the BERT model or "
-                        "smollm2); a model from qkv train shows every output step's alignment");
+                        "--token '3' applies to qkv explain on a sentence (a BERT model or a "
+                        "decoder); a model from qkv train shows every output step's alignment");
   std::filesystem::remove(perceiver);
   std::filesystem::remove(seq2seq);
 }

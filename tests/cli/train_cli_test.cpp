@@ -179,7 +179,7 @@ TEST(TrainCli, TinyRunIsDeterministicSavesAndExplains) {
   // --top was ignored here (the output was byte-identical): it is refused, saying where it
   // applies.
   expect_one_line_error(run_qkv({"explain", "--model", out, "--top", "1"}), 2,
-                        "--top 1 applies to qkv explain on a sentence (the BERT model or smollm2) "
+                        "--top 1 applies to qkv explain on a sentence (a BERT model or a decoder) "
                         "and on a Perceiver; a model from qkv train shows each output step's whole "
                         "alignment instead; expected no --top");
   // The HTML report: the three blocks, their tokens, and as many layers as the model has (its
