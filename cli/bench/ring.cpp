@@ -221,21 +221,46 @@ int run_bench_ring(const BenchRingArgs& args) {
                                  {"causal", true, RingLayout::zigzag}};
   if (args.causal_contiguous) cases.push_back({"causal-contig", true, RingLayout::contiguous});
 
+  // Every rank must run the same cases: ranks started with other options (mpiexec's
+  // `-n 1 qkv … : -n 1 qkv … --repeats 3`) waited on each other forever. Each rank's settings are
+  // compared with rank 0's, and all refuse together.
+  const int64_t mine[] = {N, s.repeats, s.threads, s.quick, s.json, args.causal_contiguous};
+  int64_t first[std::size(mine)];
+  std::copy(std::begin(mine), std::end(mine), first);
+  MPI_Bcast(first, static_cast<int>(std::size(first)), MPI_INT64_T, 0, MPI_COMM_WORLD);
+  int differs = std::equal(std::begin(mine), std::end(mine), first) ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &differs, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (differs != 0) {
+    MPI_Finalize();
+    if (rank != 0) return 0;
+    throw Error(
+        "qkv bench ring: the ranks were started with different options (--length, --repeats, "
+        "--threads, --quick, --json or --causal-contiguous); expected one command line for "
+        "every rank",
+        Error::Kind::invalid_argument);
+  }
   // Every rank holds the whole problem: what the ranks on this machine need together is said, and
-  // refused past --memory-limit, before any of it is allocated (every rank decides the same;
+  // refused past --memory-limit, before any of it is allocated (the ranks agree on the lowest
+  // limit among them, since a ulimit or a cgroup can differ by rank or machine;
   // rank 0 says it, the others leave quietly with status 0: a rank that ended non-zero first had
   // mpiexec kill rank 0 before its message was written, so the refusal came out as mpiexec's).
   const int local_ranks = ranks_on_this_machine();
   const int64_t need = saturated_bytes(static_cast<double>(rank_bytes(N, Hq, Hkv, D, P)) *
                                        static_cast<double>(local_ranks));
-  if (need > memory_limit(args.memory_limit)) {
+  const int64_t own_limit = memory_limit(args.memory_limit);
+  int64_t limit = own_limit, most_need = need;
+  MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &most_need, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (most_need > limit) {
     MPI_Finalize();
     if (rank != 0) return 0;
-    require_memory(need, args.memory_limit,
-                   "qkv bench ring: N = " + grouped(N) + " tokens on " +
-                       std::to_string(local_ranks) + " rank" + (local_ranks == 1 ? "" : "s") +
-                       " of this machine (each holds the whole problem)",
-                   "a smaller --length");
+    check_memory(most_need, limit,
+                 "qkv bench ring: N = " + grouped(N) + " tokens on " + std::to_string(local_ranks) +
+                     " rank" + (local_ranks == 1 ? "" : "s") +
+                     " of this machine (each holds the whole problem)",
+                 limit < own_limit ? "the lowest --memory-limit among the ranks"
+                                   : memory_limit_knob(args.memory_limit),
+                 "a smaller --length");
   }
   if (rank == 0 && !s.json)
     std::cout << "qkv bench ring: " << P << " rank" << (P == 1 ? "" : "s") << ", N = " << N
