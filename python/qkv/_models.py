@@ -241,7 +241,7 @@ class Model:
         if text_b is not None:
             _not_blank(_text(text_b, "text_b"), "text_b")
         return Explanation(self._model.explain(text, text_b, _checks.memory_limit(memory_limit)),
-                           self.name)
+                           self.name, _files_in(self.path))
 
 
 class CausalLM:
@@ -333,7 +333,15 @@ class CausalLM:
         machine's memory); past it, MemoryError before it runs."""
         return Explanation(self._model.explain(_not_blank(_text(text, "text"), "text"),
                                                _checks.memory_limit(memory_limit)),
-                           self.name)
+                           self.name, [self.path])
+
+
+def _files_in(folder: str) -> List[str]:
+    """The files of a model directory: what html() may not write over."""
+    try:
+        return [os.path.join(folder, f) for f in os.listdir(folder)]
+    except OSError:
+        return []
 
 
 def _stacked(name: str, doc: str) -> cached_property:
@@ -371,9 +379,10 @@ class Explanation:
     Explanation shows that report inline.
     """
 
-    def __init__(self, explained: Any, title: str):
+    def __init__(self, explained: Any, title: str, model_files: Sequence[str] = ()):
         self._e = explained
         self.model = title
+        self._model_files = list(model_files)  # html() may not write over them
 
     text = property(lambda self: self._e.text, doc="The text (A of a pair).")
     text_b = property(lambda self: self._e.text_b, doc="B of a pair, else None.")
@@ -454,6 +463,13 @@ class Explanation:
         it."""
         layer, head = _index(layer, "layer", self.layers), _index(head, "head", self.heads)
         destination = None if path is None else _checks.output_path(path, "path", prefix="")
+        if destination is not None:
+            # As `qkv explain --html` refuses an output that is a file of its --model: the report
+            # written over vocab.txt or the .gguf destroyed the model it came from.
+            for source in self._model_files:
+                if os.path.exists(destination) and os.path.samefile(destination, source):
+                    raise ValueError(f"path: {destination} is a file of the model this explains "
+                                     f"({source}); expected a path other than the model's files")
         page = self._e.html(self.model, None if token is None else _token(token), layer, head)
         if destination is None:
             return page

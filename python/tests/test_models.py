@@ -761,3 +761,35 @@ def test_control_tokens_are_not_generated_text(tmp_path):
     lm = qkv.CausalLM(tiny_gguf.write_zero_llama(tmp_path / "zero.gguf"))
     assert lm.generate("hello the", 3, chat=False) == ""
     assert lm.tokenize("<|im_start|>hello") == ["<|im_start|>", "hello"]
+
+
+def test_html_does_not_write_over_the_model_it_explains(model, tmp_path):
+    # The report written to vocab.txt replaced the model's vocabulary, and to a decoder's .gguf the
+    # model itself; `qkv explain --html` refuses both (issue 26's last sweep).
+    folder = tmp_path / "minilm"
+    folder.mkdir()
+    for name in os.listdir(model.path):
+        source = os.path.join(model.path, name)
+        if name == "vocab.txt":
+            with open(source, "rb") as f, open(folder / name, "wb") as g:
+                g.write(f.read())
+        else:
+            os.symlink(source, folder / name)
+    vocab = (folder / "vocab.txt").read_bytes()
+    x = qkv.Model(str(folder)).explain("a b")
+    with pytest.raises(ValueError) as e:
+        x.html(str(folder / "vocab.txt"))
+    assert one_line(e).startswith(f"path: {folder / 'vocab.txt'} is a file of the model this "
+                                  "explains")
+    assert (folder / "vocab.txt").read_bytes() == vocab
+    with pytest.raises(ValueError):
+        x.html(str(folder / "model.safetensors"))  # a link to the installed file
+    assert os.path.islink(folder / "model.safetensors")
+    x.html(str(folder / "report.html"))  # beside them is fine
+    assert (folder / "report.html").stat().st_size > 10_000
+
+    gguf = tiny_gguf.write_zero_llama(tmp_path / "zero.gguf")
+    before = open(gguf, "rb").read()
+    with pytest.raises(ValueError):
+        qkv.CausalLM(gguf).explain("hello the").html(gguf)
+    assert open(gguf, "rb").read() == before
