@@ -2,11 +2,13 @@
 // what each latent query gathers from the long input (its cross-attention weights), in the
 // terminal and as an HTML heatmap of latents × positions.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "explain.h"
+#include "finite.h"
 #include "memory.h"
 #include "output.h"
 #include "qkv/files.h"
@@ -80,6 +82,13 @@ int run_explain_perceiver(const ExplainArgs& args) {
   const std::string input =
       args.input ? read_input(*args.input) : perceiver_test_set(task, 1).front().input;
   const PerceiverExplanation e = explain_perceiver(*model, task, input, args.top.value_or(3));
+  // Before any file is written or anything printed: weights that overflow float32 made every
+  // probability and latent weight NaN, shown as "p = nan" with exit 0 (issue 26's last sweep).
+  for (std::size_t i = 0; i < e.probabilities.size(); ++i)
+    require_finite(e.probabilities[i], "the probability of class " + std::to_string(i));
+  for (std::size_t i = 0; i < e.weights.size(); ++i)
+    if (!std::isfinite(e.weights[i]))
+      require_finite(e.weights[i], "the cross-attention weights of the latents");
 
   if (!args.html.empty()) {
     const std::string html = explain::perceiver_html(

@@ -198,6 +198,27 @@ TEST(PerceiverCli, TokenIsRefusedForTrainedModels) {
   std::filesystem::remove(seq2seq);
 }
 
+// Embedding weights of 3e38 overflow float32 in the first layer: the page and the terminal showed
+// "prediction 0 (p = nan)" and every latent's weights as nan, exit 0 (issue 26's last sweep). As
+// the other models' explain, it is a runtime error naming what came out non-finite.
+TEST(PerceiverCli, WeightsThatOverflowAreAnErrorNotNan) {
+  const std::string path = temp_path("overflow.safetensors");
+  nn::Rng rng(1);
+  Perceiver p(PerceiverConfig{.length = 32, .latents = 4, .d_model = 16, .heads = 2, .blocks = 1},
+              rng);
+  float* w = p.embedding.weight.value.data<float>();
+  for (int64_t i = 0; i < p.embedding.weight.value.numel(); ++i) w[i] = 3e38f;
+  p.save(path);
+  for (const std::string& flag : {"", "--json"}) {
+    std::vector<std::string> args = {"explain", "--model", path};
+    if (!flag.empty()) args.push_back(flag);
+    const auto r = run_qkv(args);
+    expect_one_line_error(r, 1, "came out NaN; the model computes non-finite numbers");
+    EXPECT_EQ(r.out, "");
+  }
+  std::filesystem::remove(path);
+}
+
 // A saved model's own length, out of its task's range, is named as the file's field — explain has
 // no --length (issue 26: "--length 8 is out of range").
 TEST(PerceiverCli, AModelsOwnLengthIsNamedAsItsFieldNotAFlag) {
