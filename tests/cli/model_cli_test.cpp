@@ -127,7 +127,8 @@ TEST(ExplainCli, BadInputGetsOneLineAndExitTwo) {
 TEST(ExplainCli, MissingModelSaysHowToInstallIt) {
   // A model the user named is input: missing, it is a usage error (exit 2).
   expect_one_line_error(run_qkv({"explain", "--model", "/nonexistent/model"}), 2,
-                        "--model /nonexistent/model has no config.json");
+                        "--model /nonexistent/model does not exist; expected a BERT model "
+                        "directory");
   const std::string empty_home = temp_path("empty-home");
   std::filesystem::create_directories(empty_home);
   const char* old = std::getenv("QKV_HOME");

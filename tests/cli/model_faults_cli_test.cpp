@@ -121,10 +121,18 @@ TEST(ModelFaultsCli, AResultThatComesOutNonFiniteIsAnErrorNotANumber) {
 // The same fault, the same exit code: a model the user named that does not load is bad input.
 TEST(ModelFaultsCli, AMissingModelTheUserNamedIsExit2InEveryCommand) {
   const std::string dir = temp_path("no-such-model");
+  std::filesystem::remove_all(dir);
+  // A path that is not there is said to be missing (it read "has no config.json", issue 26's last
+  // sweep); a folder without the file says which file it lacks.
+  for (const auto& args : model_commands(dir))
+    expect_one_line_error(run_qkv(args), 2,
+                          "--model " + dir + " does not exist; expected a BERT model directory");
+  std::filesystem::create_directories(dir);
   for (const auto& args : model_commands(dir))
     expect_one_line_error(
         run_qkv(args), 2,
         "--model " + dir + " has no config.json; expected a BERT model directory");
+  std::filesystem::remove_all(dir);
 }
 
 // A file given where a model directory is expected was "--model F has no config.json; expected a

@@ -48,9 +48,11 @@ SentenceModel SentenceModel::load(const std::string& dir, const SentenceModelOpt
                       "); install it with scripts/fetch_model (part of scripts/bootstrap), "
                       "or pass --model DIR",
                   Error::Kind::runtime);
-    throw Error(dir + " has no " + file +
-                    "; expected a BERT model directory (config.json, model.safetensors, vocab.txt)",
-                Error::Kind::runtime);
+    // A path that is not there at all was read as a folder missing its config.json.
+    throw Error(
+        dir + (fs::exists(dir) ? " has no " + std::string(file) : std::string(" does not exist")) +
+            "; expected a BERT model directory (config.json, model.safetensors, vocab.txt)",
+        Error::Kind::runtime);
   }
   BertConfig config = read_bert_config(dir + "/config.json");
   // A model with fewer positions reads shorter texts (no option of the user's is wrong here).
