@@ -291,10 +291,19 @@ TEST(TinyLlama, WhatTheForwardPassDoesNotDoIsRefused) {
   EXPECT_EQ(config_error(freqs),
             "tiny.gguf: tensor \"rope_freqs.weight\" scales RoPE's frequencies (Llama 3.1), which "
             "qkv does not apply");
+  // A factor without a type, or beside "none", or NaN, scales too (they ran unscaled).
+  for (TinyLlamaGguf g : {test::tiny_llama_gguf().set("llama.rope.scaling.factor", gguf_f32(2)),
+                          test::tiny_llama_gguf()
+                              .set("llama.rope.scaling.type", gguf_str("none"))
+                              .set("llama.rope.scaling.factor", gguf_f32(4)),
+                          test::tiny_llama_gguf().set("llama.rope.scaling.factor", gguf_f32(NAN))})
+    EXPECT_EQ(config_error(g),
+              "tiny.gguf: its RoPE is scaled (llama.rope.scaling.*), which qkv does not apply");
   // Present but neutral: accepted.
   EXPECT_EQ(tiny_config(test::tiny_llama_gguf()
                             .set("llama.expert_count", gguf_u32(0))
-                            .set("llama.rope.scaling.type", gguf_str("none")))
+                            .set("llama.rope.scaling.type", gguf_str("none"))
+                            .set("llama.rope.scaling.factor", gguf_f32(1)))
                 .layers,
             2);
 }

@@ -229,9 +229,13 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   if (f.has("llama.expert_count") && f.meta("llama.expert_count") != 0)
     bad(f, is(f, "llama.expert_count") +
                ": a mixture of experts, which qkv does not run; expected a dense Llama model");
+  // A factor other than 1 scales whatever the type says (llama.cpp takes a factor without a type
+  // as linear scaling): it was run unscaled when the type was absent or "none", and a NaN factor
+  // was not seen (issue 26's last sweep).
   const bool scaled =
       (f.has("llama.rope.scaling.type") && f.meta("llama.rope.scaling.type") != "none" &&
        !(f.has("llama.rope.scaling.factor") && f.meta("llama.rope.scaling.factor") == 1)) ||
+      (f.has("llama.rope.scaling.factor") && f.meta("llama.rope.scaling.factor") != 1) ||
       (f.has("llama.rope.scale_linear") && f.meta("llama.rope.scale_linear") != 1);
   if (scaled) bad(f, "its RoPE is scaled (llama.rope.scaling.*), which qkv does not apply");
   for (const GgufTensorInfo& t : f.tensors())
