@@ -202,6 +202,12 @@ class Model:
                 _text(t, f"sentences[{i}]")
         batch_size = min(_positive(batch_size, "batch_size"), _NO_LIMIT)
         e = self._model.encode(texts, batch_size, _checks.memory_limit(memory_limit))
+        # As `qkv embed` refuses it: weights that overflow float32 made NaN embeddings, returned
+        # as if they were a result (issue 26's last sweep).
+        bad = np.flatnonzero(~np.isfinite(e).all(axis=1))
+        if bad.size:
+            raise RuntimeError(f"the embedding of sentences[{bad[0]}] came out "
+                               f"{_spelled(e[bad[0]])}{_NON_FINITE}")
         return e[0] if single else e
 
     def tokenize(self, text: str, text_b: Optional[str] = None) -> List[str]:
@@ -240,8 +246,9 @@ class Model:
         _not_blank(_text(text, "text"), "text")
         if text_b is not None:
             _not_blank(_text(text_b, "text_b"), "text_b")
-        return Explanation(self._model.explain(text, text_b, _checks.memory_limit(memory_limit)),
-                           self.name, _files_in(self.path))
+        return _finite(Explanation(self._model.explain(text, text_b,
+                                                       _checks.memory_limit(memory_limit)),
+                                   self.name, _files_in(self.path)))
 
 
 class CausalLM:
@@ -331,9 +338,34 @@ class CausalLM:
         key/value head repeated for the query heads that read it), and the next-token guess.
         memory_limit: bytes the capture may take (tokens² a layer and head; default: half the
         machine's memory); past it, MemoryError before it runs."""
-        return Explanation(self._model.explain(_not_blank(_text(text, "text"), "text"),
-                                               _checks.memory_limit(memory_limit)),
-                           self.name, [self.path])
+        return _finite(Explanation(self._model.explain(_not_blank(_text(text, "text"), "text"),
+                                                       _checks.memory_limit(memory_limit)),
+                                   self.name, [self.path]))
+
+
+_NON_FINITE = ("; the model computes non-finite numbers (its weights overflow float32 or are "
+               "corrupt), so there is no result to show")
+
+
+def _spelled(values: np.ndarray) -> str:
+    """NaN, +∞ or −∞: the first non-finite number of values, as the command says it."""
+    x = values[~np.isfinite(values)].flat[0]
+    return "NaN" if np.isnan(x) else "+∞" if x > 0 else "−∞"
+
+
+def _finite(x: "Explanation") -> "Explanation":
+    """x, if its attention weights and hidden states are finite; else the RuntimeError `qkv
+    explain` exits 1 with (NaN weights were returned as a result, issue 26's last sweep)."""
+    for name, arrays in (("output", x.hidden_states), ("attention weights", x.weights)):
+        if arrays is None:
+            continue
+        finite = np.isfinite(arrays).reshape(arrays.shape[0], -1).all(axis=1)
+        if not finite.all():
+            layer = int(np.flatnonzero(~finite)[0])
+            where = f"layer {layer}'s {name}" if name != "output" else (
+                "the embedding layer's output" if layer == 0 else f"layer {layer - 1}'s output")
+            raise RuntimeError(f"{where} came out {_spelled(arrays[layer])}{_NON_FINITE}")
+    return x
 
 
 def _files_in(folder: str) -> List[str]:

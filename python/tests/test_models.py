@@ -793,3 +793,31 @@ def test_html_does_not_write_over_the_model_it_explains(model, tmp_path):
     with pytest.raises(ValueError):
         qkv.CausalLM(gguf).explain("hello the").html(gguf)
     assert open(gguf, "rb").read() == before
+
+
+def test_weights_that_overflow_are_an_error_not_nan_arrays(model, tmp_path):
+    # Word embeddings of 3e38 overflow float32 in the first layer norm: encode and explain
+    # returned NaN arrays where `qkv embed` and `qkv explain` exit 1 (issue 26's last sweep).
+    folder = tmp_path / "overflow"
+    folder.mkdir()
+    for name in os.listdir(model.path):
+        if name != "model.safetensors":
+            os.symlink(os.path.join(model.path, name), folder / name)
+    data = bytearray(open(os.path.join(model.path, "model.safetensors"), "rb").read())
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    entry = next(v for k, v in header.items() if k.endswith("word_embeddings.weight"))
+    assert entry["dtype"] == "F32"
+    begin, end = (8 + n + o for o in entry["data_offsets"])
+    data[begin:end] = np.full((end - begin) // 4, 3e38, np.float32).tobytes()
+    (folder / "model.safetensors").write_bytes(bytes(data))
+    broken = qkv.Model(str(folder))
+    with pytest.raises(RuntimeError) as e:
+        broken.encode(["one", "two"])
+    assert one_line(e).startswith("the embedding of sentences[0] came out ")
+    assert "the model computes non-finite numbers" in one_line(e)
+    with pytest.raises(RuntimeError) as e:
+        broken.explain("The animal was tired")
+    assert " came out " in one_line(e) and "non-finite" in one_line(e)
+    # The installed model is untouched and finite.
+    assert np.isfinite(model.encode(["one"])).all()
