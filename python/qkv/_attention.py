@@ -127,8 +127,18 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
         _checks.memory_limit(memory_limit))
     result = (out, weights) if need_weights else (out,)
     if keep_for_backward:
-        result += (SavedForward(out, saved_max, saved_sum, fingerprint),)
+        # The saved output is a read-only copy, the max and sum read-only: `out` shared with
+        # saved.out, an `out *= 2` after the forward changed what the backward read, and it
+        # returned wrong gradients without a word (issue 26's last sweep).
+        result += (SavedForward(_read_only(out.copy()), _read_only(saved_max),
+                                _read_only(saved_sum), fingerprint),)
     return result if len(result) > 1 else out
+
+
+def _read_only(a: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    if a is not None:
+        a.flags.writeable = False
+    return a
 
 
 class SavedForward(NamedTuple):

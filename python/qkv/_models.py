@@ -118,6 +118,7 @@ class Model:
             if what != "is a directory":  # a file, a device, a FIFO: say which
                 raise NotADirectoryError(f"{path}: {what or 'is a file'}; {expected}")
             self.name = _shown(os.path.basename(os.path.normpath(path)))
+        self._folder = path  # as the file system names it (os.fsdecode's str)
         try:
             self._model = _qkv.SentenceModel(os.fsencode(path), max_length)
         except (ValueError, RuntimeError) as e:
@@ -248,7 +249,7 @@ class Model:
             _not_blank(_text(text_b, "text_b"), "text_b")
         return _finite(Explanation(self._model.explain(text, text_b,
                                                        _checks.memory_limit(memory_limit)),
-                                   self.name, _files_in(self.path)))
+                                   self.name, _files_in(self._folder)))
 
 
 class CausalLM:

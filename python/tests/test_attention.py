@@ -268,6 +268,25 @@ def test_backward_from_the_saved_forward_is_the_same_bits():
         qkv.attention_backward(dout, q, k, v, saved=(out, None, None), **kw)
 
 
+def test_changing_the_returned_output_does_not_change_the_saved_forward():
+    # out was saved.out: `out *= 2` after the forward made the backward read the doubled output
+    # and return a dq off by 0.71 without a word (issue 26's last sweep). The saved arrays are
+    # a read-only copy.
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((1, 2, 9, 8)).astype(np.float32) for _ in range(3))
+    dout = rng.standard_normal((1, 2, 9, 8)).astype(np.float32)
+    out, saved = qkv.attention(q, k, v, keep_for_backward=True)
+    out *= 2
+    assert not np.shares_memory(out, saved.out)
+    assert not saved.out.flags.writeable and not saved.max.flags.writeable
+    with pytest.raises(ValueError):
+        saved.out[0, 0, 0, 0] = 1.0
+    kept = qkv.attention_backward(dout, q, k, v, saved=saved)
+    again = qkv.attention_backward(dout, q, k, v)
+    for name in ("dq", "dk", "dv"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(again, name), err_msg=name)
+
+
 def test_a_saved_forward_of_other_inputs_or_options_is_refused():
     # Issue 26: the saved softmax of another forward (other values in arrays of the same shapes,
     # or another is_causal, scale, mask or score) gave wrong gradients without a word.
