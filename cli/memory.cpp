@@ -106,7 +106,8 @@ void require_memory(int64_t need, const std::string& value, const std::string& w
   // who sees the machine slow down knows why and what to lower.
   if (need >= kNoteBytes)
     std::cerr << "qkv: note: " << work << " needs about " << bytes_str(need)
-              << " of memory (the limit is " << bytes_str(limit) << ", --memory-limit)\n"
+              << " of memory (the limit is " << bytes_str(limit) << ": " << memory_limit_knob(value)
+              << ")\n"
               << std::flush;
 }
 

@@ -65,6 +65,11 @@ SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& opti
   if (!args.dir.empty()) {
     const std::string command = args.command.empty() ? "this command" : args.command;
     const std::string expected = "; expected " + what_model_takes(args);
+    // Missing, a path is nothing yet: "x.gguf" was called a decoder by its name alone.
+    std::error_code missing;
+    if (!std::filesystem::exists(args.dir, missing))
+      throw Error("--model " + args.dir + " does not exist" + expected,
+                  Error::Kind::invalid_argument);
     const ModelKind kind = model_kind(args.dir);
     if (kind == ModelKind::causal_lm)
       throw Error("--model " + args.dir + " is a decoder LLM (a GGUF file)" + expected +

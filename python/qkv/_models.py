@@ -97,7 +97,8 @@ class Model:
         max_length = min(asked, _NO_LIMIT)
         # A GGUF file is known by its first bytes, as the command knows it (an Ollama blob has
         # no .gguf name).
-        if path in _DECODER_NAMES or _qkv.model_kind(os.fsencode(path)) == "causal_lm":
+        if path in _DECODER_NAMES or (os.path.exists(path) and
+                                      _qkv.model_kind(os.fsencode(path)) == "causal_lm"):
             raise ValueError(f"{path} is a decoder LLM, not a sentence encoder; expected "
                              f"qkv.CausalLM({path!r})")
         if path in _DEFAULT_NAMES:
@@ -323,10 +324,11 @@ class CausalLM:
         memory_limit: bytes the model and its KV cache may take (default: half the machine's
         memory); past it, MemoryError before the first token."""
         _text(prompt, "prompt")
-        max_tokens = min(_positive(max_tokens, "max_tokens"), _NO_LIMIT)
+        # The ranges `qkv generate` takes (--max-tokens, --temperature).
+        max_tokens = _positive(max_tokens, "max_tokens", 1, 8192)
         temperature = _checks.number(temperature, "temperature")
-        if not (0 <= temperature < float("inf")):
-            raise ValueError(f"temperature {temperature}; expected a finite number ≥ 0")
+        if not (0 <= temperature <= 100):
+            raise ValueError(f"temperature {temperature}; expected a number in [0, 100]")
         text = self._model.chat_prompt(prompt) if _checks.flag(chat, "chat") else prompt
         ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
                                    _positive(seed, "seed", 0, 2**64 - 1),

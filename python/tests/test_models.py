@@ -497,7 +497,21 @@ def test_causal_lm_generates_greedily(lm):
     assert "Paris" in answer and answer == lm.generate("What is the capital of France?", 8)
     with pytest.raises(ValueError) as e:
         lm.generate("x", temperature=-1)
-    assert one_line(e) == "temperature -1.0; expected a finite number ≥ 0"
+    assert one_line(e) == "temperature -1.0; expected a number in [0, 100]"
+    # The command's ranges (max_tokens=10**9 and temperature=101 were accepted, issue 26).
+    with pytest.raises(ValueError) as e:
+        lm.generate("x", temperature=101)
+    assert one_line(e) == "temperature 101.0; expected a number in [0, 100]"
+    with pytest.raises(ValueError) as e:
+        lm.generate("x", max_tokens=10**9)
+    assert "max_tokens" in one_line(e) and "1 to 8192" in one_line(e)
+
+
+def test_a_missing_gguf_path_is_missing_not_a_decoder(tmp_path):
+    # "x.gguf" that does not exist was called a decoder LLM by its name alone (issue 26).
+    with pytest.raises(FileNotFoundError) as e:
+        qkv.Model(str(tmp_path / "x.gguf"))
+    assert "no such model directory" in one_line(e)
 
 
 # ---- experiments ----------------------------------------------------------------------------

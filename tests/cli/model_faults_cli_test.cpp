@@ -127,6 +127,9 @@ TEST(ModelFaultsCli, AMissingModelTheUserNamedIsExit2InEveryCommand) {
   for (const auto& args : model_commands(dir))
     expect_one_line_error(run_qkv(args), 2,
                           "--model " + dir + " does not exist; expected a BERT model directory");
+  // A missing path named like a GGUF file was called a decoder by its name alone.
+  expect_one_line_error(run_qkv({"embed", "hi", "--model", dir + ".gguf"}), 2,
+                        "--model " + dir + ".gguf does not exist; expected a BERT model directory");
   std::filesystem::create_directories(dir);
   for (const auto& args : model_commands(dir))
     expect_one_line_error(
