@@ -357,17 +357,21 @@ def _spelled(values: np.ndarray) -> str:
 
 
 def _finite(x: "Explanation") -> "Explanation":
-    """x, if its attention weights and hidden states are finite; else the RuntimeError `qkv
-    explain` exits 1 with (NaN weights were returned as a result, issue 26's last sweep)."""
-    for name, arrays in (("output", x.hidden_states), ("attention weights", x.weights)):
-        if arrays is None:
-            continue
-        finite = np.isfinite(arrays).reshape(arrays.shape[0], -1).all(axis=1)
-        if not finite.all():
-            layer = int(np.flatnonzero(~finite)[0])
-            where = f"layer {layer}'s {name}" if name != "output" else (
-                "the embedding layer's output" if layer == 0 else f"layer {layer - 1}'s output")
-            raise RuntimeError(f"{where} came out {_spelled(arrays[layer])}{_NON_FINITE}")
+    """x, if its hidden states and attention weights are finite; else the RuntimeError `qkv
+    explain` exits 1 with (NaN weights were returned as a result, issue 26's last sweep). Read
+    a layer at a time: stacking every layer's weights only to check them would hold a second
+    copy of the capture, which memory_limit did not count."""
+    e = x._e
+    outputs = [("the embedding layer's output", e.embeddings)] if e.embeddings is not None else []
+    if e.embeddings is not None:
+        outputs += [(f"layer {l}'s output", e.layer(l)["hidden"]) for l in range(x.layers)]
+    for where, a in outputs:
+        if not np.isfinite(a).all():
+            raise RuntimeError(f"{where} came out {_spelled(a)}{_NON_FINITE}")
+    for l in range(x.layers):
+        a = e.layer(l)["weights"]
+        if not np.isfinite(a).all():
+            raise RuntimeError(f"layer {l}'s attention weights came out {_spelled(a)}{_NON_FINITE}")
     return x
 
 
