@@ -20,7 +20,9 @@
 // else float64). Where finite inputs give a visible score q·k, logit scale·q·k + mask or output
 // beyond that precision's range (3.4e38 or 1.8e308), the row has no representable softmax: its
 // output, weights, logsumexp and gradients are NaN, on every path alike (the float64 reference
-// applies float32's range to float32 inputs). Scale such inputs down, or pass float64.
+// applies float32's range to float32 inputs). Scale such inputs down, or pass float64. A float
+// mask is read in that precision too: on float32 inputs a float64 mask value below −3.4e38 is −∞,
+// a mask, on every path (the fused kernels hold the mask in float32).
 #pragma once
 
 #include <cstdint>

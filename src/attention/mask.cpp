@@ -33,10 +33,17 @@ bool causal_visible(Causal causal, int64_t i, int64_t j, int64_t L, int64_t S) {
   return true;
 }
 
-// The mask as a contiguous copy, read through broadcast strides over [B, Hq, L, S].
+// The mask as a contiguous copy, read through broadcast strides over [B, Hq, L, S]. A float32
+// problem reads a float mask as float32 holds it (as the fused kernel does): −1e300 is −∞ there,
+// a mask, not a logit beyond float32's range.
+Tensor float_mask(const Tensor& m, bool f32) {
+  if (!m.defined() || m.dtype() == DType::b8) return Tensor();
+  return f32 && m.dtype() == DType::f64 ? m.to(DType::f32).to(DType::f64) : m.to(DType::f64);
+}
+
 struct MaskReader {
-  explicit MaskReader(const Tensor& m)
-      : as_f64(m.defined() && m.dtype() != DType::b8 ? m.to(DType::f64) : Tensor()),
+  MaskReader(const Tensor& m, bool f32)
+      : as_f64(float_mask(m, f32)),
         as_bool(m.defined() && m.dtype() == DType::b8 ? m.contiguous() : Tensor()) {
     if (m.defined()) broadcast_strides(m.shape(), stride);
   }
@@ -70,7 +77,7 @@ bool masks_anything(const AttentionOptions& o) {
 Tensor logit_bias(const AttentionOptions& o, const Dims& d) {
   if (!masks_anything(o)) return Tensor();
   Tensor bias({d.B, d.Hq, d.L, d.S}, DType::f64);
-  const MaskReader m(o.mask);
+  const MaskReader m(o.mask, d.f32);
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.Hq; ++h)
       bias_rows(o, d, m, b, h, 0, d.L, bias.data<double>() + (b * d.Hq + h) * d.L * d.S);
@@ -81,7 +88,7 @@ Tensor logit_bias_rows(const AttentionOptions& o, const Dims& d, int64_t b, int6
                        int64_t rows) {
   if (!masks_anything(o)) return Tensor();
   Tensor bias({rows, d.S}, DType::f64);
-  bias_rows(o, d, MaskReader(o.mask), b, h, i0, rows, bias.data<double>());
+  bias_rows(o, d, MaskReader(o.mask, d.f32), b, h, i0, rows, bias.data<double>());
   return bias;
 }
 

@@ -47,11 +47,13 @@ double reference_result(const Tensor& t) {
   return (t.defined() && t.dtype() == DType::f32 ? 8 + 4 : 8) * elements(t);
 }
 
-// The masks as the reference reads them: the user's mask as float64 (MaskReader) and, where
-// anything masks, the float64 bias [B, Hq, L, S] of every mask together (logit_bias).
+// The masks as the reference reads them: the user's mask as float64 (MaskReader; a float64 mask
+// of a float32 problem by way of a float32 copy) and, where anything masks, the float64 bias
+// [B, Hq, L, S] of every mask together (logit_bias).
 double reference_masks(const Dims& d, const AttentionOptions& o) {
   const double weights = static_cast<double>(d.B) * d.Hq * d.L * d.S;
-  return 8 * elements(o.mask) + (masks_anything(o) ? 8 * weights : 0);
+  const bool through_f32 = d.f32 && o.mask.defined() && o.mask.dtype() == DType::f64;
+  return (through_f32 ? 8 + 4 : 8) * elements(o.mask) + (masks_anything(o) ? 8 * weights : 0);
 }
 
 // The fused kernels' inputs: a view of each, copied only where its last dimension is strided;

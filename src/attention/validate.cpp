@@ -36,6 +36,7 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
   check_float(n.k, k);
   check_float(n.v, v);
   Dims d;
+  d.f32 = q.dtype() != DType::f64 && k.dtype() != DType::f64 && v.dtype() != DType::f64;
   d.rank = q.rank();
   if (d.rank < 2 || d.rank > 4)
     fail(describe(n.q, q) + " (rank " + std::to_string(d.rank) +

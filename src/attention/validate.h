@@ -15,6 +15,9 @@ struct Dims {
   int rank = 4;  // of q, k, v and the results
   int64_t B = 1, Hq = 1, Hkv = 1, L = 0, S = 0, Dq = 0, Dk = 0, Dv = 0;
   int64_t A = 0;  // additive hidden size
+  // Whether the problem computes in float32 (none of q, k, v is float64): a float mask is then
+  // read as float32 reads it, so a value beyond −3.4e38 masks (−∞) on every path.
+  bool f32 = true;
 };
 
 // Throws qkv::Error (Kind::invalid_argument) unless q, k, v and options make a valid problem.

@@ -167,5 +167,44 @@ TEST_P(AttentionOverflow, LargeFiniteLogitsAgreeAcrossPaths) {
   }
 }
 
+// A float64 mask on float32 inputs is read as float32 holds it, on every path: −1e300 (beyond
+// −3.4e38) is −∞ there, so it masks its key, as it does on the fused path. Before issue 26 the
+// reference (and the explained steps built on it) took it for a logit beyond float32's range and
+// made the row NaN, while the fused path masked.
+TEST_P(AttentionOverflow, AFloat64MaskBeyondFloat32MasksAFloat32Problem) {
+  const int64_t L = 3, S = 4, D = 4;
+  const Tensor q = normal({L, D}, DType::f32, 21), k = normal({S, D}, DType::f32, 22),
+               v = normal({S, D}, DType::f32, 23);
+  Tensor huge({L, S}, DType::f64), hidden({L, S}, DType::b8);
+  for (int64_t i = 0; i < L * S; ++i) {
+    const bool masked = i == 0 * S + 1 || i == 1 * S + 3;
+    huge.data<double>()[i] = masked ? -1e300 : 0.0;
+    hidden.data<bool>()[i] = !masked;
+  }
+  for (Path path : {Path::reference, Path::fused}) {
+    SCOPED_TRACE(to_string(path));
+    AttentionOptions with_huge{.mask = huge, .need_logsumexp = true, .path = path};
+    AttentionOptions with_bool{.mask = hidden, .need_logsumexp = true, .path = path};
+    if (path == Path::reference) with_huge.need_weights = with_bool.need_weights = true;
+    const AttentionResult a = attention(q, k, v, with_huge), b = attention(q, k, v, with_bool);
+    for (int64_t i = 0; i < a.out.numel(); ++i) {
+      ASSERT_TRUE(std::isfinite(a.out.value(i))) << i;
+      EXPECT_EQ(a.out.value(i), b.out.value(i)) << i;
+    }
+    for (int64_t i = 0; i < L; ++i) EXPECT_EQ(a.logsumexp.value(i), b.logsumexp.value(i)) << i;
+    if (path == Path::reference) {
+      EXPECT_EQ(a.weights.value(0 * S + 1), 0.0);
+      EXPECT_EQ(a.weights.value(1 * S + 3), 0.0);
+      for (int64_t i = 0; i < L * S; ++i) EXPECT_EQ(a.weights.value(i), b.weights.value(i)) << i;
+    }
+  }
+  // Float64 inputs keep the mask's own value: −1e300 is a finite logit there, not a mask.
+  const AttentionResult f64 = attention(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64),
+                                        {.mask = huge, .need_weights = true,
+                                         .path = Path::reference});
+  EXPECT_EQ(f64.weights.value(0 * S + 1), 0.0);  // exp(−1e300) underflows to 0 all the same
+  EXPECT_TRUE(std::isfinite(f64.out.value(0)));
+}
+
 }  // namespace
 }  // namespace qkv
