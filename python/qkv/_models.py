@@ -372,6 +372,11 @@ def _finite(x: "Explanation") -> "Explanation":
         a = e.layer(l)["weights"]
         if not np.isfinite(a).all():
             raise RuntimeError(f"layer {l}'s attention weights came out {_spelled(a)}{_NON_FINITE}")
+    if e.embedding is not None and not np.isfinite(e.embedding).all():
+        raise RuntimeError(f"the sentence embedding came out {_spelled(e.embedding)}{_NON_FINITE}")
+    p = np.array([q for _, q in e.next_tokens], dtype=np.float64)
+    if not np.isfinite(p).all():
+        raise RuntimeError(f"the next-token probabilities came out {_spelled(p)}{_NON_FINITE}")
     return x
 
 

@@ -835,3 +835,20 @@ def test_weights_that_overflow_are_an_error_not_nan_arrays(model, tmp_path):
     assert " came out " in one_line(e) and "non-finite" in one_line(e)
     # The installed model is untouched and finite.
     assert np.isfinite(model.encode(["one"])).all()
+
+
+def test_a_decoder_whose_logits_overflow_is_an_error_not_nan_next_tokens(tmp_path):
+    # Token embeddings of 3e38 keep every hidden state and weight finite (the attention and MLP
+    # weights are 0), but the tied output layer's logits overflow: next_tokens held NaN
+    # probabilities where `qkv explain` exits 1 (issue 26's last sweep).
+    gguf = tiny_gguf.write_zero_llama(tmp_path / "big.gguf", fill={"token_embd.weight": 3e38,
+                                                                   "output_norm.weight": 1.0})
+    with pytest.raises(RuntimeError) as e:
+        qkv.CausalLM(gguf).explain("hello the")
+    assert one_line(e).startswith("the next-token probabilities came out NaN; ")
+    assert "the model computes non-finite numbers" in one_line(e)
+    # The same file with ordinary embeddings explains, with probabilities that sum to at most 1.
+    fine = tiny_gguf.write_zero_llama(tmp_path / "fine.gguf", fill={"token_embd.weight": 0.5,
+                                                                    "output_norm.weight": 1.0})
+    p = [q for _, q in qkv.CausalLM(fine).explain("hello the").next_tokens]
+    assert len(p) == 5 and all(0 < q <= 1 for q in p) and sum(p) <= 1 + 1e-9

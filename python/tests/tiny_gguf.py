@@ -32,7 +32,9 @@ def tokens():
     return ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + letters + ["Ġ", "Ċ", ".", "he", "ll", "Ġt", "Ġthe", "hell", "hello", "Ġa", "an"]
 
 
-def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24):
+def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24, fill=None):
+    """A llama GGUF whose tensors are all 0, except those `fill` names ({name: value})."""
+    fill = fill or {}
     vocab = tokens()
     kv = kv_heads * (hidden // heads)
     metadata = {
@@ -69,6 +71,16 @@ def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24):
             count *= n
         offset += 4 * count
     out += bytes(-len(out) % ALIGN)
+    data = bytearray(offset)
+    at = 0
+    for name, ne in shapes:
+        at = (at + ALIGN - 1) // ALIGN * ALIGN
+        count = 1
+        for n in ne:
+            count *= n
+        if name in fill:
+            data[at:at + 4 * count] = struct.pack("<f", fill[name]) * count
+        at += 4 * count
     with open(path, "wb") as f:
-        f.write(out + bytes(offset))
+        f.write(out + bytes(data))
     return str(path)
