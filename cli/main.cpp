@@ -1,6 +1,8 @@
 // qkv — the command line: one file per subcommand; this one parses and maps errors to exit codes
 // (2: the input was wrong, 1: the work failed), each error one line on stderr.
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
+
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -16,6 +18,7 @@
 #include "output.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
+#include "qkv/memory.h"
 #include "qkv/tensor.h"
 #include "text.h"
 #include "train.h"
@@ -48,6 +51,15 @@ int printed(int code) {
     return error(e.what(), 1);
   }
   return code;
+}
+
+// For the out-of-memory line: the bound on the address space, where ulimit -v sets one
+// (" (ulimit -v limits the address space to 439 MiB)"); "" where nothing does.
+std::string address_space_bound() {
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return "";
+  return " (ulimit -v limits the address space to " +
+         qkv::bytes_str(static_cast<int64_t>(as.rlim_cur)) + ")";
 }
 
 }  // namespace
@@ -155,12 +167,12 @@ int main(int argc, char** argv) {
     // The last resort: the commands that can grow estimate their work and refuse past
     // --memory-limit before it starts; what still fails to allocate (a ulimit, other processes
     // taking the memory) says which work it was, not just "std::bad_alloc".
-    return error(
-        command +
-            " ran out of memory (std::bad_alloc): the memory it could get was less than "
-            "this work needs; expected less work (a shorter input, a smaller model or batch, "
-            "fewer threads), a --memory-limit it is refused past, or more memory free",
-        1);
+    return error(command + " ran out of memory (std::bad_alloc): the memory it could get" +
+                     address_space_bound() +
+                     " was less than this work needs; expected less work (a shorter input, a "
+                     "smaller model or batch, fewer threads), a --memory-limit it is refused "
+                     "past, or more memory free",
+                 1);
   } catch (const std::exception& e) {
     return error(e.what(), 1);
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -206,6 +207,9 @@ class MappedFile {
     if (size_ >= 8) file.read_exactly(0, first8, 8);
     checked_header_length({first8, 8}, size_, path);
     void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    // No room in the address space (ulimit -v) is memory running out, as std::bad_alloc says it,
+    // not a fault of the file: it was reported as "the default model is damaged" (issue 26).
+    if (map == MAP_FAILED && errno == ENOMEM) throw std::bad_alloc();
     if (map == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(errno));
     data_ = map;
   }

@@ -209,7 +209,7 @@ TEST(MemoryCli, TrainEstimateCoversTheMeasuredPeak) {
 }
 
 // Past every estimate, an allocation can still fail (a ulimit, other processes): one line that
-// names the command, exit 1 (was "qkv: error: std::bad_alloc").
+// names the command and the address-space limit, exit 1 (was "qkv: error: std::bad_alloc").
 TEST(MemoryCli, AnAllocationThatStillFailsSaysWhichCommand) {
   if (!kMeasuredPeaksMeanSomething) GTEST_SKIP() << "AddressSanitizer reserves more than a ulimit";
   // 8 + 8 blocks of d_model 4096: ~3.5 billion parameters, within a 1T limit, not within 3 GB.
@@ -227,7 +227,8 @@ TEST(MemoryCli, AnAllocationThatStillFailsSaysWhichCommand) {
       .exit_code = r.exit_code, .out = r.out, .err = r.err.substr(r.err.find('\n') + 1)};
   expect_one_line_error(after_note, 1,
                         "qkv train ran out of memory (std::bad_alloc): the memory it could get "
-                        "was less than this work needs");
+                        "(ulimit -v limits the address space to 2.9 GiB) was less than this "
+                        "work needs");
 }
 
 // ---- embed and search: the texts, their ids and embeddings, a batch ----

@@ -6,12 +6,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "qkv/blas.h"
 #include "qkv/tensor.h"
@@ -37,21 +43,65 @@ constexpr std::size_t kThreadBytes = kBufferBytes + (kArenaMiB << 20);
 thread_local bool t_holds_buffer = false;
 std::atomic<int> g_callers_with_buffer{0};
 
-// Maps, untouched, the address space that `buffers` OpenBLAS buffers will take, and unmaps it.
-// MAP_NORESERVE: the kernel's overcommit heuristic judges OpenBLAS's maps one at a time, so this
-// one, of all of them at once, must not be judged as a whole; a hard limit (RLIMIT_AS, or strict
-// overcommit, which ignores the flag) still counts every byte, as it will count OpenBLAS's.
-// `whose` qualifies the threads in the message: "" or "more OpenBLAS ".
-void check_room_for_buffers(int buffers, const char* whose) {
-  if (buffers <= 0) return;
-  const std::size_t bytes = static_cast<std::size_t>(buffers) * kThreadBytes;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p != MAP_FAILED) {
-    ::munmap(p, bytes);
-    return;
+// The address space the process holds now (VmSize), in bytes.
+std::size_t held_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmSize:", 0) == 0) return std::strtoull(line.c_str() + 7, nullptr, 10) << 10;
+  return 0;
+}
+
+// How many OpenBLAS buffers the process has mapped: its anonymous read-write mappings, in whole
+// 128 MiB (OpenBLAS maps each with mmap; neighbours merge into one mapping). Only a difference, or
+// a count taken before qkv allocates anything that large, says what OpenBLAS did.
+int mapped_buffers() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long begin = 0, end = 0, offset = 0, inode = 1;
+    char perms[8] = {}, device[16] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %lx %15s %lu", &begin, &end, perms, &offset, device,
+                    &inode) == 6 &&
+        inode == 0 && std::string_view(perms) == "rw-p" && line.find('[') == std::string::npos)
+      count += static_cast<int>((end - begin) / (kBufferMiB << 20));
   }
-  const int err = errno;
+  return count;
+}
+
+// Waits (up to 10 s) until OpenBLAS's threads have mapped `buffers` buffers in all: each maps its
+// own as it starts, shortly after it is created (as the library loads, or when more are asked for).
+// Under an address-space limit, work allocated meanwhile could take the room just checked for them
+// (and they would retry forever), so the caller waits for them before going on.
+bool wait_for_buffers(int buffers) {
+  for (int ms = 0; ms < 10000; ++ms) {
+    if (mapped_buffers() >= buffers) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+bool address_space_limited() {
+  rlimit as{};
+  return ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+}
+
+// The room checked for threads that have not called OpenBLAS yet, held (PROT_NONE, never touched)
+// until each releases its part just before its first call (note_blas_caller) or the check's scope
+// ends: held, it cannot be taken by the work's own allocations meanwhile (which under ulimit -v
+// left a thread's first call retrying forever).
+std::mutex g_reserved_mutex;
+std::vector<std::pair<void*, std::size_t>> g_reserved;
+
+void release_reserved(bool all) {
+  std::lock_guard lock(g_reserved_mutex);
+  while (!g_reserved.empty()) {
+    ::munmap(g_reserved.back().first, g_reserved.back().second);
+    g_reserved.pop_back();
+    if (!all) return;
+  }
+}
+
+[[noreturn]] void no_room(int buffers, const char* whose, int err) {
   std::string limit;
   rlimit as{};
   if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
@@ -65,17 +115,38 @@ void check_room_for_buffers(int buffers, const char* whose) {
               Error::Kind::runtime);
 }
 
+// Maps, untouched, the address space that `buffers` OpenBLAS buffers will take: kept (one
+// reservation a buffer, see g_reserved) when `keep`, else unmapped at once.
+// MAP_NORESERVE: the kernel's overcommit heuristic judges OpenBLAS's maps one at a time, so this
+// one, of all of them at once, must not be judged as a whole; a hard limit (RLIMIT_AS, or strict
+// overcommit, which ignores the flag) still counts every byte, as it will count OpenBLAS's.
+// `whose` qualifies the threads in the message: "" or "more OpenBLAS ".
+void check_room_for_buffers(int buffers, const char* whose, bool keep) {
+  if (buffers <= 0) return;
+  const std::size_t bytes = static_cast<std::size_t>(buffers) * kThreadBytes;
+  void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) no_room(buffers, whose, errno);
+  if (!keep) {
+    ::munmap(p, bytes);
+    return;
+  }
+  std::lock_guard lock(g_reserved_mutex);
+  for (int i = 0; i < buffers; ++i)
+    g_reserved.emplace_back(static_cast<char*>(p) + i * kThreadBytes, kThreadBytes);
+}
+
 // Serializes set_blas_threads: it reads and raises the count of OpenBLAS's threads.
 std::mutex g_blas_threads_mutex;
 
 }  // namespace
 
 SingleThreadedBlas::SingleThreadedBlas(int workers) : previous_(openblas_get_num_threads()) {
-  if (workers > 0) check_room_for_buffers(workers - g_callers_with_buffer.load(), "");
+  if (workers > 0) check_room_for_buffers(workers - g_callers_with_buffer.load(), "", true);
   if (previous_ != 1) openblas_set_num_threads(1);
 }
 
 SingleThreadedBlas::~SingleThreadedBlas() {
+  release_reserved(true);
   if (previous_ != 1) openblas_set_num_threads(previous_);
 }
 
@@ -89,6 +160,7 @@ void note_blas_caller() {
   if (t_holds_buffer) return;
   t_holds_buffer = true;
   g_callers_with_buffer.fetch_add(1);
+  release_reserved(false);  // the room held for this thread's buffer, for OpenBLAS to map it
 }
 
 }  // namespace cpu
@@ -97,37 +169,62 @@ void set_blas_threads(int threads) {
   const int n = std::clamp(threads, 1, num_cores());
   std::lock_guard lock(cpu::g_blas_threads_mutex);
   // The threads OpenBLAS runs a call on, the caller included: as many as it started when it
-  // loaded (its count then), or as many as it was last raised to. Asking for more starts more.
+  // loaded (its count then), or as many as it was last raised to. Asking for more starts more,
+  // each mapping its buffer as it starts: waited for under an address-space limit, so that the
+  // work that follows cannot take the room checked for them.
   static int started = openblas_get_num_threads();
   if (n > started) {
-    cpu::check_room_for_buffers(n - started, "more OpenBLAS ");
+    cpu::check_room_for_buffers(n - started, "more OpenBLAS ", false);
+    const int before = cpu::address_space_limited() ? cpu::mapped_buffers() : 0;
+    openblas_set_num_threads(n);
+    if (cpu::address_space_limited() && !cpu::wait_for_buffers(before + n - started))
+      throw Error("OpenBLAS's " + std::to_string(n - started) +
+                      " new threads did not map their buffers within 10 s; expected fewer "
+                      "threads, or more memory",
+                  Error::Kind::runtime);
     started = n;
   }
   openblas_set_num_threads(n);
 }
 
 void check_room_for_blas(const char* program) {
+  if (!cpu::address_space_limited()) return;
   rlimit as{};
-  if (::getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return;
-  // One buffer: when the loaded OpenBLAS's threads hold theirs, the caller's first call needs one;
-  // when one of them is retrying, less than one buffer's room is left. (A thread that has not yet
-  // tried when this runs is not seen; they try as the library loads, before main.)
-  void* p = ::mmap(nullptr, cpu::kBufferBytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ::getrlimit(RLIMIT_AS, &as);
+  // The threads OpenBLAS started as it loaded each map a buffer as they start, which may be
+  // before main or after it; the caller's first product maps one more. All of them must fit:
+  // room for what the process holds, the buffers not mapped yet and the caller's.
+  const int workers = std::max(0, openblas_get_num_threads() - 1);
+  const int mapped = std::min(cpu::mapped_buffers(), workers);
+  const std::size_t need =
+      cpu::held_bytes() + static_cast<std::size_t>(workers - mapped + 1) * cpu::kBufferBytes;
+  void* p = need <= as.rlim_cur ? ::mmap(nullptr, cpu::kBufferBytes, PROT_NONE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                                : MAP_FAILED;
   if (p != MAP_FAILED) {
     ::munmap(p, cpu::kBufferBytes);
-    return;
+    // Wait for those threads to map theirs, then map the caller's now with a product of 2 × 2,
+    // while the room is there: later, the work's own allocations could take it (under ulimit -v
+    // 280000, `qkv train --threads 1` spun in its first product, issue 26's last sweep).
+    if (cpu::wait_for_buffers(workers)) {
+      const float a[4] = {1, 0, 0, 1};
+      float c[4] = {};
+      {
+        const cpu::SingleThreadedBlas one;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c,
+                    2);
+      }
+      cpu::note_blas_caller();
+      return;
+    }
   }
   const std::size_t limit_mib = as.rlim_cur >> 20;
-  // At least what the process holds now and one buffer more (the run itself needs more still).
-  std::size_t held_kib = 0;
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmSize:", 0) == 0) held_kib = std::strtoull(line.c_str() + 7, nullptr, 10);
-  const std::size_t need_mib = (held_kib >> 10) + cpu::kBufferMiB + 1;
+  // At least what the process holds now and the buffers (the run itself needs more still).
+  const std::size_t need_mib = (need >> 20) + 1;
   throw Error(std::string(program) + " cannot run under an address-space limit of " +
                   std::to_string(limit_mib) +
-                  " MiB (ulimit -v): OpenBLAS maps 128 MiB a thread and finds no room for it; "
+                  " MiB (ulimit -v): OpenBLAS maps 128 MiB a thread (" +
+                  std::to_string(workers + 1) + " here) and finds no room for them; "
                   "expected a limit of at least " +
                   std::to_string(need_mib) + " MiB, or none",
               Error::Kind::runtime);
