@@ -11,12 +11,14 @@ namespace qkv {
 // forever — and throws qkv::Error (Kind::runtime) when they cannot. threads < 1 counts as 1.
 void set_blas_threads(int threads);
 
-// For a program's first line: throws qkv::Error (Kind::runtime) when the process's address space
-// has no room left for one more OpenBLAS buffer (128 MiB) — under a tight `ulimit -v`, where the
-// threads OpenBLAS started when it loaded, each mapping its buffer, are already retrying forever,
-// and the caller's first multiplication would do the same. Such a process never finishes, not even
-// its exit (OpenBLAS's shutdown waits for those threads), so the caller should report the error
-// and end with std::_Exit. The message names the limit and the room a run needs.
+// For a program's first line, under an address-space limit (ulimit -v; nothing otherwise): throws
+// qkv::Error (Kind::runtime) unless the process has room for a buffer (128 MiB) for each thread
+// OpenBLAS started as it loaded and one for the caller. Those threads map theirs as they start,
+// before main or just after it; where one finds no room it retries forever, and such a process
+// never finishes, not even its exit (OpenBLAS's shutdown waits for it), so the caller should
+// report the error and end with std::_Exit. With the room, it waits for them to map theirs and
+// maps the caller's at once (a 2 × 2 product), so that the work's own allocations cannot take it.
+// The message names the limit and the room a run needs.
 void check_room_for_blas(const char* program);
 
 }  // namespace qkv
