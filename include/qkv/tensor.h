@@ -19,14 +19,21 @@ namespace qkv {
 
 // Every error qkv reports. The message names the argument, the value or shape found and what was
 // expected. kind() tells a caller whether the input was wrong (a usage error) or the work failed.
+// A NUL byte in the message (quoted from a file's metadata) is kept as the four characters \x00:
+// what() is a C string, and the message ended there, mid-quote (issue 26).
 class Error : public std::runtime_error {
  public:
   enum class Kind { invalid_argument, runtime };
   explicit Error(const std::string& message, Kind kind = Kind::invalid_argument)
-      : std::runtime_error(message), kind_(kind) {}
+      : std::runtime_error(without_nul(message)), kind_(kind) {}
   Kind kind() const noexcept { return kind_; }
 
  private:
+  static std::string without_nul(std::string s) {
+    for (std::size_t at = s.find('\0'); at != std::string::npos; at = s.find('\0', at + 4))
+      s.replace(at, 1, "\\x00");
+    return s;
+  }
   Kind kind_;
 };
 

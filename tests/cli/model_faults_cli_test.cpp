@@ -379,6 +379,14 @@ TEST(ExplainTrainedCli, AnUnknownFormatIsNamedWithTheExpectedOnes) {
                             " is not a model saved by qkv train: its metadata's format is "
                             "\"qkv-seq2seq-v9\"" +
                             expected);
+  // A NUL in it ended the message there, mid-quote (issue 26's last sweep): it is spelled \x00.
+  const std::string nul = trained_model(
+      "nul-format", [](auto& m) { m["format"] = std::string("qkv-seq2seq\0evil", 16); });
+  expect_one_line_error(run_qkv({"explain", "--model", nul}), 2,
+                        "qkv: error: " + nul +
+                            " is not a model saved by qkv train: its metadata's format is "
+                            "\"qkv-seq2seq\\x00evil\"" +
+                            expected);
   const std::string none = trained_model("no-format", [](auto& m) { m.erase("format"); });
   expect_one_line_error(run_qkv({"explain", "--model", none}), 2,
                         "qkv: error: " + none +
