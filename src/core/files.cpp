@@ -351,6 +351,20 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
     if (err != 0) runtime("cannot write in the folder " + folder + ": " + std::strerror(err));
     if (::access(folder.c_str(), W_OK | X_OK) != 0)
       runtime("cannot write in the folder " + folder + ": " + std::strerror(errno));
+    // access() says yes to root for folders no file can be created in (/proc, /sys): try it, so
+    // that `qkv train --out /proc/x` fails before the training, not after it (issue 26).
+    const std::string probe = t.resolved + ".probe." + std::to_string(::getpid());
+    const int slot = register_temporary(probe);
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const int probe_err = fd < 0 ? errno : 0;
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
+    unregister_temporary(slot);
+    if (probe_err != 0 && probe_err != EEXIST)
+      runtime("the folder " + folder + " does not take new files (creating one there fails: " +
+              std::strerror(probe_err) + "); expected a path in a folder files can be written in");
   }
   check_distinct(targets);
   check_not_inputs(targets, inputs);

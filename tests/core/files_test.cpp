@@ -230,7 +230,18 @@ TEST(CheckOutputs, FindsTheUsualFailuresBeforeAnyWork) {
             "usage: --out o.npy and --weights ./o.npy name the same file; expected a different "
             "file for each");
   EXPECT_EQ(check({{"--out", "/dev/null"}}), "");
+  // access() lets root write in /proc, where no file can be created: `--lse /proc/version` said
+  // "No such file or directory" after the work, `train --out /proc/x` after the training.
+  EXPECT_EQ(check({{"--lse", "/proc/version"}}),
+            ::geteuid() == 0
+                ? "runtime: --lse /proc/version: the folder /proc does not take new files "
+                  "(creating one there fails: No such file or directory); expected a path in a "
+                  "folder files can be written in"
+                : "runtime: --lse /proc/version: cannot write in the folder /proc: Permission "
+                  "denied");
   EXPECT_TRUE(dir.names() == (std::vector<std::string>{"d", "plain"}));  // nothing was created
+  EXPECT_EQ(check({{"--out", dir.path("fine.npy")}}), "");
+  EXPECT_TRUE(dir.names() == (std::vector<std::string>{"d", "plain"}));  // the probe is gone
 }
 
 // `qkv attend --keys k.npy --out k.npy` replaced its own input (issue 26): an output that is one of
