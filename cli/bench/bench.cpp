@@ -124,9 +124,27 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   attention->footer(kAttentionFooter);
   attention->allow_extras(false);  // a subcommand inherits allow_extras from bench
   add_common_options(attention, a.attention.common);
-  attention->add_option("--case", a.attention.cases, "cases to run, e.g. 4k,decode (see below)")
+  // Split here, not by CLI11's delimiter: a value ending in ',' made CLI11 take the next argument
+  // as more of it (`--case , --json` ran no case and lost --json, issue 26).
+  attention
+      ->add_option_function<std::vector<std::string>>(
+          "--case",
+          [&cases = a.attention.cases](const std::vector<std::string>& values) {
+            for (const std::string& value : values) {
+              std::size_t begin = 0;
+              for (std::size_t end; begin <= value.size(); begin = end + 1) {
+                end = std::min(value.find(',', begin), value.size());
+                if (end == begin)
+                  throw CLI::ValidationError("--case", "'" + value +
+                                                           "' has an empty name; expected NAME,... "
+                                                           "e.g. 4k,decode");
+                cases.push_back(value.substr(begin, end - begin));
+              }
+            }
+          },
+          "cases to run, e.g. 4k,decode (see below)")
       ->type_name("NAME,...")
-      ->delimiter(',');
+      ->allow_extra_args(false);
   attention->add_flag("--list", a.attention.list,
                       "list the cases (shape, causal, mask, FLOPs) and run nothing; with --json, "
                       "one object a case");

@@ -191,6 +191,14 @@ TEST(BenchCli, UsageErrorsAreOneLineWithExitCode2) {
                      "--case 'nope' is unknown; expected one of: 1k, 1k-causal");
   expect_usage_error(run_qkv({"bench", "attention", "--list", "--case", "nope"}),
                      "--case 'nope' is unknown; expected one of: 1k, 1k-causal");
+  // A list ending in ',' took the next argument as more of it: `--case , --json` lost --json.
+  for (const char* list : {",", "4k,", ",4k", "4k,,decode"})
+    expect_usage_error(run_qkv({"bench", "attention", "--case", list, "--json", "--list"}),
+                       std::string("--case: '") + list +
+                           "' has an empty name; expected NAME,... e.g. 4k,decode");
+  const CliResult two = run_qkv({"bench", "attention", "--case", "4k", "--case", "decode", "--list"});
+  EXPECT_EQ(two.exit_code, 0) << two.describe();
+  EXPECT_THAT(two.out, HasSubstr("qkv bench attention: 2 cases")) << two.describe();
   expect_usage_error(run_qkv({"bench", "attention", "--repeats", "0"}), "--repeats");
   expect_usage_error(run_qkv({"bench", "attention", "--threads", "x"}), "--threads");
   expect_usage_error(run_qkv({"bench", "attention", "--bogus"}), "--bogus");
