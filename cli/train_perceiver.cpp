@@ -101,9 +101,10 @@ int run_train_perceiver(const TrainArgs& args) {
   options.test_examples = args.test_examples;
   check_outputs({{"--out", args.out}});
   require_memory(perceiver_train_bytes(config, options.batch_size), args.memory_limit,
-                 "training this Perceiver (length " + grouped(config.length) + ", d_model " +
-                     grouped(config.d_model) + ", batch " + grouped(options.batch_size) + ")",
-                 "a smaller --length, --d-model or --batch");
+                 "training this Perceiver (length " + grouped(config.length) + ", latents " +
+                     grouped(config.latents) + ", d_model " + grouped(config.d_model) +
+                     ", batch " + grouped(options.batch_size) + ")",
+                 "a smaller --length, --latents, --layers, --d-model or --batch");
 
   const int threads = resolve_num_threads(args.threads.value_or(0));
   ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);

@@ -234,9 +234,9 @@ void bind_train(nb::module_& m) {
         config.validate();
         check_memory_limit(perceiver_train_bytes(config, batch_size), memory_limit,
                            "training this Perceiver (length " + grouped(config.length) +
-                               ", d_model " + grouped(config.d_model) + ", batch " +
-                               grouped(batch_size) + ")",
-                           "a smaller length, d_model or batch_size");
+                               ", latents " + grouped(config.latents) + ", d_model " +
+                               grouped(config.d_model) + ", batch " + grouped(batch_size) + ")",
+                           "a smaller length, latents, layers, d_model or batch_size");
         PerceiverTrainOptions options{.steps = steps,
                                       .batch_size = batch_size,
                                       .lr = lr,

@@ -677,8 +677,9 @@ def test_train_says_which_model_a_task_belongs_to():
     message = expect_memory_error(
         lambda: qkv.train("count", model="perceiver", length=65536, d_model=4096, heads=64,
                           batch_size=4096, memory_limit=1000),
-        "training this Perceiver (length 65,536, d_model 4,096, batch 4,096) needs about ")
-    assert message.endswith("expected a smaller length, d_model or batch_size")
+        "training this Perceiver (length 65,536, latents 16, d_model 4,096, batch 4,096) needs "
+        "about ")
+    assert message.endswith("expected a smaller length, latents, layers, d_model or batch_size")
 
 
 # ---- max_length beyond the model's positions -------------------------------------------------

@@ -174,6 +174,15 @@ TEST(MemoryCli, TrainRefusesAModelItCannotHoldBeforeAllocatingIt) {
   // It says the limit was not given, and what the default is ("(--memory-limit)" read as if the
   // user had set 12 GiB).
   EXPECT_THAT(by_default.err, HasSubstr(" (--memory-limit not given: "));
+  // A Perceiver's 4,096 latents over 16 symbols: what makes it large is the latents, and the
+  // refusal said "expected a smaller --length, --d-model or --batch" (issue 26's last sweep).
+  const auto latents = run_qkv({"train", "--model", "perceiver", "--task", "count", "--latents",
+                                "4096", "--length", "16", "--memory-limit", "1G"},
+                               {.timeout_s = 60});
+  expect_refused(latents,
+                 "training this Perceiver (length 16, latents 4,096, d_model 64, batch 64)");
+  EXPECT_THAT(latents.err,
+              HasSubstr("expected a smaller --length, --latents, --layers, --d-model or --batch"));
 }
 
 // Under `ulimit -v` the default limit was still half the machine's memory, so work that fit it but
@@ -205,7 +214,7 @@ TEST(MemoryCli, TrainEstimateCoversTheMeasuredPeak) {
   expect_estimate_holds(with({"train", "--model", "perceiver", "--task", "count", "--length",
                               "4096", "--batch", "32", "--d-model", "64"},
                              common),
-                        "training this Perceiver (length 4,096, d_model 64, batch 32)", 3.0);
+                        "training this Perceiver (length 4,096, latents 16, d_model 64, batch 32)", 3.0);
 }
 
 // Past every estimate, an allocation can still fail (a ulimit, other processes): one line that
