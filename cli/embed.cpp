@@ -45,6 +45,8 @@ int run_embed(const EmbedArgs& args) {
   check_outputs({{"--npy", args.npy}}, inputs);
   const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
   for (std::size_t i = 0; i < texts.size(); ++i) model.tokenize(texts[i]);  // bad UTF-8 → error
+  note_cut_texts(
+      model, texts, [](std::size_t i) { return "text " + std::to_string(i + 1); }, "texts");
   // The texts are in memory already; their ids, the embeddings (twice with --npy: the file's
   // bytes are built whole) and a batch's activations are to come.
   const int64_t n_texts = static_cast<int64_t>(texts.size()), in = texts_bytes(texts);

@@ -235,6 +235,26 @@ int64_t longest_text(const std::vector<std::string>& texts) {
   return static_cast<int64_t>(longest);
 }
 
+void note_cut_texts(const SentenceModel& model, std::span<const std::string> texts,
+                    const std::function<std::string(std::size_t)>& label, const std::string& kind) {
+  // A token covers at least one byte, so only texts of more bytes than the tokens that fit between
+  // [CLS] and [SEP] need tokenizing here.
+  const std::size_t fit = model.options().max_length - 2;
+  std::size_t cut = 0, first = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i)
+    if (texts[i].size() > fit && model.tokenize(texts[i]).truncated && cut++ == 0) first = i;
+  if (cut == 0) return;
+  const std::string limit = std::to_string(model.options().max_length) + " tokens";
+  if (texts.size() == 1 || cut == 1)
+    std::cerr << "qkv: note: " << label(first) << " is longer than the model's " << limit
+              << " and was cut to them; the rest of it is not in its embedding\n";
+  else
+    std::cerr << "qkv: note: " << grouped(static_cast<int64_t>(cut)) << " of "
+              << grouped(static_cast<int64_t>(texts.size())) << " " << kind
+              << " are longer than the model's " << limit << " and were cut to them (the first: "
+              << label(first) << "); the rest of each is not in its embedding\n";
+}
+
 int64_t texts_bytes(const std::vector<std::string>& texts) {
   int64_t bytes = 0;
   for (const std::string& t : texts) bytes += static_cast<int64_t>(sizeof(std::string) + t.size());

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,5 +61,11 @@ std::vector<std::string> read_lines(const std::string& option, const std::string
 int64_t texts_bytes(const std::vector<std::string>& texts);
 // The longest text's bytes.
 int64_t longest_text(const std::vector<std::string>& texts);
+
+// Says on stderr, before the work, which of `texts` the model will cut to its max_length tokens
+// (the rest of such a text is not in its embedding): "qkv: note: 2 of 1,000 lines are longer than
+// …". `label(i)` names text i ("line 17", "the query", "text 2"); `kind` names them all ("lines").
+void note_cut_texts(const SentenceModel& model, std::span<const std::string> texts,
+                    const std::function<std::string(std::size_t)>& label, const std::string& kind);
 
 }  // namespace qkv::cli

@@ -46,6 +46,13 @@ int run_search(const SearchArgs& args) {
   texts.insert(texts.begin(), args.query);
   const SentenceModel model = load_model(args.model);
   model.tokenize(args.query);
+  note_cut_texts(model, {texts.data(), 1}, [](std::size_t) { return "the query"; }, "queries");
+  note_cut_texts(
+      model, {texts.data() + 1, texts.size() - 1},
+      [&texts](std::size_t i) {
+        return "the line \"" + clip(printable(texts[i + 1]), 24) + "\"";
+      },
+      "lines");
   const std::size_t n = texts.size() - 1;
   // The corpus is in memory already; its ids, embeddings and a batch's activations, and a cosine,
   // a weight and a rank a line are to come.

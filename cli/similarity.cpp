@@ -28,6 +28,9 @@ CLI::App* add_similarity_command(CLI::App& app, SimilarityArgs& args) {
 
 int run_similarity(const SimilarityArgs& args) {
   const SentenceModel model = load_model(args.model);
+  const std::vector<std::string> texts = {args.a, args.b};
+  note_cut_texts(
+      model, texts, [](std::size_t i) { return i == 0 ? "text a" : "text b"; }, "texts");
   const Tensor e = model.embed({args.a, args.b});
   require_finite_embeddings(e, {args.a, args.b});
   const double c = cosine(e, 0, e, 1);

@@ -356,5 +356,35 @@ TEST(SearchCli, RanksTheExactMatchFirst) {
                         "--corpus /nonexistent.txt: cannot open");
 }
 
+// Texts beyond the model's 256 tokens are cut to them, as sentence-transformers cuts them; explain
+// said so, embed, similarity and search did not (issue 26's last sweep). Each says it once, on
+// stderr, and the results are as before.
+TEST(EmbedCli, TextsCutToTheModelsLimitAreNoted) {
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "word ";
+  const auto embed = run_qkv({"embed", "short", long_text});
+  ASSERT_EQ(embed.exit_code, 0) << embed.describe();
+  EXPECT_EQ(embed.err,
+            "qkv: note: text 2 is longer than the model's 256 tokens and was cut to them; the rest "
+            "of it is not in its embedding\n");
+  EXPECT_EQ(run_qkv({"embed", "short", "a river bank"}).err, "");  // nothing cut, nothing said
+  const auto both = run_qkv({"similarity", long_text, long_text + "more"});
+  ASSERT_EQ(both.exit_code, 0) << both.describe();
+  EXPECT_THAT(both.out, HasSubstr("cos(a, b) = 1.0000"));  // the same first 254 words
+  EXPECT_EQ(both.err,
+            "qkv: note: 2 of 2 texts are longer than the model's 256 tokens and were cut to them "
+            "(the first: text a); the rest of each is not in its embedding\n");
+  const std::string corpus = temp_path("long-corpus.txt");
+  {
+    std::ofstream out(corpus);
+    out << "short\n\n" << long_text << "\nplain\n";
+  }
+  const auto search = run_qkv({"search", "plain", "--corpus", corpus});
+  ASSERT_EQ(search.exit_code, 0) << search.describe();
+  EXPECT_EQ(search.err,
+            "qkv: note: the line \"word word word word wor…\" is longer than the model's 256 "
+            "tokens and was cut to them; the rest of it is not in its embedding\n");
+}
+
 }  // namespace
 }  // namespace qkv
