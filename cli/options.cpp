@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -75,6 +77,15 @@ CLI::Validator finite_number(Bounds bounds) {
   return CLI::Validator(
       [bounds, want](std::string& input) -> std::string {
         if (input.empty()) return "the value is empty; expected " + want;
+        // Decimal notation only, as the integer options: strtod also reads " 1", "+1" and
+        // hexadecimal "0x10" (issue 26). inf and nan are words, answered below.
+        const bool word = std::any_of(input.begin(), input.end(), [](char c) {
+          return std::isalpha(static_cast<unsigned char>(c)) &&
+                 std::string_view("eExXpP").find(c) == std::string_view::npos;
+        });
+        if (input[0] == '+' || input.find_first_of(" \t\n\v\f\rxXpP") != std::string::npos ||
+            (!word && input.find_first_not_of("-.0123456789eE+") != std::string::npos))
+          return input + " is not a decimal number; expected " + want;
         double x = 0;
         if (!CLI::detail::lexical_cast(input, x))
           return input + " is not a number; expected " + want;

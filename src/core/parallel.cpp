@@ -13,6 +13,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -171,7 +172,10 @@ int default_num_threads() {
   char* end = nullptr;
   errno = 0;
   const long long n = std::strtoll(env, &end, 10);
-  if (end == env || *end != '\0' || errno == ERANGE)
+  // Digits with an optional '-' only: strtoll also takes " 2" and "+2", which the --threads
+  // option refuses (issue 26).
+  const bool digits = std::string_view(env).find_first_not_of("-0123456789") == std::string::npos;
+  if (!digits || end == env || *end != '\0' || errno == ERANGE)
     throw Error("$QKV_NUM_THREADS is \"" + std::string(env).substr(0, 40) +
                 "\", not an integer; expected " + num_threads_range() + ", or unset for all cores");
   return check_num_threads(n, "$QKV_NUM_THREADS");

@@ -66,6 +66,12 @@ TEST(FloatOptionsCli, TrainLrAndTargetMustBeFiniteNumbersInRange) {
                      "--target: nan is not a number; expected a number in [0, 10]");
   expect_usage_error(run_qkv({"train", "--task", "copy", "--target", "-inf"}),
                      "--target: -inf is not finite; expected a number in [0, 10]");
+  // Decimal notation only, as the integer options take: strtod read " 1", "+1", "1 " and
+  // hexadecimal "0x1p-3" (issue 26's last sweep).
+  for (const char* odd : {" 1", "+1", "1 ", "0x1", "0x1p-3"})
+    expect_usage_error(run_qkv({"train", "--task", "copy", "--lr", odd}),
+                       std::string("--lr: ") + odd +
+                           " is not a decimal number; expected a number in (0, 10)");
 }
 
 // A seed is 0 to 2⁶⁴ − 1, as Python's qkv.train takes it: "-1" wrapped to 2⁶⁴ − 1 and
@@ -152,6 +158,12 @@ TEST(ThreadOptionsCli, EveryCommandTakesAtMostFourTimesTheCores) {
     expect_usage_error(run_qkv(args, testing::RunOptions{.env = {"QKV_NUM_THREADS=4096"}}),
                        "qkv: error: $QKV_NUM_THREADS: 4096 is more than " +
                            std::to_string(4 * cores()) + "; " + thread_range() + "\n");
+  // " 2" and "+2" were read as 2 (strtoll), where --threads refuses them (issue 26).
+  for (const char* odd : {" 2", "+2"})
+    expect_usage_error(
+        run_qkv({"train", "--task", "copy", "--steps", "1"},
+                testing::RunOptions{.env = {std::string("QKV_NUM_THREADS=") + odd}}),
+        std::string("qkv: error: $QKV_NUM_THREADS is \"") + odd + "\", not an integer; ");
 }
 
 // Runs qkv under an address-space limit of `kib` KiB (ulimit -v), for at most 60 seconds.
