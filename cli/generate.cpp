@@ -91,6 +91,10 @@ int run_generate(const GenerateArgs& args) {
     throw Error(
         "--system is empty; expected the system message's text (leave --system out for the chat "
         "template's default)");
+  // Greedy decoding draws nothing: a seed the user gave would change nothing, and is said so.
+  if (args.seed && args.temperature == 0)
+    std::cerr << "qkv: note: --seed has no effect at --temperature 0 (greedy: each step takes the "
+                 "likeliest token); give a --temperature above 0 to sample\n";
   Progress progress;
   progress.show("loading " + args.model + " …");
   CausalLM model = open_causal_lm(args.model);  // the header: the weights are read once sized
@@ -119,7 +123,7 @@ int run_generate(const GenerateArgs& args) {
   };
   std::string pending;
   const std::vector<int32_t> out = model.generate(
-      prompt, {.max_tokens = args.max_tokens, .temperature = args.temperature, .seed = args.seed},
+      prompt, {.max_tokens = args.max_tokens, .temperature = args.temperature, .seed = args.seed.value_or(1)},
       [&](int32_t id) {
         start();
         pending += model.generated_text(id);

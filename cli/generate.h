@@ -13,7 +13,7 @@ struct GenerateArgs {
   std::string model = "smollm2";
   int64_t max_tokens = 48;
   double temperature = 0;
-  uint64_t seed = 1;
+  std::optional<uint64_t> seed;  // of the sampling; default 1 (none: greedy ignores it)
   bool chat = false;
   std::optional<std::string> system;  // with --chat: the system message (else the template's)
   std::string memory_limit;           // --memory-limit SIZE; empty: half the machine's memory

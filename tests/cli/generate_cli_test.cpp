@@ -120,6 +120,26 @@ TEST(GenerateCli, AGgufFileIsKnownByItsBytesInGenerateAndExplain) {
                             "explain take decoders");
 }
 
+// --seed at --temperature 0 changed nothing without a word (issue 26's last sweep): greedy decoding
+// draws nothing. It is said, once, on stderr; the text is the seedless one.
+TEST(GenerateCli, ASeedThatCannotMatterIsSaid) {
+  const test::ScratchDir dir("qkv-generate");
+  const std::string file = test::tiny_llama_gguf().write(dir.path("tiny.gguf"));
+  const CliResult plain = run_qkv({"generate", "hello", "--max-tokens", "3", "--model", file});
+  const CliResult seeded =
+      run_qkv({"generate", "hello", "--max-tokens", "3", "--model", file, "--seed", "7"});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.describe();
+  EXPECT_EQ(seeded.out, plain.out);
+  EXPECT_EQ(plain.err, "");
+  EXPECT_EQ(seeded.err,
+            "qkv: note: --seed has no effect at --temperature 0 (greedy: each step takes the "
+            "likeliest token); give a --temperature above 0 to sample\n");
+  const CliResult sampled = run_qkv({"generate", "hello", "--max-tokens", "3", "--model", file,
+                                     "--seed", "7", "--temperature", "0.7"});
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.describe();
+  EXPECT_EQ(sampled.err, "");
+}
+
 // Weights that overflow float32 printed "<|endoftext|><|endoftext|><|endoftext|>", exit 0, where
 // explain on the same file reported the NaN.
 TEST(GenerateCli, NonFiniteLogitsAreAnErrorAsInExplain) {
