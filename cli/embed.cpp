@@ -44,7 +44,8 @@ int run_embed(const EmbedArgs& args) {
   if (args.texts.empty()) inputs.push_back({"stdin", "/dev/stdin"});  // `< x.npy` with --npy x.npy
   check_outputs({{"--npy", args.npy}}, inputs);
   const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
-  for (std::size_t i = 0; i < texts.size(); ++i) model.tokenize(texts[i]);  // bad UTF-8 → error
+  for (std::size_t i = 0; i < texts.size(); ++i)  // bad UTF-8, or no tokens → error
+    require_tokens(model, texts[i], "text " + std::to_string(i + 1));
   note_cut_texts(
       model, texts, [](std::size_t i) { return "text " + std::to_string(i + 1); }, "texts");
   // The texts are in memory already; their ids, the embeddings (twice with --npy: the file's

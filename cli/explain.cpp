@@ -149,6 +149,8 @@ int run_explain(const ExplainArgs& args) {
     check_index("--head", args.head, c.num_heads, "heads");
     if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
       throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
+    require_tokens(model, text, "the text");
+    if (args.text_b) require_tokens(model, *args.text_b, "the second text");
     const std::size_t tokens =
         (args.text_b ? model.tokenize_pair(text, *args.text_b) : model.tokenize(text))
             .tokens.size();

@@ -235,6 +235,28 @@ int64_t longest_text(const std::vector<std::string>& texts) {
   return static_cast<int64_t>(longest);
 }
 
+void require_tokens(const SentenceModel& model, const std::string& text, const std::string& what) {
+  if (model.tokenize(text).tokens.size() > 2) return;
+  // The characters by code point: U+200B shows as nothing on a terminal. (Valid UTF-8 here:
+  // tokenize refused anything else.)
+  std::string points;
+  for (std::size_t i = 0, shown = 0; i < text.size() && shown < 4; ++shown) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const int n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    char32_t c = n == 1 ? b : b & (0x7F >> n);
+    for (int k = 1; k < n && i + k < text.size(); ++k)
+      c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(c));
+    points += (points.empty() ? "" : " ") + std::string(buf);
+    i += static_cast<std::size_t>(n);
+    if (shown == 3 && i < text.size()) points += " …";
+  }
+  throw Error(what + " (" + points +
+              ") has no tokens: the model drops every character in it (zero-width or control "
+              "characters), so it would embed as a blank text; expected a text with words");
+}
+
 void note_cut_texts(const SentenceModel& model, std::span<const std::string> texts,
                     const std::function<std::string(std::size_t)>& label, const std::string& kind) {
   // A token covers at least one byte, so only texts of more bytes than the tokens that fit between

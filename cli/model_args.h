@@ -62,6 +62,11 @@ int64_t texts_bytes(const std::vector<std::string>& texts);
 // The longest text's bytes.
 int64_t longest_text(const std::vector<std::string>& texts);
 
+// Throws a usage error when `text` has no tokens of its own ([CLS] and [SEP] only): characters the
+// tokenizer drops (U+200B, controls) read as a text but embed as if blank, and a blank text is
+// refused. `what` names it ("text 2", "the query").
+void require_tokens(const SentenceModel& model, const std::string& text, const std::string& what);
+
 // Says on stderr, before the work, which of `texts` the model will cut to its max_length tokens
 // (the rest of such a text is not in its embedding): "qkv: note: 2 of 1,000 lines are longer than
 // …". `label(i)` names text i ("line 17", "the query", "text 2"); `kind` names them all ("lines").

@@ -45,7 +45,7 @@ int run_search(const SearchArgs& args) {
   std::vector<std::string> texts = read_lines("--corpus", args.corpus);
   texts.insert(texts.begin(), args.query);
   const SentenceModel model = load_model(args.model);
-  model.tokenize(args.query);
+  require_tokens(model, args.query, "the query");
   note_cut_texts(model, {texts.data(), 1}, [](std::size_t) { return "the query"; }, "queries");
   note_cut_texts(
       model, {texts.data() + 1, texts.size() - 1},

@@ -28,6 +28,8 @@ CLI::App* add_similarity_command(CLI::App& app, SimilarityArgs& args) {
 
 int run_similarity(const SimilarityArgs& args) {
   const SentenceModel model = load_model(args.model);
+  require_tokens(model, args.a, "text a");
+  require_tokens(model, args.b, "text b");
   const std::vector<std::string> texts = {args.a, args.b};
   note_cut_texts(
       model, texts, [](std::size_t i) { return i == 0 ? "text a" : "text b"; }, "texts");

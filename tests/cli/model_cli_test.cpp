@@ -318,6 +318,19 @@ TEST(EmbedCli, Errors) {
   expect_one_line_error(run_qkv({"embed", "ok", "--batch-size", "0"}), 2, "--batch-size");
   expect_one_line_error(run_qkv({"embed", "ok", "--npy", "/nonexistent/dir/x.npy"}), 1,
                         "/nonexistent/dir/x.npy");
+  // A blank text is refused; one of characters the tokenizer drops embedded as [CLS] [SEP], a
+  // blank text by another name (issue 26's last sweep). Each command now refuses it alike.
+  const std::string tail =
+      " has no tokens: the model drops every character in it (zero-width or control characters), "
+      "so it would embed as a blank text; expected a text with words";
+  expect_one_line_error(run_qkv({"embed", "ok", "\u200b"}), 2, "text 2 (U+200B)" + tail);
+  expect_one_line_error(run_qkv({"similarity", "\u200b\x01", "ok"}), 2,
+                        "text a (U+200B U+0001)" + tail);
+  expect_one_line_error(run_qkv({"explain", "\u200b"}), 2, "the text (U+200B)" + tail);
+  const std::string corpus = temp_path("one-line.txt");
+  std::ofstream(corpus) << "a line\n";
+  expect_one_line_error(run_qkv({"search", "\u200b", "--corpus", corpus}), 2,
+                        "the query (U+200B)" + tail);
 }
 
 TEST(SimilarityCli, MatchesTheGoldenEmbeddings) {
