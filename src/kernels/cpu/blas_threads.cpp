@@ -107,8 +107,8 @@ void release_reserved(bool all) {
   if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
     limit = " under the process's address-space limit of " + std::to_string(as.rlim_cur >> 20) +
             " MiB (ulimit -v)";
-  throw Error("cannot map the OpenBLAS buffers of " + std::to_string(buffers) + " " + whose +
-                  (buffers == 1 ? "thread" : "threads") + " (" + std::to_string(kThreadMiB) +
+  throw Error("cannot map the OpenBLAS buffers of " + std::to_string(buffers) + " more of " +
+                  whose + " threads (" + std::to_string(kThreadMiB) +
                   " MiB of address space each, a buffer and a malloc arena: " +
                   std::to_string(buffers * kThreadMiB) + " MiB in all): " + std::strerror(err) +
                   limit + "; expected fewer threads, or more memory",
@@ -120,7 +120,8 @@ void release_reserved(bool all) {
 // MAP_NORESERVE: the kernel's overcommit heuristic judges OpenBLAS's maps one at a time, so this
 // one, of all of them at once, must not be judged as a whole; a hard limit (RLIMIT_AS, or strict
 // overcommit, which ignores the flag) still counts every byte, as it will count OpenBLAS's.
-// `whose` qualifies the threads in the message: "" or "more OpenBLAS ".
+// `whose` names the threads in the message: "qkv's" (the workers of --threads that have not
+// called OpenBLAS yet: the count is of those, not of --threads) or "OpenBLAS's own".
 void check_room_for_buffers(int buffers, const char* whose, bool keep) {
   if (buffers <= 0) return;
   const std::size_t bytes = static_cast<std::size_t>(buffers) * kThreadBytes;
@@ -141,7 +142,7 @@ std::mutex g_blas_threads_mutex;
 }  // namespace
 
 SingleThreadedBlas::SingleThreadedBlas(int workers) : previous_(openblas_get_num_threads()) {
-  if (workers > 0) check_room_for_buffers(workers - g_callers_with_buffer.load(), "", true);
+  if (workers > 0) check_room_for_buffers(workers - g_callers_with_buffer.load(), "qkv's", true);
   if (previous_ != 1) openblas_set_num_threads(1);
 }
 
@@ -174,7 +175,7 @@ void set_blas_threads(int threads) {
   // work that follows cannot take the room checked for them.
   static int started = openblas_get_num_threads();
   if (n > started) {
-    cpu::check_room_for_buffers(n - started, "more OpenBLAS ", false);
+    cpu::check_room_for_buffers(n - started, "OpenBLAS's own", false);
     const int before = cpu::address_space_limited() ? cpu::mapped_buffers() : 0;
     openblas_set_num_threads(n);
     if (cpu::address_space_limited() && !cpu::wait_for_buffers(before + n - started))
