@@ -304,6 +304,14 @@ void check_not_inputs(const std::vector<Target>& outputs, const std::vector<Inpu
   auto same = [](const struct stat& a, const struct stat& b) {
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
   };
+  // The running program is an input no option names: `qkv train --out $(which qkv)` replaced the
+  // qkv binary with a model file (issue 26's last sweep).
+  struct stat program {};
+  if (::stat("/proc/self/exe", &program) == 0)
+    for (const Target& out : outputs)
+      if (out.exists && same(program, out.st))
+        throw Error(out.label + " is the running program itself; expected an output of its own",
+                    Error::Kind::invalid_argument);
   for (const InputPath& in : inputs) {
     struct stat st {};
     if (in.path.empty() || ::stat(in.path.c_str(), &st) != 0) continue;  // its reader says why

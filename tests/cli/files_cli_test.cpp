@@ -191,6 +191,16 @@ TEST_F(FilesCli, AnOutputThatWouldReplaceAnInputIsRefused) {
   expect_error(run_limited({"explain", "--model", model, "--input", "@" + input, "--html", input}),
                2, "--html " + input + " and the input --input " + input + same);
   EXPECT_EQ(dir_.read("input.txt"), std::string(32, '#'));
+
+  // The program itself: `qkv train --out $(which qkv)` replaced the binary with a model file.
+  const std::string program = dir_.path("qkv-copy");
+  fs::copy_file(testing::qkv_binary(), program);
+  const auto before = fs::file_size(program);
+  const testing::CliResult r = testing::run_program(
+      program, {"train", "--task", "copy", "--steps", "1", "--out", program}, {.timeout_s = 60});
+  expect_error(r, 2, "--out " + program + " is the running program itself; expected an output of "
+                                          "its own");
+  EXPECT_EQ(fs::file_size(program), before);
 }
 
 // `--out /dev/stdout > rep.txt` replaced rep.txt with the .npy (the report lost, exit 0), and
