@@ -63,8 +63,11 @@ int run_search(const SearchArgs& args) {
                  "searching " + grouped(static_cast<int64_t>(n)) + " lines (" + bytes_str(in) + ")",
                  "a smaller --corpus");
   CountProgress progress("embedding", "lines");
+  // Counted in lines of the corpus: the query, embedded first, is not one of them (the log read
+  // "1,000,001 lines" for a million, issue 26).
   const Tensor e = model.embed(texts, [&](std::size_t done, std::size_t all) {
-    progress.update(static_cast<int64_t>(done), static_cast<int64_t>(all));
+    progress.update(static_cast<int64_t>(done) - (done > 0 ? 1 : 0),
+                    static_cast<int64_t>(all) - 1);
   });
   progress.clear();
   require_finite_embeddings(e, texts);
