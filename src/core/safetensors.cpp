@@ -293,6 +293,13 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view name)
     file.names.push_back(key);
   }
 
+  // A tensor placed beyond the data is named first: sorted, it left a gap where it belonged, and
+  // the message blamed the tensor after the gap (issue 26's last sweep).
+  for (const Entry& e : entries)
+    if (e.end > data.size())
+      fail(name, tensor_label(e.name) + ": data ends at " + std::to_string(e.end) +
+                     " (data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                     "]) but the file holds " + std::to_string(data.size()) + " data bytes");
   // Sorted by offsets, the tensors must tile the data: each begins where the previous one ends.
   std::vector<const Entry*> sorted;
   for (const Entry& e : entries) sorted.push_back(&e);

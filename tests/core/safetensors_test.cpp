@@ -161,6 +161,13 @@ TEST(SafetensorsTest, RejectsTruncatedFiles) {
   const std::string full = make_file(one_tensor("\"F32\"", "[2]", "[0,8]"), std::string(8, '\0'));
   EXPECT_THAT(parse_error(full.substr(0, full.size() - 1)),
               AllOf(HasSubstr("\"a\""), HasSubstr("data ends at 8"), HasSubstr("7 data bytes")));
+  // A tensor moved beyond the data is the one named, not the one after the gap it left (issue 26).
+  EXPECT_EQ(parse_error(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
+                                  "[1000,1008]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],"
+                                  "\"data_offsets\":[8,16]}}",
+                                  std::string(16, '\0'))),
+            "bad.safetensors: tensor \"a\": data ends at 1008 (data_offsets [1000, 1008]) but the "
+            "file holds 16 data bytes");
   for (const auto& [path, why] :
        {std::pair{"/nonexistent/x.safetensors", "cannot open: No such file or directory"},
         std::pair{"/", "is a directory; expected a regular .safetensors file"}}) {
