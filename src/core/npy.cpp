@@ -299,6 +299,19 @@ Layout parse_layout(std::string_view bytes, uint64_t file_size, std::string_view
     if (__builtin_mul_overflow(data_bytes, static_cast<uint64_t>(d), &data_bytes))
       fail(name, "shape " + shape_str(shape) + " has too many elements (the byte count overflows)");
   }
+  // Zero elements pass the length check whatever the other dimensions: the tensor's own bound on
+  // them is said here, with the file's name (it came without one, issue 26).
+  uint64_t extent = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    empty = empty || d == 0;
+    if (d != 0 && __builtin_mul_overflow(extent, static_cast<uint64_t>(d), &extent))
+      extent = UINT64_MAX;
+  }
+  if (empty && extent > (uint64_t{1} << 40))
+    fail(name, "shape " + shape_str(shape) +
+                   " has no elements, but its other dimensions multiply past 2^40; expected at "
+                   "most 2^40 elements, counting a dimension of 0 as 1");
   if (file_size - data_start != data_bytes)
     fail(name, "the data has " + std::to_string(file_size - data_start) + " bytes but shape " +
                    shape_str(shape) + " of " + std::string(dtype_name(dtype)) + " needs " +

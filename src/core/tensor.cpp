@@ -1,6 +1,7 @@
 // Tensors: shared storage, strided views, conversions.
 #include "qkv/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -67,7 +68,12 @@ int64_t checked_numel(const Shape& shape) {
   for (int64_t d : shape) {
     if (d < 0) throw Error("tensor shape " + shape_str(shape) + " has a negative dimension");
     if (d != 0 && extent > kMaxElements / d)
-      throw Error("tensor shape " + shape_str(shape) + " is too large");
+      throw Error("tensor shape " + shape_str(shape) +
+                  (std::find(shape.begin(), shape.end(), 0) != shape.end()
+                       ? " has no elements, but its other dimensions multiply past 2^40"
+                       : " is too large: over 2^40 elements") +
+                  "; expected at most 2^40 (" + std::to_string(kMaxElements) +
+                  ") elements, counting a dimension of 0 as 1");
     if (d != 0) extent *= d;
     n *= d;
   }

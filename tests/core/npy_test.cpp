@@ -346,6 +346,12 @@ TEST(NpyReject, BadDimensions) {
   };
   EXPECT_TRUE(Rejects(with_shape("(-2,)"), {"shape [-2] has a negative dimension"}));
   EXPECT_TRUE(Rejects(with_shape("(2, -1)"), {"negative dimension"}));
+  // No elements is not "too large" (issue 26's last sweep): what is too large is said.
+  EXPECT_TRUE(Rejects(npy_v1("'descr': '<f4', 'fortran_order': False, 'shape': (0, "
+                             "9223372036854775807), ",
+                             ""),
+                      {"shape [0, 9223372036854775807] has no elements, but its other dimensions "
+                       "multiply past 2^40; expected at most 2^40"}));
   EXPECT_TRUE(Rejects(with_shape("(2.0,)"), {"malformed header", "an integer", "'2.0,)"}));
   EXPECT_TRUE(Rejects(with_shape("(2e0,)"), {"malformed header", "an integer"}));
   EXPECT_TRUE(Rejects(with_shape("('2',)"), {"'shape' holds a value that is not an integer"}));
