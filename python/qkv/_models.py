@@ -330,9 +330,17 @@ class CausalLM:
         if not (0 <= temperature <= 100):
             raise ValueError(f"temperature {temperature}; expected a number in [0, 100]")
         text = self._model.chat_prompt(prompt) if _checks.flag(chat, "chat") else prompt
-        ids = self._model.generate(self._model.tokenize(text), max_tokens, temperature,
+        prompt_ids = self._model.tokenize(text)
+        ids = self._model.generate(prompt_ids, max_tokens, temperature,
                                    _positive(seed, "seed", 0, 2**64 - 1),
                                    _checks.memory_limit(memory_limit))
+        # A stop the caller did not choose is said, as `qkv generate` notes it (issue 26): the
+        # prompt and the text filled the model's context.
+        context = self._model.context_length
+        if len(ids) < max_tokens and len(prompt_ids) + len(ids) >= context:
+            warnings.warn(f"stopped after {len(ids)} of {max_tokens} tokens: the prompt "
+                          f"({len(prompt_ids)} tokens) and the text generated fill the model's "
+                          f"context of {context} positions", RuntimeWarning, stacklevel=2)
         # Control tokens (<|im_start|>, ...) are the model's markup, not text: nothing is shown.
         return self._model.generated_bytes(ids).decode("utf-8", "replace")
 

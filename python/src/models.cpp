@@ -165,6 +165,7 @@ void bind_models(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("memory_limit"))
       .def_prop_ro("path", &CausalLM::path)
+      .def_prop_ro("context_length", &CausalLM::context_length)
       .def(
           "tokenize", [](const CausalLM& lm, const std::string& text) { return lm.tokenize(text); },
           nb::arg("text"), "Token ids of the text (no BOS).")

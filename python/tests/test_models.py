@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -836,6 +837,30 @@ def test_weights_that_overflow_are_an_error_not_nan_arrays(model, tmp_path):
     assert " came out " in one_line(e) and "non-finite" in one_line(e)
     # The installed model is untouched and finite.
     assert np.isfinite(model.encode(["one"])).all()
+
+
+def test_generate_says_when_the_context_stopped_it(tmp_path):
+    # `qkv generate` notes a stop at the model's context; CausalLM.generate returned the shorter
+    # text without a word (issue 26's last sweep). A model that always says "a" (the untied output
+    # row of token 3 is the only one that is not 0) fills the tiny model's 32 positions.
+    vocab = tiny_gguf.tokens()
+    rows = [1.0 if t == "a" else 0.0 for t in vocab]
+    gguf = tiny_gguf.write_zero_llama(tmp_path / "a.gguf", output=rows,
+                                      fill={"token_embd.weight": 0.5, "output_norm.weight": 1.0})
+    lm = qkv.CausalLM(gguf)
+    assert lm._model.context_length == 32
+    prompt = len(lm._model.tokenize("hello the"))
+    with pytest.warns(RuntimeWarning) as caught:
+        text = lm.generate("hello the", 40, chat=False)
+    assert text == "a" * (32 - prompt)
+    assert len(caught) == 1
+    assert str(caught[0].message) == (
+        f"stopped after {32 - prompt} of 40 tokens: the prompt ({prompt} tokens) and the text "
+        f"generated fill the model's context of 32 positions")
+    # Within the context: the text asked for, and no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lm.generate("hello the", 5, chat=False) == "aaaaa"
 
 
 def test_a_decoder_whose_logits_overflow_is_an_error_not_nan_next_tokens(tmp_path):

@@ -32,8 +32,10 @@ def tokens():
     return ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + letters + ["Ġ", "Ċ", ".", "he", "ll", "Ġt", "Ġthe", "hell", "hello", "Ġa", "an"]
 
 
-def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24, fill=None):
-    """A llama GGUF whose tensors are all 0, except those `fill` names ({name: value})."""
+def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24, fill=None,
+                     output=None):
+    """A llama GGUF whose tensors are all 0, except those `fill` names ({name: value}); with
+    `output` (a list of floats a token), an untied output.weight of those rows."""
     fill = fill or {}
     vocab = tokens()
     kv = kv_heads * (hidden // heads)
@@ -57,6 +59,8 @@ def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24, fil
                    (p + "ffn_gate.weight", [hidden, ffn]), (p + "ffn_up.weight", [hidden, ffn]),
                    (p + "ffn_down.weight", [ffn, hidden])]
     shapes.append(("output_norm.weight", [hidden]))
+    if output is not None:
+        shapes.append(("output.weight", [hidden, len(vocab)]))
     out = b"GGUF" + struct.pack("<IQQ", 3, len(shapes), len(metadata))
     for key, v in metadata.items():
         kind, data = _value(v)
@@ -80,6 +84,9 @@ def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24, fil
             count *= n
         if name in fill:
             data[at:at + 4 * count] = struct.pack("<f", fill[name]) * count
+        if name == "output.weight":
+            rows = b"".join(struct.pack("<f", output[v]) * hidden for v in range(len(vocab)))
+            data[at:at + 4 * count] = rows
         at += 4 * count
     with open(path, "wb") as f:
         f.write(out + bytes(data))
