@@ -30,6 +30,14 @@ std::string what_it_is(mode_t mode) {
   return "is not a regular file";
 }
 
+// What a shell's process substitution, `<(command)`, passes: /dev/fd/N or /proc/self/fd/N, a pipe.
+// It is refused as FIFOs are (a reader of one could wait forever), and the message says what to do.
+std::string pipe_hint(const std::string& path, mode_t mode) {
+  if (!S_ISFIFO(mode) || (path.rfind("/dev/fd/", 0) != 0 && path.rfind("/proc/self/fd/", 0) != 0))
+    return "";
+  return " (a shell's <(command) is a pipe: save its output to a file and name that)";
+}
+
 }  // namespace
 
 std::string byte_count_str(uint64_t bytes) {
@@ -47,7 +55,8 @@ InputFile::InputFile(const std::string& path, const InputSpec& spec) : path_(pat
     // A socket cannot be opened at all (ENXIO): say what it is rather than the errno's words.
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      fail(path, what_it_is(st.st_mode) + "; expected " + std::string(spec.expected));
+      fail(path, what_it_is(st.st_mode) + "; expected " + std::string(spec.expected) +
+                     pipe_hint(path, st.st_mode));
     std::string what = "cannot open";
     if (!spec.noun.empty()) what.append(" ").append(spec.noun);
     fail(path, what + ": " + std::strerror(err));
@@ -60,7 +69,8 @@ InputFile::InputFile(const std::string& path, const InputSpec& spec) : path_(pat
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);
-    fail(path, what_it_is(st.st_mode) + "; expected " + std::string(spec.expected));
+    fail(path, what_it_is(st.st_mode) + "; expected " + std::string(spec.expected) +
+                   pipe_hint(path, st.st_mode));
   }
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ > spec.max_bytes) {

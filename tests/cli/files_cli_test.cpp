@@ -115,6 +115,17 @@ TEST_F(FilesCli, CorpusThatIsNotARegularFileIsRefused) {
                "--corpus /dev/zero: is a character device" + expected);
   expect_error(run_limited({"bench", "model", "--corpus", fifo}), 2,
                "--corpus " + fifo + ": is a FIFO (named pipe)" + expected);
+  // A shell's <(command) is a pipe too: refused as one, with what to do instead (issue 26).
+  const CliResult piped = testing::run_program(
+      "/bin/bash", {"-c", "exec \"$0\" search q --corpus <(echo text)", testing::qkv_binary()},
+      {.timeout_s = 30});
+  EXPECT_EQ(piped.exit_code, 2) << piped.describe();
+  EXPECT_THAT(piped.err,
+              ::testing::MatchesRegex("qkv: error: --corpus /(dev|proc/self)/fd/[0-9]+: is a FIFO "
+                                      "\\(named pipe\\); expected a regular text file, one text a "
+                                      "line \\(a shell's <\\(command\\) is a pipe: save its output "
+                                      "to a file and name that\\)\n"))
+      << piped.describe();
 }
 
 // A Perceiver, trained for a few steps once for the tests below (its weights do not matter).
