@@ -308,6 +308,41 @@ TEST(TinyLlama, WhatTheForwardPassDoesNotDoIsRefused) {
             2);
 }
 
+// A tensor no layer reads ("zzz.weight", a bias) was accepted and the model generated without it;
+// llama.cpp refuses a file whose tensors are not the ones its architecture creates.
+TEST(TinyLlama, ATensorTheDecoderDoesNotReadIsRefused) {
+  const auto with = [](test::GgufTensor t) {
+    TinyLlamaGguf g = test::tiny_llama_gguf();
+    g.tensors.push_back(std::move(t));
+    return config_error(g);
+  };
+  const std::string expected =
+      " that a Llama decoder of 2 layers does not have; expected only the tensors of its layers "
+      "(token_embd, blk.0 … blk.1, output_norm, output)";
+  EXPECT_EQ(with({"zzz.weight", {4}, {}}),
+            "tiny.gguf: it holds a tensor \"zzz.weight\"" + expected);
+  EXPECT_EQ(with({"blk.1.attn_qkv.weight", {16, 32}, {}}),
+            "tiny.gguf: it holds a tensor \"blk.1.attn_qkv.weight\"" + expected);
+  EXPECT_EQ(with({"blk.0.attn_q.bias", {16}, {}}),
+            "tiny.gguf: tensor \"blk.0.attn_q.bias\" is a bias, which qkv's Llama decoder does "
+            "not add; expected a Llama model without biases");
+  // A block beyond llama.block_count is named by the count.
+  EXPECT_EQ(with({"blk.5.attn_q.weight", {16, 16}, {}}),
+            "tiny.gguf: metadata \"llama.block_count\" is 2, too small: the file's tensors hold 6 "
+            "blocks (blk.0 … blk.5); expected 6");
+  // One layer: said in the singular.
+  TinyLlamaGguf one = test::zero_llama_gguf(1, 16, 4, 2, 24);
+  one.tensors.push_back({"zzz.weight", {4}, {}});
+  EXPECT_EQ(config_error(one),
+            "tiny.gguf: it holds a tensor \"zzz.weight\" that a Llama decoder of 1 layer does not "
+            "have; expected only the tensors of its layers (token_embd, blk.0, output_norm, "
+            "output)");
+  // output.weight, the one optional tensor qkv reads, is no extra.
+  TinyLlamaGguf untied = test::tiny_llama_gguf();
+  untied.tensors.push_back({"output.weight", {16, 40}, {}});
+  EXPECT_FALSE(tiny_config(untied).tied_output);
+}
+
 // ---- the tiny model loaded and run (CausalLM: the tokenizer, the special ids, generation) ----
 
 // The message of the qkv::Error that loading `g` (written to a scratch file) throws.
