@@ -369,6 +369,70 @@ TEST(TinyLlama, ABpeVocabularyWithoutMergesIsRefused) {
   EXPECT_EQ(load_error(test::tiny_llama_gguf()), "(no error)");
 }
 
+// Tokens stored as integers said "the tokenizer's metadata: [json.exception.type_error.302] type
+// must be string, but is number", naming neither the key nor what was expected.
+TEST(TinyLlama, TokenizerArraysOfAnotherTypeAreNamed) {
+  std::vector<int32_t> ids(40);
+  for (int32_t i = 0; i < 40; ++i) ids[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.tokens", test::gguf_i32s(ids))),
+      "tiny.gguf: metadata \"tokenizer.ggml.tokens\" is an array of 40 integers; expected the "
+      "vocabulary, an array of strings");
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.merges", test::gguf_i32s({1, 2}))),
+      "tiny.gguf: metadata \"tokenizer.ggml.merges\" is an array of 2 integers; expected the "
+      "merges, an array of strings (\"left right\")");
+  const std::string types =
+      "; expected an array of integers (llama.cpp's token types: 0 undefined, 1 normal, 2 "
+      "unknown, 3 control, 4 user-defined, 5 unused, 6 byte)";
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set(
+          "tokenizer.ggml.token_type", test::gguf_strings(std::vector<std::string>(40, "normal")))),
+      "tiny.gguf: metadata \"tokenizer.ggml.token_type\" is an array of 40 strings" + types);
+  using test::gguf_detail::le;
+  const std::string floats = le<uint32_t>(6) + le<uint64_t>(1) + le(1.0f);
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", GgufValue{9, floats})),
+      "tiny.gguf: metadata \"tokenizer.ggml.token_type\" is an array of 1 number" + types);
+  EXPECT_EQ(load_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", gguf_u32(1))),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" is 1" + types);
+}
+
+// A token type of 99 or −5, none of llama.cpp's, was taken as a normal token.
+TEST(TinyLlama, TokenTypesOutsideLlamaCppsAreRefused) {
+  const auto with_type = [](std::size_t id, int32_t type) {
+    std::vector<int32_t> types(40, 1);
+    types[0] = types[1] = types[2] = 3;
+    types[id] = type;
+    return load_error(
+        test::tiny_llama_gguf().set("tokenizer.ggml.token_type", test::gguf_i32s(types)));
+  };
+  const std::string known =
+      "; expected 0 to 6 (llama.cpp's token types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 "
+      "user-defined, 5 unused, 6 byte)";
+  EXPECT_EQ(with_type(5, 99),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 5 (\"c\") the type 99" +
+                known);
+  EXPECT_EQ(with_type(2, -5),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 2 (\"<|im_end|>\") the "
+            "type -5" +
+                known);
+  EXPECT_EQ(with_type(39, 7),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 39 (\"an\") the type 7" +
+                known);
+  // Unsigned, as a writer may store them: 4,294,967,295 is no type either.
+  using test::gguf_detail::le;
+  std::string u32s = le<uint32_t>(4) + le<uint64_t>(40);
+  for (int i = 0; i < 40; ++i) u32s += le<uint32_t>(i == 0 ? 4294967295u : 1u);
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", GgufValue{9, u32s})),
+      "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 0 (\"<|endoftext|>\") the "
+      "type 4294967295" +
+          known);
+  // Every type llama.cpp knows is accepted.
+  for (int32_t type = 0; type <= 6; ++type) EXPECT_EQ(with_type(5, type), "(no error)") << type;
+}
+
 // An end-of-text id of 1,000,000 in a vocabulary of 40 never matched a token: --chat went on past
 // the answer's end and printed "<|im_end|>\n<|im_start|>user" as text.
 TEST(TinyLlama, EverySpecialTokenIdMustBeInTheVocabulary) {

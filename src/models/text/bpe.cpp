@@ -119,6 +119,19 @@ uint64_t pair_key(int32_t left, int32_t right) {
   return uint64_t(uint32_t(left)) << 32 | uint32_t(right);
 }
 
+// A metadata value as a message names it, an array by what its items are: "an array of 40
+// integers" (a GGUF array's items are of one type).
+std::string array_str(const nlohmann::json& v) {
+  if (!v.is_array() || v.empty()) return gguf_value_str(v);
+  const nlohmann::json& item = v.front();
+  const std::string kind = item.is_string()           ? "string"
+                           : item.is_boolean()        ? "bool"
+                           : item.is_number_integer() ? "integer"
+                           : item.is_number()         ? "number"
+                                                      : "value";
+  return "an array of " + std::to_string(v.size()) + " " + kind + (v.size() == 1 ? "" : "s");
+}
+
 std::string token_bytes(const std::string& token) {
   const ByteAlphabet& a = alphabet();
   std::string out;
@@ -215,17 +228,47 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
                            gguf_value_str(file.meta("tokenizer.ggml.merges"))
                      : std::string("no metadata \"tokenizer.ggml.merges\"")) +
                 "; a BPE vocabulary (tokenizer.ggml.model \"gpt2\") needs its merges");
+  // Each array of the type it must be, checked here where its key is known: the JSON library's
+  // "type must be string, but is number" named neither.
+  const auto is = [&](const std::string& key, const std::string& expected) {
+    return file.name() + ": metadata \"" + key + "\" is " + array_str(file.meta(key)) +
+           "; expected " + expected;
+  };
+  const auto strings = [&](const std::string& key, const std::string& expected) {
+    const nlohmann::json& v = file.meta(key);
+    if (!v.is_array() ||
+        !std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_string(); }))
+      throw Error(is(key, expected));
+    return v.get<std::vector<std::string>>();
+  };
+  std::vector<std::string> tokens =
+      strings("tokenizer.ggml.tokens", "the vocabulary, an array of strings");
+  std::vector<std::string> merges =
+      strings("tokenizer.ggml.merges", "the merges, an array of strings (\"left right\")");
+  std::vector<int32_t> types;
+  if (const std::string key = "tokenizer.ggml.token_type"; file.has(key)) {
+    const nlohmann::json& v = file.meta(key);
+    const std::string known =
+        "llama.cpp's token types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 "
+        "unused, 6 byte";
+    if (!v.is_array() ||
+        !std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_number_integer(); }))
+      throw Error(is(key, "an array of integers (" + known + ")"));
+    for (std::size_t id = 0; id < v.size(); ++id) {
+      const nlohmann::json& type = v[id];
+      if (type.is_number_unsigned() ? type.get<uint64_t>() <= 6
+                                    : type.get<int64_t>() >= 0 && type.get<int64_t>() <= 6) {
+        types.push_back(type.get<int32_t>());
+        continue;
+      }
+      throw Error(file.name() + ": metadata \"" + key + "\" gives token " + std::to_string(id) +
+                  (id < tokens.size() ? " (" + gguf_value_str(tokens[id]) + ")" : "") +
+                  " the type " + type.dump() + "; expected 0 to 6 (" + known + ")");
+    }
+  }
   BpeTokenizer t;
   try {
-    std::vector<int32_t> types;
-    if (file.has("tokenizer.ggml.token_type")) {
-      types = file.meta("tokenizer.ggml.token_type").get<std::vector<int32_t>>();
-    }
-    t = from_vocab(file.meta("tokenizer.ggml.tokens").get<std::vector<std::string>>(),
-                   file.meta("tokenizer.ggml.merges").get<std::vector<std::string>>(),
-                   std::move(types));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(file.name() + ": the tokenizer's metadata: " + e.what());
+    t = from_vocab(std::move(tokens), merges, std::move(types));
   } catch (const Error& e) {
     throw Error(file.name() + ": " + e.what());
   }

@@ -57,7 +57,8 @@ class BpeTokenizer {
   // "smollm"; another is a qkv::Error naming it, not ids that would silently differ. The merges
   // must be there (without them every text falls apart into single bytes), and every special
   // token id the file states (tokenizer.ggml.*_token_id: end of text, padding, ...) must be a
-  // token of the vocabulary.
+  // token of the vocabulary. The tokens and merges must be arrays of strings, the token types an
+  // array of llama.cpp's types (0 to 6); a value of another type is named with its key.
   static BpeTokenizer from_gguf(const GgufFile& file);
 
   // The ids of a text (steps 1–4 above). Text that is not valid UTF-8 is a qkv::Error naming the
