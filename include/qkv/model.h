@@ -181,6 +181,10 @@ class CausalLM {
   // open(path), then load_weights().
   static CausalLM load(const std::string& path);
 
+  // The ids of a text, as Hugging Face's tokenizer gives them — but a character whose bytes the
+  // vocabulary has no token for is a qkv::Error naming it, where Hugging Face and llama.cpp leave
+  // it out unsaid (SmolLM2 lacks 21 of the 256 byte tokens, e.g. U+0004; a tiny vocabulary may
+  // lack most).
   std::vector<int32_t> tokenize(std::string_view text) const;
   std::string token_text(int32_t id) const;  // the bytes a token stands for
   // The text a generated token adds: its bytes, but nothing for a control token (<|im_start|>,

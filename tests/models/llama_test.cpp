@@ -555,6 +555,31 @@ TEST(TinyLlama, OpenReadsNoWeight) {
               ::testing::ThrowsMessage<Error>(HasSubstr("no tensor \"blk.1.attn_v.weight\"")));
 }
 
+// The tiny vocabulary spells a–z, space, newline and '.': "hello, Q!" was read as "hello", " ",
+// the rest dropped without a word, and the model answered another text.
+TEST(TinyLlama, TokenizeRefusesACharacterTheVocabularyCannotSpell) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  const CausalLM m = CausalLM::open(test::tiny_llama_gguf().write(dir.path("tiny.gguf")));
+  const auto error = [&](std::string_view text) {
+    try {
+      m.tokenize(text);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string lacks =
+      " has no token in this model's vocabulary (it lacks 227 of the 256 byte tokens); expected "
+      "only characters the vocabulary can spell";
+  EXPECT_EQ(error("hello, Q!"), "the text's character ',' (byte 0x2c)" + lacks);
+  EXPECT_EQ(error("hello Q"), "the text's character 'Q' (byte 0x51)" + lacks);
+  EXPECT_EQ(error("caf\u00e9"), "the text's character '\u00e9' (bytes 0xc3 0xa9)" + lacks);
+  // What it spells, and its special tokens, whose characters it need not spell.
+  EXPECT_EQ(m.tokenize("hello the"), (std::vector<int32_t>{37, 35}));
+  EXPECT_EQ(m.tokenize("<|im_start|>hello<|im_end|>\n"), (std::vector<int32_t>{1, 37, 2, 30}));
+}
+
 // As llama.cpp: the stated end-of-text, end-of-turn and end-of-message ids end generation, and so
 // does any token spelled as an end marker; a control token's text is never generated text.
 TEST(TinyLlama, EndMarkersEndGenerationAndControlTokensAreNotText) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdio>
 #include <queue>
 #include <utility>
 
@@ -130,6 +131,33 @@ std::string array_str(const nlohmann::json& v) {
                            : item.is_number()         ? "number"
                                                       : "value";
   return "an array of " + std::to_string(v.size()) + " " + kind + (v.size() == 1 ? "" : "s");
+}
+
+// Why the character of `piece` holding byte `at` cannot be encoded: the vocabulary has no symbol
+// for one of its bytes. A pre-tokenizer piece holds whole characters.
+std::string unspelled_character(std::string_view piece, std::size_t at, const int32_t* byte_ids) {
+  std::size_t begin = at;
+  while (begin > 0 && (static_cast<unsigned char>(piece[begin]) & 0xC0) == 0x80) --begin;
+  std::size_t end = begin;
+  const char32_t cp = utf8::next(piece, end);
+  char hex[16];
+  std::string shown;
+  if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) {  // a control character: its code point
+    std::snprintf(hex, sizeof hex, "U+%04X", static_cast<unsigned>(cp));
+    shown = hex;
+  } else {
+    shown = "'" + std::string(piece.substr(begin, end - begin)) + "'";
+  }
+  std::string bytes;
+  for (std::size_t k = begin; k < end; ++k) {
+    std::snprintf(hex, sizeof hex, " 0x%02x",
+                  static_cast<unsigned>(static_cast<unsigned char>(piece[k])));
+    bytes += hex;
+  }
+  const auto lacking = std::count(byte_ids, byte_ids + 256, -1);
+  return "the text's character " + shown + " (" + (end - begin == 1 ? "byte" : "bytes") + bytes +
+         ") has no token in this model's vocabulary (it lacks " + std::to_string(lacking) +
+         " of the 256 byte tokens); expected only characters the vocabulary can spell";
 }
 
 std::string token_bytes(const std::string& token) {
@@ -326,7 +354,7 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) {
   return pieces;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, Unspelled unspelled) const {
   utf8::validate(text);
   std::vector<int32_t> out;
   // Step 1: the special tokens, leftmost first, the longest of those that start at the same byte.
@@ -347,33 +375,40 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
       ++i;
       continue;
     }
-    encode_plain(text.substr(plain, i - plain), out);
+    encode_plain(text.substr(plain, i - plain), unspelled, out);
     out.push_back(found);
     i += tokens_[found].size();
     plain = i;
   }
-  encode_plain(text.substr(plain), out);
+  encode_plain(text.substr(plain), unspelled, out);
   return out;
 }
 
-void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
-  split_pieces(
-      text, [&](std::size_t begin, std::size_t end) { bpe(text.substr(begin, end - begin), out); });
+void BpeTokenizer::encode_plain(std::string_view text, Unspelled unspelled,
+                                std::vector<int32_t>& out) const {
+  split_pieces(text, [&](std::size_t begin, std::size_t end) {
+    bpe(text.substr(begin, end - begin), unspelled, out);
+  });
 }
 
-void BpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
+void BpeTokenizer::bpe(std::string_view piece, Unspelled unspelled,
+                       std::vector<int32_t>& out) const {
   // The piece's bytes as a linked list of symbols; a merged-away symbol has id -1.
   struct Symbol {
     int32_t id;
     int32_t prev, next;  // -1 at the ends
   };
   // Bytes whose symbol is not in the vocabulary are left out, as HF's BPE without an unknown token
-  // leaves out the characters it cannot find; their neighbours become adjacent.
+  // leaves out the characters it cannot find (their neighbours become adjacent), or refused.
   std::vector<Symbol> symbols;
   symbols.reserve(piece.size());
-  for (const char c : piece) {
-    const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
-    if (id >= 0) symbols.push_back({id, int32_t(symbols.size()) - 1, int32_t(symbols.size()) + 1});
+  for (std::size_t k = 0; k < piece.size(); ++k) {
+    const int32_t id = byte_ids_[static_cast<unsigned char>(piece[k])];
+    if (id >= 0) {
+      symbols.push_back({id, int32_t(symbols.size()) - 1, int32_t(symbols.size()) + 1});
+    } else if (unspelled == Unspelled::refuse) {
+      throw Error(unspelled_character(piece, k, byte_ids_));
+    }
   }
   const int32_t n = int32_t(symbols.size());
   if (n > 0) symbols.back().next = -1;
