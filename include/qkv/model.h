@@ -202,7 +202,8 @@ class CausalLM {
   //   "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging
   //   Face<|im_end|>\n<|im_start|>user\n" user "<|im_end|>\n<|im_start|>assistant\n"
   // qkv knows the ChatML family only (models/text/chat_template.h): a model whose template is
-  // another, or that has none, is a qkv::Error (Kind::runtime) naming the file.
+  // another, or that has none, or whose vocabulary lacks ChatML's markers as control (or
+  // user-defined) tokens, is a qkv::Error (Kind::runtime) naming the file.
   std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
   // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
   // on_token(id) as each comes; stops at a token that ends generation (ends_generation; not

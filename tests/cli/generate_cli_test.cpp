@@ -139,6 +139,27 @@ TEST(GenerateCli, ACharacterTheVocabularyCannotSpellIsRefused) {
   }
 }
 
+// A ChatML template over a vocabulary without its markers: --chat split "<|im_start|>" into
+// characters and said the prompt was too long for the context; plain text still continues.
+TEST(GenerateCli, ChatNeedsTheTemplatesMarkersInTheVocabulary) {
+  const test::ScratchDir dir("qkv-generate");
+  std::vector<std::string> tokens = test::tiny_llama_tokens();
+  tokens[1] = "<|xx_start|>";
+  tokens[2] = "<|xx_end|>";
+  const std::string file = test::tiny_llama_gguf()
+                               .set("tokenizer.ggml.tokens", test::gguf_strings(tokens))
+                               .write(dir.path("no-markers.gguf"));
+  const CliResult chat = run_qkv({"generate", "--chat", "hello", "--model", file});
+  expect_one_line_error(chat, 2, "");
+  EXPECT_EQ(chat.err, "qkv: error: --model " + file +
+                          ": its chat template uses <|im_start|> but its vocabulary has no such "
+                          "token; expected ChatML's markers <|im_start|> and <|im_end|> as control "
+                          "tokens of its vocabulary\n");
+  const CliResult plain = run_qkv({"generate", "hello", "--max-tokens", "1", "--model", file});
+  ASSERT_EQ(plain.exit_code, 0) << plain.describe();
+  EXPECT_THAT(plain.out, StartsWith("hello"));
+}
+
 // Weights that overflow float32 printed "<|endoftext|><|endoftext|><|endoftext|>", exit 0, where
 // explain on the same file reported the NaN.
 TEST(GenerateCli, NonFiniteLogitsAreAnErrorAsInExplain) {

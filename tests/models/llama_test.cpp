@@ -580,6 +580,47 @@ TEST(TinyLlama, TokenizeRefusesACharacterTheVocabularyCannotSpell) {
   EXPECT_EQ(m.tokenize("<|im_start|>hello<|im_end|>\n"), (std::vector<int32_t>{1, 37, 2, 30}));
 }
 
+// A ChatML template over a vocabulary without <|im_start|> and <|im_end|> as control tokens framed
+// the prompt with markers the tokenizer split into characters: the model read no turns.
+TEST(TinyLlama, ChatPromptNeedsChatMLMarkersAsControlTokens) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  const auto chat_error = [&](const TinyLlamaGguf& g) {
+    try {
+      CausalLM::open(g.write(dir.path("tiny.gguf"))).chat_prompt("hello");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::runtime);
+      const std::string m = e.what();
+      return m.substr(m.find("tiny.gguf"));
+    }
+    return std::string("(no error)");
+  };
+  const auto with_tokens = [](const std::string& start, const std::string& end) {
+    std::vector<std::string> tokens = test::tiny_llama_tokens();
+    tokens[1] = start;
+    tokens[2] = end;
+    return test::tiny_llama_gguf().set("tokenizer.ggml.tokens", test::gguf_strings(tokens));
+  };
+  const std::string missing =
+      " but its vocabulary has no such token; expected ChatML's markers <|im_start|> and "
+      "<|im_end|> as control tokens of its vocabulary";
+  EXPECT_EQ(chat_error(with_tokens("<|xx_start|>", "<|xx_end|>")),
+            "tiny.gguf: its chat template uses <|im_start|>" + missing);
+  EXPECT_EQ(chat_error(with_tokens("<|im_start|>", "<|xx_end|>")),
+            "tiny.gguf: its chat template uses <|im_end|>" + missing);
+  std::vector<int32_t> normal(40, 1);
+  normal[2] = 3;
+  EXPECT_EQ(
+      chat_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", test::gguf_i32s(normal))),
+      "tiny.gguf: its chat template uses <|im_start|> but its vocabulary has it as a normal token "
+      "(id 1, type 1), which a text spells in characters; expected a control token "
+      "(tokenizer.ggml.token_type 3)");
+  // The true file: the markers are tokens of their own.
+  const CausalLM m = CausalLM::open(test::tiny_llama_gguf().write(dir.path("true.gguf")));
+  EXPECT_EQ(m.tokenize(m.chat_prompt("hello")),
+            (std::vector<int32_t>{1, 23, 21, 7, 20, 30, 37, 2, 30, 1, 3, 21, 21, 11, 21, 22, 39, 22,
+                                  30}));
+}
+
 // As llama.cpp: the stated end-of-text, end-of-turn and end-of-message ids end generation, and so
 // does any token spelled as an end marker; a control token's text is never generated text.
 TEST(TinyLlama, EndMarkersEndGenerationAndControlTokensAreNotText) {
