@@ -160,6 +160,41 @@ TEST(GenerateCli, ChatNeedsTheTemplatesMarkersInTheVocabulary) {
   EXPECT_THAT(plain.out, StartsWith("hello"));
 }
 
+// A file whose tensors or tokenizer arrays are not what a Llama decoder holds is bad input, one
+// line (exit 2): it ran (an extra tensor, a token type of 99) or leaked a JSON library message.
+TEST(GenerateCli, AHostileTokenizerOrTensorTableIsOneLine) {
+  const test::ScratchDir dir("qkv-generate");
+  test::TinyLlamaGguf extra = test::tiny_llama_gguf();
+  extra.tensors.push_back({"zzz.weight", {4}, {}});
+  std::vector<int32_t> types(40, 1), ids(40);
+  types[0] = types[1] = types[2] = 3;
+  types[5] = 99;
+  for (int32_t i = 0; i < 40; ++i) ids[static_cast<std::size_t>(i)] = i;
+  const std::vector<std::pair<test::TinyLlamaGguf, std::string>> cases = {
+      {extra,
+       "it holds a tensor \"zzz.weight\" that a Llama decoder of 2 layers does not have; expected "
+       "only the tensors of its layers (token_embd, blk.0 … blk.1, output_norm, output)"},
+      {test::tiny_llama_gguf().set("tokenizer.ggml.token_type", test::gguf_i32s(types)),
+       "metadata \"tokenizer.ggml.token_type\" gives token 5 (\"c\") the type 99; expected 0 to "
+       "6 (llama.cpp's token types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, "
+       "5 unused, 6 byte)"},
+      {test::tiny_llama_gguf().set("tokenizer.ggml.tokens", test::gguf_i32s(ids)),
+       "metadata \"tokenizer.ggml.tokens\" is an array of 40 integers; expected the vocabulary, "
+       "an array of strings"}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string file =
+        cases[i].first.write(dir.path("hostile" + std::to_string(i) + ".gguf"));
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"generate", "hello", "--max-tokens", "1", "--model", file},
+          std::vector<std::string>{"explain", "hello", "--model", file}}) {
+      const CliResult r = run_qkv(args);
+      expect_one_line_error(r, 2, "");
+      EXPECT_EQ(r.err, "qkv: error: --model " + file + ": " + cases[i].second + "\n")
+          << r.describe();
+    }
+  }
+}
+
 // Weights that overflow float32 printed "<|endoftext|><|endoftext|><|endoftext|>", exit 0, where
 // explain on the same file reported the NaN.
 TEST(GenerateCli, NonFiniteLogitsAreAnErrorAsInExplain) {
