@@ -98,14 +98,14 @@ int run_generate(const GenerateArgs& args) {
   Progress progress;
   progress.show("loading " + args.model + " …");
   CausalLM model = open_causal_lm(args.model);  // the header: the weights are read once sized
-  const std::vector<int32_t> prompt = [&] {
-    if (!args.chat) return model.tokenize(args.prompt);
+  const std::vector<int32_t> prompt = model.tokenize([&] {
+    if (!args.chat) return args.prompt;
     try {
-      return model.tokenize(model.chat_prompt(args.prompt, args.system.value_or("")));
+      return model.chat_prompt(args.prompt, args.system.value_or(""));
     } catch (const Error& e) {
       rethrow_for_causal_lm(args.model, e);  // a model without a ChatML template, for --chat
     }
-  }();
+  }());
   // The KV cache grows with every position: bounded, and said, before the first token.
   require_memory(model.generate_bytes(static_cast<int64_t>(prompt.size()) + args.max_tokens),
                  args.memory_limit,

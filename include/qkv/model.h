@@ -181,6 +181,10 @@ class CausalLM {
   // open(path), then load_weights().
   static CausalLM load(const std::string& path);
 
+  // The ids of a text, as Hugging Face's tokenizer gives them — but a character whose bytes the
+  // vocabulary has no token for is a qkv::Error naming it, where Hugging Face and llama.cpp leave
+  // it out unsaid (SmolLM2 lacks 21 of the 256 byte tokens, e.g. U+0004; a tiny vocabulary may
+  // lack most).
   std::vector<int32_t> tokenize(std::string_view text) const;
   std::string token_text(int32_t id) const;  // the bytes a token stands for
   // The text a generated token adds: its bytes, but nothing for a control token (<|im_start|>,
@@ -198,7 +202,8 @@ class CausalLM {
   //   "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging
   //   Face<|im_end|>\n<|im_start|>user\n" user "<|im_end|>\n<|im_start|>assistant\n"
   // qkv knows the ChatML family only (models/text/chat_template.h): a model whose template is
-  // another, or that has none, is a qkv::Error (Kind::runtime) naming the file.
+  // another, or that has none, or whose vocabulary lacks ChatML's markers as control (or
+  // user-defined) tokens, is a qkv::Error (Kind::runtime) naming the file.
   std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
   // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
   // on_token(id) as each comes; stops at a token that ends generation (ends_generation; not

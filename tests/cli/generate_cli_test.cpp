@@ -140,6 +140,81 @@ TEST(GenerateCli, ASeedThatCannotMatterIsSaid) {
   EXPECT_EQ(sampled.err, "");
 }
 
+// The tiny vocabulary spells a–z, space, newline and '.': `explain 'hello, Q!'` showed the tokens
+// "hello" and " " and generate continued "hello" alone, the rest dropped without a word.
+TEST(GenerateCli, ACharacterTheVocabularyCannotSpellIsRefused) {
+  const test::ScratchDir dir("qkv-generate");
+  const std::string file = test::tiny_llama_gguf().write(dir.path("tiny.gguf"));
+  const std::string refused =
+      "qkv: error: the text's character 'Q' (byte 0x51) has no token in this model's vocabulary "
+      "(it lacks 227 of the 256 byte tokens); expected only characters the vocabulary can spell\n";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"generate", "hello Q", "--max-tokens", "1", "--model", file},
+        std::vector<std::string>{"generate", "--chat", "hello Q", "--max-tokens", "1", "--model",
+                                 file},
+        std::vector<std::string>{"explain", "hello Q", "--model", file}}) {
+    const CliResult r = run_qkv(args);
+    expect_one_line_error(r, 2, "");
+    EXPECT_EQ(r.err, refused) << r.describe();
+  }
+}
+
+// A ChatML template over a vocabulary without its markers: --chat split "<|im_start|>" into
+// characters and said the prompt was too long for the context; plain text still continues.
+TEST(GenerateCli, ChatNeedsTheTemplatesMarkersInTheVocabulary) {
+  const test::ScratchDir dir("qkv-generate");
+  std::vector<std::string> tokens = test::tiny_llama_tokens();
+  tokens[1] = "<|xx_start|>";
+  tokens[2] = "<|xx_end|>";
+  const std::string file = test::tiny_llama_gguf()
+                               .set("tokenizer.ggml.tokens", test::gguf_strings(tokens))
+                               .write(dir.path("no-markers.gguf"));
+  const CliResult chat = run_qkv({"generate", "--chat", "hello", "--model", file});
+  expect_one_line_error(chat, 2, "");
+  EXPECT_EQ(chat.err, "qkv: error: --model " + file +
+                          ": its chat template uses <|im_start|> but its vocabulary has no such "
+                          "token; expected ChatML's markers <|im_start|> and <|im_end|> as control "
+                          "tokens of its vocabulary\n");
+  const CliResult plain = run_qkv({"generate", "hello", "--max-tokens", "1", "--model", file});
+  ASSERT_EQ(plain.exit_code, 0) << plain.describe();
+  EXPECT_THAT(plain.out, StartsWith("hello"));
+}
+
+// A file whose tensors or tokenizer arrays are not what a Llama decoder holds is bad input, one
+// line (exit 2): it ran (an extra tensor, a token type of 99) or leaked a JSON library message.
+TEST(GenerateCli, AHostileTokenizerOrTensorTableIsOneLine) {
+  const test::ScratchDir dir("qkv-generate");
+  test::TinyLlamaGguf extra = test::tiny_llama_gguf();
+  extra.tensors.push_back({"zzz.weight", {4}, {}});
+  std::vector<int32_t> types(40, 1), ids(40);
+  types[0] = types[1] = types[2] = 3;
+  types[5] = 99;
+  for (int32_t i = 0; i < 40; ++i) ids[static_cast<std::size_t>(i)] = i;
+  const std::vector<std::pair<test::TinyLlamaGguf, std::string>> cases = {
+      {extra,
+       "it holds a tensor \"zzz.weight\" that a Llama decoder of 2 layers does not have; expected "
+       "only the tensors of its layers (token_embd, blk.0 … blk.1, output_norm, output)"},
+      {test::tiny_llama_gguf().set("tokenizer.ggml.token_type", test::gguf_i32s(types)),
+       "metadata \"tokenizer.ggml.token_type\" gives token 5 (\"c\") the type 99; expected 0 to "
+       "6 (llama.cpp's token types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, "
+       "5 unused, 6 byte)"},
+      {test::tiny_llama_gguf().set("tokenizer.ggml.tokens", test::gguf_i32s(ids)),
+       "metadata \"tokenizer.ggml.tokens\" is an array of 40 integers; expected the vocabulary, "
+       "an array of strings"}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string file =
+        cases[i].first.write(dir.path("hostile" + std::to_string(i) + ".gguf"));
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"generate", "hello", "--max-tokens", "1", "--model", file},
+          std::vector<std::string>{"explain", "hello", "--model", file}}) {
+      const CliResult r = run_qkv(args);
+      expect_one_line_error(r, 2, "");
+      EXPECT_EQ(r.err, "qkv: error: --model " + file + ": " + cases[i].second + "\n")
+          << r.describe();
+    }
+  }
+}
+
 // Weights that overflow float32 printed "<|endoftext|><|endoftext|><|endoftext|>", exit 0, where
 // explain on the same file reported the NaN.
 TEST(GenerateCli, NonFiniteLogitsAreAnErrorAsInExplain) {
@@ -252,7 +327,8 @@ TEST(GenerateCli, BenchModelSaysWhenTheContextIsTooShort) {
 }
 
 // A vocabulary without the byte symbols of English letters drops every byte of the bench's English
-// prompt: the bench grew its text forever (killed after 20 s).
+// prompt: the bench grew its text forever (killed after 20 s). Then it said it made 0 tokens of
+// the text; now the first character it cannot spell is named.
 TEST(GenerateCli, BenchModelRefusesAVocabularyThatCannotSpellItsPrompt) {
   const test::ScratchDir dir("qkv-generate");
   std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -266,9 +342,11 @@ TEST(GenerateCli, BenchModelRefusesAVocabularyThatCannotSpellItsPrompt) {
   const CliResult r =
       run_qkv({"bench", "model", "--quick", "--model", file}, RunOptions{.timeout_s = 60});
   ASSERT_FALSE(r.timed_out) << r.describe();
-  expect_one_line_error(r, 2, "--model " + file + ": its tokenizer makes 0 tokens of ");
-  EXPECT_THAT(r.err, HasSubstr(" bytes of English-like text; expected a vocabulary that covers "
-                               "the bytes of English text (the bench needs 128 tokens)"));
+  expect_one_line_error(r, 2,
+                        "--model " + file +
+                            ": the bench's English-like prompt: the text's character 'A' (byte "
+                            "0x41) has no token in this model's vocabulary (it lacks 256 of the "
+                            "256 byte tokens); expected only characters the vocabulary can spell");
 }
 
 // What each command's --model takes, as its help says it.

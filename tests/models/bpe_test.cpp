@@ -115,6 +115,41 @@ TEST(BpeTest, BytesWithoutASymbolAreDropped) {
   EXPECT_EQ(tok.decode(tok.encode("x\x04\x04y")), "xy");
 }
 
+std::string encode_error(const BpeTokenizer& tok, std::string_view text) {
+  try {
+    tok.encode(text, BpeTokenizer::Unspelled::refuse);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Refused, the character is named with its bytes (a control character by its code point), and
+// the vocabulary by how many byte tokens it lacks. The special tokens' own bytes are not spelled.
+TEST(BpeTest, BytesWithoutASymbolCanBeRefused) {
+  std::vector<std::string> tokens = byte_vocab({"<|im_start|>"});
+  tokens[4] = "<no byte 4>";
+  tokens['Q'] = "<no Q>";
+  tokens[0xC3] = "<no byte c3>";
+  tokens['<'] = "<no <>";
+  std::vector<int32_t> types(257, int32_t(TokenType::normal));
+  types[256] = int32_t(TokenType::control);
+  const BpeTokenizer tok = BpeTokenizer::from_vocab(tokens, {}, types);
+  const std::string lacks =
+      " has no token in this model's vocabulary (it lacks 4 of the 256 byte tokens); expected "
+      "only characters the vocabulary can spell";
+  EXPECT_EQ(encode_error(tok, "hello, Q!"), "the text's character 'Q' (byte 0x51)" + lacks);
+  EXPECT_EQ(encode_error(tok, "caf\u00e9"),
+            "the text's character '\u00e9' (bytes 0xc3 0xa9)" + lacks);
+  EXPECT_EQ(encode_error(tok, "a\x04"), "the text's character U+0004 (byte 0x04)" + lacks);
+  EXPECT_EQ(encode_error(tok, "a < b"), "the text's character '<' (byte 0x3c)" + lacks);
+  EXPECT_THAT(tok.encode("<|im_start|>hi", BpeTokenizer::Unspelled::refuse),
+              ElementsAre(256, 'h', 'i'));
+  // Dropping stays the default, as Hugging Face's.
+  EXPECT_THAT(tok.encode("hi Q"), ElementsAre('h', 'i', ' '));
+}
+
 TEST(BpeTest, MergesApplyInRankOrder) {
   // The pair of lowest rank is merged first, wherever it is in the piece.
   EXPECT_THAT(spelled(small({"bc", "ab"}, {"b c", "a b"}), "abc"), ElementsAre("a", "bc"));

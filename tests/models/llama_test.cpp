@@ -308,6 +308,41 @@ TEST(TinyLlama, WhatTheForwardPassDoesNotDoIsRefused) {
             2);
 }
 
+// A tensor no layer reads ("zzz.weight", a bias) was accepted and the model generated without it;
+// llama.cpp refuses a file whose tensors are not the ones its architecture creates.
+TEST(TinyLlama, ATensorTheDecoderDoesNotReadIsRefused) {
+  const auto with = [](test::GgufTensor t) {
+    TinyLlamaGguf g = test::tiny_llama_gguf();
+    g.tensors.push_back(std::move(t));
+    return config_error(g);
+  };
+  const std::string expected =
+      " that a Llama decoder of 2 layers does not have; expected only the tensors of its layers "
+      "(token_embd, blk.0 … blk.1, output_norm, output)";
+  EXPECT_EQ(with({"zzz.weight", {4}, {}}),
+            "tiny.gguf: it holds a tensor \"zzz.weight\"" + expected);
+  EXPECT_EQ(with({"blk.1.attn_qkv.weight", {16, 32}, {}}),
+            "tiny.gguf: it holds a tensor \"blk.1.attn_qkv.weight\"" + expected);
+  EXPECT_EQ(with({"blk.0.attn_q.bias", {16}, {}}),
+            "tiny.gguf: tensor \"blk.0.attn_q.bias\" is a bias, which qkv's Llama decoder does "
+            "not add; expected a Llama model without biases");
+  // A block beyond llama.block_count is named by the count.
+  EXPECT_EQ(with({"blk.5.attn_q.weight", {16, 16}, {}}),
+            "tiny.gguf: metadata \"llama.block_count\" is 2, too small: the file's tensors hold 6 "
+            "blocks (blk.0 … blk.5); expected 6");
+  // One layer: said in the singular.
+  TinyLlamaGguf one = test::zero_llama_gguf(1, 16, 4, 2, 24);
+  one.tensors.push_back({"zzz.weight", {4}, {}});
+  EXPECT_EQ(config_error(one),
+            "tiny.gguf: it holds a tensor \"zzz.weight\" that a Llama decoder of 1 layer does not "
+            "have; expected only the tensors of its layers (token_embd, blk.0, output_norm, "
+            "output)");
+  // output.weight, the one optional tensor qkv reads, is no extra.
+  TinyLlamaGguf untied = test::tiny_llama_gguf();
+  untied.tensors.push_back({"output.weight", {16, 40}, {}});
+  EXPECT_FALSE(tiny_config(untied).tied_output);
+}
+
 // ---- the tiny model loaded and run (CausalLM: the tokenizer, the special ids, generation) ----
 
 // The message of the qkv::Error that loading `g` (written to a scratch file) throws.
@@ -332,6 +367,70 @@ TEST(TinyLlama, ABpeVocabularyWithoutMergesIsRefused) {
       "tiny.gguf: metadata \"tokenizer.ggml.merges\" is an array of 0 items; a BPE "
       "vocabulary (tokenizer.ggml.model \"gpt2\") needs its merges");
   EXPECT_EQ(load_error(test::tiny_llama_gguf()), "(no error)");
+}
+
+// Tokens stored as integers said "the tokenizer's metadata: [json.exception.type_error.302] type
+// must be string, but is number", naming neither the key nor what was expected.
+TEST(TinyLlama, TokenizerArraysOfAnotherTypeAreNamed) {
+  std::vector<int32_t> ids(40);
+  for (int32_t i = 0; i < 40; ++i) ids[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.tokens", test::gguf_i32s(ids))),
+      "tiny.gguf: metadata \"tokenizer.ggml.tokens\" is an array of 40 integers; expected the "
+      "vocabulary, an array of strings");
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.merges", test::gguf_i32s({1, 2}))),
+      "tiny.gguf: metadata \"tokenizer.ggml.merges\" is an array of 2 integers; expected the "
+      "merges, an array of strings (\"left right\")");
+  const std::string types =
+      "; expected an array of integers (llama.cpp's token types: 0 undefined, 1 normal, 2 "
+      "unknown, 3 control, 4 user-defined, 5 unused, 6 byte)";
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set(
+          "tokenizer.ggml.token_type", test::gguf_strings(std::vector<std::string>(40, "normal")))),
+      "tiny.gguf: metadata \"tokenizer.ggml.token_type\" is an array of 40 strings" + types);
+  using test::gguf_detail::le;
+  const std::string floats = le<uint32_t>(6) + le<uint64_t>(1) + le(1.0f);
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", GgufValue{9, floats})),
+      "tiny.gguf: metadata \"tokenizer.ggml.token_type\" is an array of 1 number" + types);
+  EXPECT_EQ(load_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", gguf_u32(1))),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" is 1" + types);
+}
+
+// A token type of 99 or −5, none of llama.cpp's, was taken as a normal token.
+TEST(TinyLlama, TokenTypesOutsideLlamaCppsAreRefused) {
+  const auto with_type = [](std::size_t id, int32_t type) {
+    std::vector<int32_t> types(40, 1);
+    types[0] = types[1] = types[2] = 3;
+    types[id] = type;
+    return load_error(
+        test::tiny_llama_gguf().set("tokenizer.ggml.token_type", test::gguf_i32s(types)));
+  };
+  const std::string known =
+      "; expected 0 to 6 (llama.cpp's token types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 "
+      "user-defined, 5 unused, 6 byte)";
+  EXPECT_EQ(with_type(5, 99),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 5 (\"c\") the type 99" +
+                known);
+  EXPECT_EQ(with_type(2, -5),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 2 (\"<|im_end|>\") the "
+            "type -5" +
+                known);
+  EXPECT_EQ(with_type(39, 7),
+            "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 39 (\"an\") the type 7" +
+                known);
+  // Unsigned, as a writer may store them: 4,294,967,295 is no type either.
+  using test::gguf_detail::le;
+  std::string u32s = le<uint32_t>(4) + le<uint64_t>(40);
+  for (int i = 0; i < 40; ++i) u32s += le<uint32_t>(i == 0 ? 4294967295u : 1u);
+  EXPECT_EQ(
+      load_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", GgufValue{9, u32s})),
+      "tiny.gguf: metadata \"tokenizer.ggml.token_type\" gives token 0 (\"<|endoftext|>\") the "
+      "type 4294967295" +
+          known);
+  // Every type llama.cpp knows is accepted.
+  for (int32_t type = 0; type <= 6; ++type) EXPECT_EQ(with_type(5, type), "(no error)") << type;
 }
 
 // An end-of-text id of 1,000,000 in a vocabulary of 40 never matched a token: --chat went on past
@@ -454,6 +553,72 @@ TEST(TinyLlama, OpenReadsNoWeight) {
                 [](const test::GgufTensor& t) { return t.name == "blk.1.attn_v.weight"; });
   EXPECT_THAT([&] { CausalLM::open(missing.write(dir.path("missing.gguf"))); },
               ::testing::ThrowsMessage<Error>(HasSubstr("no tensor \"blk.1.attn_v.weight\"")));
+}
+
+// The tiny vocabulary spells a–z, space, newline and '.': "hello, Q!" was read as "hello", " ",
+// the rest dropped without a word, and the model answered another text.
+TEST(TinyLlama, TokenizeRefusesACharacterTheVocabularyCannotSpell) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  const CausalLM m = CausalLM::open(test::tiny_llama_gguf().write(dir.path("tiny.gguf")));
+  const auto error = [&](std::string_view text) {
+    try {
+      m.tokenize(text);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string lacks =
+      " has no token in this model's vocabulary (it lacks 227 of the 256 byte tokens); expected "
+      "only characters the vocabulary can spell";
+  EXPECT_EQ(error("hello, Q!"), "the text's character ',' (byte 0x2c)" + lacks);
+  EXPECT_EQ(error("hello Q"), "the text's character 'Q' (byte 0x51)" + lacks);
+  EXPECT_EQ(error("caf\u00e9"), "the text's character '\u00e9' (bytes 0xc3 0xa9)" + lacks);
+  // What it spells, and its special tokens, whose characters it need not spell.
+  EXPECT_EQ(m.tokenize("hello the"), (std::vector<int32_t>{37, 35}));
+  EXPECT_EQ(m.tokenize("<|im_start|>hello<|im_end|>\n"), (std::vector<int32_t>{1, 37, 2, 30}));
+}
+
+// A ChatML template over a vocabulary without <|im_start|> and <|im_end|> as control tokens framed
+// the prompt with markers the tokenizer split into characters: the model read no turns.
+TEST(TinyLlama, ChatPromptNeedsChatMLMarkersAsControlTokens) {
+  const test::ScratchDir dir("qkv-tiny-llama");
+  const auto chat_error = [&](const TinyLlamaGguf& g) {
+    try {
+      CausalLM::open(g.write(dir.path("tiny.gguf"))).chat_prompt("hello");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::runtime);
+      const std::string m = e.what();
+      return m.substr(m.find("tiny.gguf"));
+    }
+    return std::string("(no error)");
+  };
+  const auto with_tokens = [](const std::string& start, const std::string& end) {
+    std::vector<std::string> tokens = test::tiny_llama_tokens();
+    tokens[1] = start;
+    tokens[2] = end;
+    return test::tiny_llama_gguf().set("tokenizer.ggml.tokens", test::gguf_strings(tokens));
+  };
+  const std::string missing =
+      " but its vocabulary has no such token; expected ChatML's markers <|im_start|> and "
+      "<|im_end|> as control tokens of its vocabulary";
+  EXPECT_EQ(chat_error(with_tokens("<|xx_start|>", "<|xx_end|>")),
+            "tiny.gguf: its chat template uses <|im_start|>" + missing);
+  EXPECT_EQ(chat_error(with_tokens("<|im_start|>", "<|xx_end|>")),
+            "tiny.gguf: its chat template uses <|im_end|>" + missing);
+  std::vector<int32_t> normal(40, 1);
+  normal[2] = 3;
+  EXPECT_EQ(
+      chat_error(test::tiny_llama_gguf().set("tokenizer.ggml.token_type", test::gguf_i32s(normal))),
+      "tiny.gguf: its chat template uses <|im_start|> but its vocabulary has it as a normal token "
+      "(id 1, type 1), which a text spells in characters; expected a control token "
+      "(tokenizer.ggml.token_type 3)");
+  // The true file: the markers are tokens of their own.
+  const CausalLM m = CausalLM::open(test::tiny_llama_gguf().write(dir.path("true.gguf")));
+  EXPECT_EQ(m.tokenize(m.chat_prompt("hello")),
+            (std::vector<int32_t>{1, 23, 21, 7, 20, 30, 37, 2, 30, 1, 3, 21, 21, 11, 21, 22, 39, 22,
+                                  30}));
 }
 
 // As llama.cpp: the stated end-of-text, end-of-turn and end-of-message ids end generation, and so

@@ -114,14 +114,41 @@ std::string CausalLM::generated_text(int32_t id) const {
 }
 
 std::vector<int32_t> CausalLM::tokenize(std::string_view text) const {
-  return tokenizer_->encode(text);
+  // A character the vocabulary cannot spell is refused, not dropped as Hugging Face and llama.cpp
+  // drop it: a model that never saw part of its prompt answers another question.
+  return tokenizer_->encode(text, BpeTokenizer::Unspelled::refuse);
 }
 
 std::string CausalLM::token_text(int32_t id) const { return tokenizer_->token_text(id); }
 
 std::string CausalLM::chat_prompt(std::string_view user, std::string_view system) const {
   try {
-    return chat_template_->format(user, system);
+    std::string prompt = chat_template_->format(user, system);
+    // The markers must be tokens the text cannot spell otherwise: a vocabulary without them, or
+    // with them as normal tokens, encodes "<|im_start|>" as its characters, and the model reads
+    // no turns at all.
+    for (const char* marker : {"<|im_start|>", "<|im_end|>"}) {
+      const int32_t id = tokenizer_->id_of(marker);
+      const std::string uses =
+          std::string("its chat template uses ") + marker + " but its vocabulary ";
+      if (id < 0)
+        throw Error(uses +
+                        "has no such token; expected ChatML's markers <|im_start|> and "
+                        "<|im_end|> as control tokens of its vocabulary",
+                    Error::Kind::runtime);
+      const TokenType type = tokenizer_->type(id);
+      if (type != TokenType::control && type != TokenType::user_defined) {
+        constexpr const char* kNames[] = {"an undefined",   "a normal",  "an unknown", "a control",
+                                          "a user-defined", "an unused", "a byte"};
+        const auto t = static_cast<int32_t>(type);
+        throw Error(uses + "has it as " + (t >= 0 && t <= 6 ? kNames[t] : "a") + " token (id " +
+                        std::to_string(id) + ", type " + std::to_string(t) +
+                        "), which a text spells in characters; expected a control token "
+                        "(tokenizer.ggml.token_type 3)",
+                    Error::Kind::runtime);
+      }
+    }
+    return prompt;
   } catch (const Error& e) {
     throw Error(path_ + ": " + e.what(), e.kind());
   }

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "nn/finite.h"
@@ -297,8 +298,28 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   c.tied_output = true;
   for (const GgufTensorInfo& t : f.tensors())
     c.tied_output = c.tied_output && t.name != "output.weight";
-  for_each_tensor(
-      c, [&](const std::string& name, const Shape& shape) { expect_tensor(f, name, shape); });
+  std::set<std::string> read;
+  for_each_tensor(c, [&](const std::string& name, const Shape& shape) {
+    expect_tensor(f, name, shape);
+    read.insert(name);
+  });
+  // And no tensor besides them: one qkv leaves unread is part of another model than the one run
+  // (llama.cpp refuses a file whose tensor count is not what its architecture creates). The
+  // biases llama.cpp adds when a Llama file has them (blk.N.attn_q.bias, ffn_up.bias, ...) are
+  // said as such: qkv's decoder has none.
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (read.contains(t.name)) continue;
+    if (t.name.rfind("blk.", 0) == 0 && t.name.ends_with(".bias"))
+      bad(f, "tensor \"" + t.name +
+                 "\" is a bias, which qkv's Llama decoder does not add; expected a Llama model "
+                 "without biases");
+    const std::string layers = std::to_string(c.layers) + (c.layers == 1 ? " layer" : " layers");
+    const std::string blocks =
+        c.layers == 1 ? "blk.0" : "blk.0 … blk." + std::to_string(c.layers - 1);
+    bad(f, "it holds a tensor \"" + t.name + "\" that a Llama decoder of " + layers +
+               " does not have; expected only the tensors of its layers (token_embd, " + blocks +
+               ", output_norm, output)");
+  }
   return c;
 }
 

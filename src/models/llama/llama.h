@@ -32,8 +32,8 @@ struct LlamaConfig {
   bool tied_output = true;  // no output.weight: the logits reuse the embedding
 };
 // From a GGUF file's llama.* metadata, checked against its table of tensors: every tensor the
-// config needs is there, of the shape the config gives it (no tensor's bytes are read). Errors
-// name the file and the key or the tensor.
+// config needs is there, of the shape the config gives it, and there is no other (no tensor's
+// bytes are read). Errors name the file and the key or the tensor.
 LlamaConfig read_llama_config(const GgufFile& file);
 // The bytes read_llama_weights' result holds — every weight dequantized to float32, the matrices
 // packed besides (nn::pack) — from the config alone, so that a caller can size a model before

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdio>
 #include <queue>
 #include <utility>
 
@@ -119,6 +120,46 @@ uint64_t pair_key(int32_t left, int32_t right) {
   return uint64_t(uint32_t(left)) << 32 | uint32_t(right);
 }
 
+// A metadata value as a message names it, an array by what its items are: "an array of 40
+// integers" (a GGUF array's items are of one type).
+std::string array_str(const nlohmann::json& v) {
+  if (!v.is_array() || v.empty()) return gguf_value_str(v);
+  const nlohmann::json& item = v.front();
+  const std::string kind = item.is_string()           ? "string"
+                           : item.is_boolean()        ? "bool"
+                           : item.is_number_integer() ? "integer"
+                           : item.is_number()         ? "number"
+                                                      : "value";
+  return "an array of " + std::to_string(v.size()) + " " + kind + (v.size() == 1 ? "" : "s");
+}
+
+// Why the character of `piece` holding byte `at` cannot be encoded: the vocabulary has no symbol
+// for one of its bytes. A pre-tokenizer piece holds whole characters.
+std::string unspelled_character(std::string_view piece, std::size_t at, const int32_t* byte_ids) {
+  std::size_t begin = at;
+  while (begin > 0 && (static_cast<unsigned char>(piece[begin]) & 0xC0) == 0x80) --begin;
+  std::size_t end = begin;
+  const char32_t cp = utf8::next(piece, end);
+  char hex[16];
+  std::string shown;
+  if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) {  // a control character: its code point
+    std::snprintf(hex, sizeof hex, "U+%04X", static_cast<unsigned>(cp));
+    shown = hex;
+  } else {
+    shown = "'" + std::string(piece.substr(begin, end - begin)) + "'";
+  }
+  std::string bytes;
+  for (std::size_t k = begin; k < end; ++k) {
+    std::snprintf(hex, sizeof hex, " 0x%02x",
+                  static_cast<unsigned>(static_cast<unsigned char>(piece[k])));
+    bytes += hex;
+  }
+  const auto lacking = std::count(byte_ids, byte_ids + 256, -1);
+  return "the text's character " + shown + " (" + (end - begin == 1 ? "byte" : "bytes") + bytes +
+         ") has no token in this model's vocabulary (it lacks " + std::to_string(lacking) +
+         " of the 256 byte tokens); expected only characters the vocabulary can spell";
+}
+
 std::string token_bytes(const std::string& token) {
   const ByteAlphabet& a = alphabet();
   std::string out;
@@ -215,17 +256,47 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
                            gguf_value_str(file.meta("tokenizer.ggml.merges"))
                      : std::string("no metadata \"tokenizer.ggml.merges\"")) +
                 "; a BPE vocabulary (tokenizer.ggml.model \"gpt2\") needs its merges");
+  // Each array of the type it must be, checked here where its key is known: the JSON library's
+  // "type must be string, but is number" named neither.
+  const auto is = [&](const std::string& key, const std::string& expected) {
+    return file.name() + ": metadata \"" + key + "\" is " + array_str(file.meta(key)) +
+           "; expected " + expected;
+  };
+  const auto strings = [&](const std::string& key, const std::string& expected) {
+    const nlohmann::json& v = file.meta(key);
+    if (!v.is_array() ||
+        !std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_string(); }))
+      throw Error(is(key, expected));
+    return v.get<std::vector<std::string>>();
+  };
+  std::vector<std::string> tokens =
+      strings("tokenizer.ggml.tokens", "the vocabulary, an array of strings");
+  std::vector<std::string> merges =
+      strings("tokenizer.ggml.merges", "the merges, an array of strings (\"left right\")");
+  std::vector<int32_t> types;
+  if (const std::string key = "tokenizer.ggml.token_type"; file.has(key)) {
+    const nlohmann::json& v = file.meta(key);
+    const std::string known =
+        "llama.cpp's token types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 "
+        "unused, 6 byte";
+    if (!v.is_array() ||
+        !std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_number_integer(); }))
+      throw Error(is(key, "an array of integers (" + known + ")"));
+    for (std::size_t id = 0; id < v.size(); ++id) {
+      const nlohmann::json& type = v[id];
+      if (type.is_number_unsigned() ? type.get<uint64_t>() <= 6
+                                    : type.get<int64_t>() >= 0 && type.get<int64_t>() <= 6) {
+        types.push_back(type.get<int32_t>());
+        continue;
+      }
+      throw Error(file.name() + ": metadata \"" + key + "\" gives token " + std::to_string(id) +
+                  (id < tokens.size() ? " (" + gguf_value_str(tokens[id]) + ")" : "") +
+                  " the type " + type.dump() + "; expected 0 to 6 (" + known + ")");
+    }
+  }
   BpeTokenizer t;
   try {
-    std::vector<int32_t> types;
-    if (file.has("tokenizer.ggml.token_type")) {
-      types = file.meta("tokenizer.ggml.token_type").get<std::vector<int32_t>>();
-    }
-    t = from_vocab(file.meta("tokenizer.ggml.tokens").get<std::vector<std::string>>(),
-                   file.meta("tokenizer.ggml.merges").get<std::vector<std::string>>(),
-                   std::move(types));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(file.name() + ": the tokenizer's metadata: " + e.what());
+    t = from_vocab(std::move(tokens), merges, std::move(types));
   } catch (const Error& e) {
     throw Error(file.name() + ": " + e.what());
   }
@@ -283,7 +354,7 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) {
   return pieces;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, Unspelled unspelled) const {
   utf8::validate(text);
   std::vector<int32_t> out;
   // Step 1: the special tokens, leftmost first, the longest of those that start at the same byte.
@@ -304,33 +375,40 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
       ++i;
       continue;
     }
-    encode_plain(text.substr(plain, i - plain), out);
+    encode_plain(text.substr(plain, i - plain), unspelled, out);
     out.push_back(found);
     i += tokens_[found].size();
     plain = i;
   }
-  encode_plain(text.substr(plain), out);
+  encode_plain(text.substr(plain), unspelled, out);
   return out;
 }
 
-void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
-  split_pieces(
-      text, [&](std::size_t begin, std::size_t end) { bpe(text.substr(begin, end - begin), out); });
+void BpeTokenizer::encode_plain(std::string_view text, Unspelled unspelled,
+                                std::vector<int32_t>& out) const {
+  split_pieces(text, [&](std::size_t begin, std::size_t end) {
+    bpe(text.substr(begin, end - begin), unspelled, out);
+  });
 }
 
-void BpeTokenizer::bpe(std::string_view piece, std::vector<int32_t>& out) const {
+void BpeTokenizer::bpe(std::string_view piece, Unspelled unspelled,
+                       std::vector<int32_t>& out) const {
   // The piece's bytes as a linked list of symbols; a merged-away symbol has id -1.
   struct Symbol {
     int32_t id;
     int32_t prev, next;  // -1 at the ends
   };
   // Bytes whose symbol is not in the vocabulary are left out, as HF's BPE without an unknown token
-  // leaves out the characters it cannot find; their neighbours become adjacent.
+  // leaves out the characters it cannot find (their neighbours become adjacent), or refused.
   std::vector<Symbol> symbols;
   symbols.reserve(piece.size());
-  for (const char c : piece) {
-    const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
-    if (id >= 0) symbols.push_back({id, int32_t(symbols.size()) - 1, int32_t(symbols.size()) + 1});
+  for (std::size_t k = 0; k < piece.size(); ++k) {
+    const int32_t id = byte_ids_[static_cast<unsigned char>(piece[k])];
+    if (id >= 0) {
+      symbols.push_back({id, int32_t(symbols.size()) - 1, int32_t(symbols.size()) + 1});
+    } else if (unspelled == Unspelled::refuse) {
+      throw Error(unspelled_character(piece, k, byte_ids_));
+    }
   }
   const int32_t n = int32_t(symbols.size());
   if (n > 0) symbols.back().next = -1;

@@ -12,8 +12,9 @@
 //      (␠ is U+0020 alone; \s is White_Space; the contractions are lower case only);
 //   4. each piece's bytes become the symbols of GPT-2's byte alphabet (printable bytes stand for
 //      themselves, the others for U+0100 onwards: a space is Ġ, a newline Ċ) — a byte whose symbol
-//      the vocabulary lacks is dropped, as HF does (SmolLM2 lacks 21, e.g. 0x04) — and the adjacent
-//      pair of lowest merge rank is merged, the leftmost of equal ones, until no merge applies.
+//      the vocabulary lacks is dropped, as HF does (SmolLM2 lacks 21, e.g. 0x04), or refused
+//      (Unspelled) — and the adjacent pair of lowest merge rank is merged, the leftmost of equal
+//      ones, until no merge applies.
 // llama.cpp's LLAMA_VOCAB_PRE_TYPE_SMOLLM is the same pair of splits (its regexes "\p{N}" and
 // GPT-2's). unicode_tables.h gives the classes, generated from Python's unicodedata.
 #pragma once
@@ -57,12 +58,18 @@ class BpeTokenizer {
   // "smollm"; another is a qkv::Error naming it, not ids that would silently differ. The merges
   // must be there (without them every text falls apart into single bytes), and every special
   // token id the file states (tokenizer.ggml.*_token_id: end of text, padding, ...) must be a
-  // token of the vocabulary.
+  // token of the vocabulary. The tokens and merges must be arrays of strings, the token types an
+  // array of llama.cpp's types (0 to 6); a value of another type is named with its key.
   static BpeTokenizer from_gguf(const GgufFile& file);
 
+  // What encode does with a byte whose symbol the vocabulary lacks (step 4).
+  enum class Unspelled {
+    drop,    // leaves it out, as Hugging Face's tokenizers and llama.cpp do
+    refuse,  // a qkv::Error naming the character and its bytes: nothing is lost unsaid
+  };
   // The ids of a text (steps 1–4 above). Text that is not valid UTF-8 is a qkv::Error naming the
   // first bad byte.
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode(std::string_view text, Unspelled unspelled = Unspelled::drop) const;
   // The bytes the ids stand for, concatenated; decode(encode(t)) == t for any text without the
   // bytes that encode drops (step 4). Ids that cut a character
   // in two give bytes that are not UTF-8 (HF's decode writes U+FFFD there). An id out of range is
@@ -91,9 +98,9 @@ class BpeTokenizer {
   };
 
   // Step 4 on one piece, appending its ids.
-  void bpe(std::string_view piece, std::vector<int32_t>& out) const;
+  void bpe(std::string_view piece, Unspelled unspelled, std::vector<int32_t>& out) const;
   // Steps 2–4 on text without special tokens.
-  void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_plain(std::string_view text, Unspelled unspelled, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;
   std::vector<int32_t> types_;
