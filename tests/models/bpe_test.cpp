@@ -142,7 +142,10 @@ TEST(BpeTest, BytesWithoutASymbolCanBeRefused) {
   EXPECT_EQ(encode_error(tok, "hello, Q!"), "the text's character 'Q' (byte 0x51)" + lacks);
   EXPECT_EQ(encode_error(tok, "caf\u00e9"),
             "the text's character '\u00e9' (bytes 0xc3 0xa9)" + lacks);
-  EXPECT_EQ(encode_error(tok, "a\x04"), "the text's character U+0004 (byte 0x04)" + lacks);
+  // ASCII control characters are left out as Hugging Face leaves them out: SmolLM2 lacks 21 of
+  // them, and its goldens (tests/golden/smollm2/token_ids.json) drop \x04.
+  EXPECT_EQ(tok.encode("a\x04b", BpeTokenizer::Unspelled::refuse), tok.encode("a\x04b"));
+  EXPECT_EQ(tok.encode("a\x04b").size(), 2u);
   EXPECT_EQ(encode_error(tok, "a < b"), "the text's character '<' (byte 0x3c)" + lacks);
   EXPECT_THAT(tok.encode("<|im_start|>hi", BpeTokenizer::Unspelled::refuse),
               ElementsAre(256, 'h', 'i'));

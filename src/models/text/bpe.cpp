@@ -406,7 +406,8 @@ void BpeTokenizer::bpe(std::string_view piece, Unspelled unspelled,
     const int32_t id = byte_ids_[static_cast<unsigned char>(piece[k])];
     if (id >= 0) {
       symbols.push_back({id, int32_t(symbols.size()) - 1, int32_t(symbols.size()) + 1});
-    } else if (unspelled == Unspelled::refuse) {
+    } else if (const auto byte = static_cast<unsigned char>(piece[k]);
+               unspelled == Unspelled::refuse && byte >= 0x20 && byte != 0x7F) {
       throw Error(unspelled_character(piece, k, byte_ids_));
     }
   }

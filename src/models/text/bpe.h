@@ -65,7 +65,10 @@ class BpeTokenizer {
   // What encode does with a byte whose symbol the vocabulary lacks (step 4).
   enum class Unspelled {
     drop,    // leaves it out, as Hugging Face's tokenizers and llama.cpp do
-    refuse,  // a qkv::Error naming the character and its bytes: nothing is lost unsaid
+    // A qkv::Error naming the character and its bytes: nothing is lost unsaid. ASCII control
+    // characters (0x00–0x1F, 0x7F) are still left out: real vocabularies lack some of them
+    // (SmolLM2 lacks 21, \x04 among them) and Hugging Face's ids, the goldens, leave them out.
+    refuse,
   };
   // The ids of a text (steps 1–4 above). Text that is not valid UTF-8 is a qkv::Error naming the
   // first bad byte.
