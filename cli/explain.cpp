@@ -198,7 +198,11 @@ int run_explain(const ExplainArgs& args) {
               << (output.option == "--html" ? ", self-contained: open it in any browser, offline)\n"
                                             : ")\n");
   if (args.json) {
-    std::cout << explain::to_json(e, focus).dump() << "\n";
+    // A decoder's byte-level token may hold part of a character ("🙂" is three tokens): shown as
+    // U+FFFD, as the HTML report and Python show it (it was the JSON library's error, exit 1).
+    std::cout << explain::to_json(e, focus)
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
     return 0;
   }
   const bool color = args.color || (!args.no_color && ::isatty(STDOUT_FILENO) == 1 &&

@@ -66,6 +66,19 @@ TEST(ExplainDecoderCli, JsonWeightsAndNextTokenMatchTransformers) {
   EXPECT_GT(best, 0.5);
 }
 
+// "🙂" is three byte-level tokens, none a whole character: --json failed with the JSON library's
+// "[json.exception.type_error.316] incomplete UTF-8 string" (exit 1, issue 26's last sweep). A
+// partial character is U+FFFD, as in the HTML report and Python.
+TEST(ExplainDecoderCli, JsonShowsTokensThatHoldPartOfACharacter) {
+  const auto r = testing::run_qkv({"explain", "--model", "smollm2", "a 🙂 ✓", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::string joined;
+  for (const auto& t : j["tokens"]) joined += t["text"].get<std::string>();
+  EXPECT_NE(joined.find("\xEF\xBF\xBD"), std::string::npos) << joined;  // U+FFFD
+  EXPECT_EQ(joined.rfind("a", 0), 0u) << joined;
+}
+
 TEST(ExplainDecoderCli, TerminalShowsGroupedHeadsSinksAndTheNextToken) {
   test::smollm2_gguf();
   const CliResult r = run_qkv({"explain", "--model", "smollm2", kText});
