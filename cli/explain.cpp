@@ -184,6 +184,22 @@ int run_explain(const ExplainArgs& args) {
     report.head = args.head.value_or(first.head);
     outputs.push_back({{"--html", args.html}, explain::html_report(report)});
   }
+  if (!args.svg.empty()) {
+    // One <rect> a weight (about 75 bytes): 300 words on the 72-head grid made a 363 MB file.
+    // Bounded as --html bounds its weights; a PNG draws any size in a few hundred KB.
+    constexpr int64_t kMaxSvgCells = 1'000'000;
+    const int64_t n = e.size();
+    const int64_t cells = (args.layer ? 1 : e.layers * e.heads) * n * n;
+    if (cells > kMaxSvgCells)
+      throw Error("--svg: " +
+                  (args.layer ? std::string("the heatmap")
+                              : "the grid of " + grouped(e.layers * e.heads) + " heads") +
+                  " of " + grouped(n) + " tokens would draw " + grouped(cells) + " cells (about " +
+                  bytes_str(cells * 75) + " of SVG), over " + grouped(kMaxSvgCells) +
+                  "; expected --png for this size" +
+                  (args.layer ? std::string() : ", or --layer L --head H for one heatmap") +
+                  ", or a shorter text");
+  }
   if (!args.svg.empty())
     outputs.push_back({{"--svg", args.svg},
                        args.layer ? explain::svg_heatmap(e, *args.layer, *args.head)
@@ -200,8 +216,8 @@ int run_explain(const ExplainArgs& args) {
   if (args.json) {
     // A decoder's byte-level token may hold part of a character ("🙂" is three tokens): shown as
     // U+FFFD, as the HTML report and Python show it (it was the JSON library's error, exit 1).
-    std::cout << explain::to_json(e, focus)
-                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+    std::cout << explain::to_json(e, focus).dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace)
               << "\n";
     return 0;
   }

@@ -237,6 +237,15 @@ TEST(ExplainCli, SvgHeatmapAndModelGrid) {
   EXPECT_THAT(h, HasSubstr("layer 5, head 11"));
   EXPECT_EQ(count(g, "<rect x="), 6u * 12u * 15u * 15u);  // every layer × head
   EXPECT_THAT(g, HasSubstr(">layer 5</text>"));
+  // 300 words on the 72-head grid wrote a 363 MB SVG (issue 26's last sweep): refused, with the
+  // ways that fit.
+  std::string words;
+  for (int i = 0; i < 300; ++i) words += "w ";
+  expect_one_line_error(run_qkv({"explain", words, "--svg", temp_path("big.svg")}), 2,
+                        "--svg: the grid of 72 heads of 256 tokens would draw 4,718,592 cells "
+                        "(about 338 MiB of SVG), over 1,000,000; expected --png for this size, "
+                        "or --layer L --head H for one heatmap, or a shorter text");
+  EXPECT_FALSE(std::filesystem::exists(temp_path("big.svg")));
 }
 
 // Width and height from a PNG's IHDR (bytes 16–23, big-endian).
