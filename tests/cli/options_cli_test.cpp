@@ -304,7 +304,7 @@ TEST(ThreadOptionsCli, AnAddressSpaceWithoutRoomForOpenBlasIsOneLineNotAHang) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
     EXPECT_THAT(r.err, HasSubstr("qkv: error: qkv cannot run under an address-space limit of "))
         << r.describe();
-    EXPECT_THAT(r.err, HasSubstr(" MiB (ulimit -v): OpenBLAS maps 128 MiB a thread"))
+    EXPECT_THAT(r.err, HasSubstr(" MiB (ulimit -v): OpenBLAS maps 128 MiB for each of the "))
         << r.describe();
   }
   EXPECT_TRUE(refused) << "even 64 MiB of address space ran qkv --version";

@@ -224,10 +224,12 @@ void check_room_for_blas(const char* program) {
   const std::size_t need_mib = (need >> 20) + 1;
   throw Error(std::string(program) + " cannot run under an address-space limit of " +
                   std::to_string(limit_mib) +
-                  " MiB (ulimit -v): OpenBLAS maps 128 MiB a thread (" +
-                  std::to_string(workers + 1) + " here) and finds no room for them; "
-                  "expected a limit of at least " +
-                  std::to_string(need_mib) + " MiB, or none",
+                  " MiB (ulimit -v): OpenBLAS maps 128 MiB for each of the " +
+                  std::to_string(workers + 1) +
+                  " threads it started as it loaded (one a core, whatever --threads says) and "
+                  "finds no room for them; expected a limit of at least " +
+                  std::to_string(need_mib) + " MiB, or none" +
+                  (workers > 0 ? ", or OPENBLAS_NUM_THREADS=1 in the environment" : ""),
               Error::Kind::runtime);
 }
 
