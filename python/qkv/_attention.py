@@ -26,7 +26,9 @@ def _array(x, name):
         raise TypeError(f"{name}: {a.dtype} array; expected {expected}")
     item = a.itemsize
     if (any(s < 0 or s % item for s in a.strides) or a.ctypes.data % item) and a.size:
-        a = np.ascontiguousarray(a)
+        # np.require, not ascontiguousarray: a contiguous array at an odd address is returned
+        # as it is by the latter, and reached qkv unaligned (issue 26's last sweep).
+        a = np.require(a, requirements=["C", "A"])
     return a
 
 
@@ -64,8 +66,22 @@ def _prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, score,
                         "w; additive: w_q, w_k, v)")
     p = {_checks.text(name, "params' key"): _array(a, f"params['{name}']")
          for name, a in (params or {}).items()}
-    # The score's name is checked by qkv (which also takes the command's "scaled-dot").
-    return q, k, v, mask, causal, scale, _checks.text(score, "score"), p
+    # The score's name is checked by qkv (which also takes the command's "scaled-dot"). Params a
+    # known score does not read are refused, as the command refuses them (they were ignored).
+    score = _checks.text(score, "score")
+    takes = {"general": {"w"}, "additive": {"w_q", "w_k", "v"}}
+    known = {"scaled_dot", "scaled-dot", "dot", "general", "additive", "laplace", "cosine",
+             "uniform"}
+    # (A key no score reads, e.g. 'W', is qkv's to name.)
+    unread = sorted(set(p) & {"w", "w_q", "w_k", "v"} - takes.get(score, set())) \
+        if score in known else []
+    if unread:
+        reads = takes.get(score)
+        raise ValueError(f"params {', '.join(unread)} given, but score {score} "
+                         + (f"reads only {', '.join(sorted(reads))}" if reads
+                            else "has no parameters")
+                         + "; expected params only for general (w) or additive (w_q, w_k, v)")
+    return q, k, v, mask, causal, scale, score, p
 
 
 def attention(query, key, value, attn_mask=None, is_causal: bool = False,

@@ -317,10 +317,12 @@ class CausalLM:
         return [self.token_text(i) for i in self.token_ids(text)]
 
     def generate(self, prompt: str, max_tokens: int = 64, *, temperature: float = 0.0,
-                 seed: int = 1, chat: bool = True, memory_limit: Optional[int] = None) -> str:
+                 seed: Optional[int] = None, chat: bool = True,
+                 memory_limit: Optional[int] = None) -> str:
         """The model's continuation of `prompt` (framed as one user message of its chat template
         when `chat`), up to max_tokens new tokens or the end of the text; greedy when
-        temperature is 0, else sampled from softmax(logits / temperature) with `seed`.
+        temperature is 0, else sampled from softmax(logits / temperature) with `seed` (default 1;
+        given with temperature 0, where nothing is drawn, it warns as `qkv generate` notes it).
         memory_limit: bytes the model and its KV cache may take (default: half the machine's
         memory); past it, MemoryError before the first token."""
         _text(prompt, "prompt")
@@ -331,8 +333,12 @@ class CausalLM:
             raise ValueError(f"temperature {temperature}; expected a number in [0, 100]")
         text = self._model.chat_prompt(prompt) if _checks.flag(chat, "chat") else prompt
         prompt_ids = self._model.tokenize(text)
+        if seed is not None and temperature == 0:
+            warnings.warn("seed has no effect at temperature 0 (greedy: each step takes the "
+                          "likeliest token); give a temperature above 0 to sample",
+                          RuntimeWarning, stacklevel=2)
         ids = self._model.generate(prompt_ids, max_tokens, temperature,
-                                   _positive(seed, "seed", 0, 2**64 - 1),
+                                   _positive(1 if seed is None else seed, "seed", 0, 2**64 - 1),
                                    _checks.memory_limit(memory_limit))
         # A stop the caller did not choose is said, as `qkv generate` notes it (issue 26): the
         # prompt and the text filled the model's context.

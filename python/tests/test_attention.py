@@ -557,9 +557,25 @@ def test_bad_arguments_raise_one_line_errors():
            causal_alignment="bottom")
     raises(ValueError, r"params\['w'\]", q, q, q, score="general")
     raises(ValueError, r"params: 'W'", q, q, q, score="general", params={"W": np.eye(4)})
+    # Params a score does not read were ignored (issue 26's last sweep); the command refuses them.
+    raises(ValueError, r"params w given, but score laplace has no parameters", q, q, q,
+           score="laplace", params={"w": np.eye(4)})
+    raises(ValueError, r"params w given, but score additive reads only v, w_k, w_q", q, q, q,
+           score="additive", params={"w": np.eye(4), "w_q": np.eye(4), "w_k": np.eye(4),
+                                     "v": np.ones(4)})
     raises(ValueError, r"scale", q, q, q, scale=float("inf"))
     for message in ("query: int64 array; expected float32 or float64",):
         assert "\n" not in message
+
+
+def test_an_unaligned_array_is_copied_not_refused():
+    # np.frombuffer at an odd offset is contiguous but not aligned: ascontiguousarray kept it,
+    # and the error named qkv's internal Tensor::borrow (issue 26's last sweep).
+    raw = np.arange(8, dtype=np.float32).tobytes()
+    odd = np.frombuffer(b"x" + raw, dtype=np.float32, offset=1).reshape(2, 4)
+    assert odd.ctypes.data % 4 != 0
+    aligned = np.frombuffer(raw, dtype=np.float32).reshape(2, 4)
+    assert np.array_equal(qkv.attention(odd, odd, odd), qkv.attention(aligned, aligned, aligned))
 
 
 def test_overflow_is_nan_not_a_silent_number():

@@ -861,6 +861,10 @@ def test_generate_says_when_the_context_stopped_it(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert lm.generate("hello the", 5, chat=False) == "aaaaa"
+        assert lm.generate("hello the", 5, chat=False, seed=7, temperature=0.5) == "aaaaa"
+    # A seed at temperature 0 changes nothing: said, as `qkv generate` notes it.
+    with pytest.warns(RuntimeWarning, match="seed has no effect at temperature 0"):
+        assert lm.generate("hello the", 5, chat=False, seed=7) == "aaaaa"
 
 
 def test_a_decoder_whose_logits_overflow_is_an_error_not_nan_next_tokens(tmp_path):
