@@ -157,6 +157,13 @@ struct GenerateOptions {
   bool stop_at_eos = true;  // false: go on past the tokens that end generation (benchmarks)
 };
 
+struct TokenizeOptions {
+  // Leave out a character whose bytes the vocabulary has no token for, as Hugging Face and
+  // llama.cpp do, instead of refusing it: for a text whose exact ids do not matter (a benchmark's
+  // prompt).
+  bool drop_unspelled = false;
+};
+
 class GgufFile;       // core/gguf.h
 struct LlamaConfig;   // models/llama/llama.h
 struct LlamaWeights;  // models/llama/llama.h
@@ -185,7 +192,7 @@ class CausalLM {
   // vocabulary has no token for is a qkv::Error naming it, where Hugging Face and llama.cpp leave
   // it out unsaid (SmolLM2 lacks 21 of the 256 byte tokens, e.g. U+0004; a tiny vocabulary may
   // lack most).
-  std::vector<int32_t> tokenize(std::string_view text) const;
+  std::vector<int32_t> tokenize(std::string_view text, const TokenizeOptions& options = {}) const;
   std::string token_text(int32_t id) const;  // the bytes a token stands for
   // The text a generated token adds: its bytes, but nothing for a control token (<|im_start|>,
   // <|endoftext|>: markup of the model's format, never text; llama.cpp's detokenizer does the

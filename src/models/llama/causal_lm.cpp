@@ -113,10 +113,12 @@ std::string CausalLM::generated_text(int32_t id) const {
   return tokenizer_->token_text(id);
 }
 
-std::vector<int32_t> CausalLM::tokenize(std::string_view text) const {
+std::vector<int32_t> CausalLM::tokenize(std::string_view text,
+                                        const TokenizeOptions& options) const {
   // A character the vocabulary cannot spell is refused, not dropped as Hugging Face and llama.cpp
   // drop it: a model that never saw part of its prompt answers another question.
-  return tokenizer_->encode(text, BpeTokenizer::Unspelled::refuse);
+  return tokenizer_->encode(text, options.drop_unspelled ? BpeTokenizer::Unspelled::drop
+                                                         : BpeTokenizer::Unspelled::refuse);
 }
 
 std::string CausalLM::token_text(int32_t id) const { return tokenizer_->token_text(id); }
