@@ -95,6 +95,37 @@ TEST(ModelFaultsCli, BadSizesInConfigAreNamed) {
                         "(config.json: vocab_size 30000, hidden_size 384)");
 }
 
+// Settings qkv's BERT would not honour were ignored (issue 26's last sweep): a cased model's
+// tokenizer_config.json "do_lower_case": false still lowercased, "is_decoder": true ran without its
+// causal mask. Each is named; the installed model's own tokenizer_config.json passes.
+TEST(ModelFaultsCli, BertSettingsQkvWouldNotHonourAreNamed) {
+  const std::string decoder =
+      test::minilm_copy("is-decoder", [](nlohmann::json& c) { c["is_decoder"] = true; });
+  expect_one_line_error(run_qkv({"embed", "x", "--model", decoder}), 2,
+                        "--model " + decoder +
+                            "/config.json: \"is_decoder\" is true; expected false (qkv runs BERT "
+                            "as an encoder, without a causal mask)");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"do_lower_case": false})",
+       "\"do_lower_case\" is false; expected true (qkv's BERT tokenizer lowercases, strips "
+       "accents and splits CJK characters, as uncased models such as all-MiniLM-L6-v2 need)"},
+      {R"({"strip_accents": false})", "\"strip_accents\" is false; expected true or null"},
+      {R"({"cls_token": {"content": "<s>"}})",
+       "\"cls_token\" is {\"content\":\"<s>\"}; expected \"[CLS]\", the token qkv's BERT uses"},
+      {R"({"tokenizer_class": "RobertaTokenizer"})",
+       "\"tokenizer_class\" is \"RobertaTokenizer\"; expected \"BertTokenizer\""},
+      {"nope", "tokenizer_config.json: "}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string dir = test::minilm_copy("tokenizer-config-" + std::to_string(i));
+    std::ofstream(dir + "/tokenizer_config.json") << cases[i].first;
+    expect_one_line_error(run_qkv({"embed", "x", "--model", dir}), 2, cases[i].second);
+  }
+  const std::string same = test::minilm_copy("tokenizer-config-installed");
+  std::filesystem::copy_file(test::minilm_file("tokenizer_config.json"),
+                             same + "/tokenizer_config.json");
+  EXPECT_EQ(run_qkv({"embed", "x", "--model", same}).exit_code, 0);
+}
+
 // Weights that load (every one finite) but overflow float32 when multiplied out: the last line of
 // defence turns the NaN into an error instead of "cos(a, b) = 0.0000" or a vector of nulls.
 TEST(ModelFaultsCli, AResultThatComesOutNonFiniteIsAnErrorNotANumber) {

@@ -65,6 +65,10 @@ BertConfig config_from_json(const Json& json, const std::string& path) {
   if (!json.is_object()) throw Error(path + ": expected a JSON object", Error::Kind::runtime);
   string_field(json, path, "hidden_act", "gelu", " (the erf form; the only one supported)");
   string_field(json, path, "position_embedding_type", "absolute", "");
+  // A decoder's causal mask is not applied: an encoder config only (it was ignored).
+  if (json.contains("is_decoder") && json["is_decoder"] != false)
+    bad_field(path, "is_decoder", json,
+              "false (qkv runs BERT as an encoder, without a causal mask)");
   BertConfig c;
   c.vocab_size = integer_field(json, path, "vocab_size", 1, 10'000'000);
   c.hidden_size = integer_field(json, path, "hidden_size", 1, 65536);
@@ -185,6 +189,41 @@ BertConfig read_bert_config(const std::string& path) {
     throw Error(path + ": " + e.what(), Error::Kind::runtime);
   }
   return config_from_json(json, path);
+}
+
+void check_bert_tokenizer_config(const std::string& path) {
+  const std::string text = read_input_file(path, kBertConfigInput);
+  Json json;
+  try {
+    json = parse_json(text);
+  } catch (const JsonError& e) {
+    throw Error(path + ": " + e.what(), Error::Kind::runtime);
+  }
+  if (!json.is_object()) throw Error(path + ": expected a JSON object", Error::Kind::runtime);
+  const char* what =
+      " (qkv's BERT tokenizer lowercases, strips accents and splits CJK characters, as uncased "
+      "models such as all-MiniLM-L6-v2 need)";
+  // Settings it applies: true, or null / absent (BERT's defaults; strip_accents null follows
+  // do_lower_case).
+  for (const char* key : {"do_lower_case", "do_basic_tokenize", "tokenize_chinese_chars"})
+    if (json.contains(key) && json[key] != true)
+      bad_field(path, key, json, std::string("true") + what);
+  if (json.contains("strip_accents") && !json["strip_accents"].is_null() &&
+      json["strip_accents"] != true)
+    bad_field(path, "strip_accents", json, std::string("true or null") + what);
+  // The special tokens, as strings or as AddedToken objects {"content": …}.
+  for (const auto& [key, token] :
+       {std::pair{"cls_token", "[CLS]"}, std::pair{"sep_token", "[SEP]"},
+        std::pair{"unk_token", "[UNK]"}, std::pair{"pad_token", "[PAD]"}}) {
+    if (!json.contains(key) || json[key].is_null()) continue;
+    const Json& v = json[key];
+    const Json content = v.is_object() && v.contains("content") ? v["content"] : v;
+    if (content != token)
+      bad_field(path, key, json, "\"" + std::string(token) + "\", the token qkv's BERT uses");
+  }
+  if (json.contains("tokenizer_class") && json["tokenizer_class"] != "BertTokenizer" &&
+      json["tokenizer_class"] != "BertTokenizerFast")
+    bad_field(path, "tokenizer_class", json, "\"BertTokenizer\" (a WordPiece vocabulary)");
 }
 
 BertWeights read_bert_weights(const std::string& safetensors_path, const BertConfig& c) {

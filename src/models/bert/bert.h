@@ -30,6 +30,12 @@ inline constexpr InputSpec kBertConfigInput{
 // (Kind::invalid_argument) before it is read.
 BertConfig read_bert_config(const std::string& path);
 
+// Checks a Hugging Face tokenizer_config.json beside a BERT model against what qkv's WordPiece
+// tokenizer does (lowercase, strip accents, split CJK characters, [CLS]/[SEP]/[UNK]/[PAD]): a
+// setting it would not honour (a cased model's "do_lower_case": false) is a qkv::Error naming it,
+// not ignored. Missing keys are BERT's defaults.
+void check_bert_tokenizer_config(const std::string& path);
+
 struct BertLayer {
   nn::LinearWeights qkv;  // W_Q, W_K and W_V stacked: [3·hidden, hidden], one GEMM for all three
   nn::LinearWeights attention_out;

@@ -55,6 +55,8 @@ SentenceModel SentenceModel::load(const std::string& dir, const SentenceModelOpt
         Error::Kind::runtime);
   }
   BertConfig config = read_bert_config(dir + "/config.json");
+  if (fs::exists(fs::path(dir) / "tokenizer_config.json"))
+    check_bert_tokenizer_config(dir + "/tokenizer_config.json");
   // A model with fewer positions reads shorter texts (no option of the user's is wrong here).
   SentenceModelOptions used = options;
   used.max_length = std::min(options.max_length, static_cast<std::size_t>(config.max_positions));
