@@ -178,27 +178,24 @@ void embed_tokens(T* h, const BertWeights& w, const std::vector<std::vector<int3
     }
 }
 
+// A model directory's JSON file (config.json, tokenizer_config.json), parsed; errors name it.
+Json read_json_file(const std::string& path) {
+  const std::string text = read_input_file(path, kBertConfigInput);
+  try {
+    return parse_json(text);
+  } catch (const JsonError& e) {
+    throw Error(path + ": " + e.what(), Error::Kind::runtime);
+  }
+}
+
 }  // namespace
 
 BertConfig read_bert_config(const std::string& path) {
-  const std::string text = read_input_file(path, kBertConfigInput);
-  Json json;
-  try {
-    json = parse_json(text);
-  } catch (const JsonError& e) {
-    throw Error(path + ": " + e.what(), Error::Kind::runtime);
-  }
-  return config_from_json(json, path);
+  return config_from_json(read_json_file(path), path);
 }
 
 void check_bert_tokenizer_config(const std::string& path) {
-  const std::string text = read_input_file(path, kBertConfigInput);
-  Json json;
-  try {
-    json = parse_json(text);
-  } catch (const JsonError& e) {
-    throw Error(path + ": " + e.what(), Error::Kind::runtime);
-  }
+  const Json json = read_json_file(path);
   if (!json.is_object()) throw Error(path + ": expected a JSON object", Error::Kind::runtime);
   const char* what =
       " (qkv's BERT tokenizer lowercases, strips accents and splits CJK characters, as uncased "
