@@ -286,8 +286,8 @@ TEST(AttendExamples, TiedTextShowsTheReading) {
   const CliResult r = run_qkv({"attend", "--example", "tied"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   // Its title said "each token's best match is itself", which its own run 3 shows untrue.
-  EXPECT_THAT(r.out, HasSubstr("W_Q = W_K: symmetric scores; a token looks past itself only at a "
-                               "longer vector"));
+  EXPECT_THAT(r.out, HasSubstr("tied — W_Q = W_K: symmetric scores; a token prefers another only "
+                               "if it is longer\n"));
   EXPECT_THAT(r.out, HasSubstr("Run 3 of 3"));
   EXPECT_THAT(r.out, HasSubstr("s(a, a) = ‖q_a‖²"));
 }
