@@ -191,7 +191,7 @@ int run_train(const TrainArgs& args) {
   // All of the work on `threads` threads: the process's pool and OpenBLAS's own (the backward
   // GEMMs), as qkv bench model does.
   const int threads = resolve_num_threads(args.threads.value_or(0));  // 0: the default
-  ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  qkv::set_num_threads(threads);
   set_blas_threads(threads);
 
   std::unique_ptr<Seq2Seq> model = make_model(config, options.seed);

@@ -107,7 +107,7 @@ int run_train_perceiver(const TrainArgs& args) {
                  "a smaller --length, --latents, --layers, --d-model or --batch");
 
   const int threads = resolve_num_threads(args.threads.value_or(0));
-  ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  qkv::set_num_threads(threads);
   set_blas_threads(threads);
 
   nn::Rng init(options.seed);

@@ -24,6 +24,7 @@
 #include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/model.h"
+#include "qkv/threads.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -274,7 +275,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
     throw Error("qkv bench model: --corpus and --dump-corpus are for sentence encoders; " +
                 args.model.dir + " is a decoder (its prompt is generated)");
   const Settings s = bench::resolve(args.common);
-  ::setenv("QKV_NUM_THREADS", std::to_string(s.threads).c_str(), 1);
+  qkv::set_num_threads(s.threads);
   set_blas_threads(s.threads);
   const int64_t prompt_tokens = s.quick ? 128 : 512, new_tokens = s.quick ? 32 : 128;
   const int64_t sgemm_n = s.quick ? 512 : 2048;

@@ -27,6 +27,7 @@
 #include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
+#include "qkv/threads.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -86,10 +87,10 @@ std::string sentence_of_tokens(const SentenceModel& m, std::size_t tokens, uint6
 
 // ---- measuring ---------------------------------------------------------------------------------
 
-// All of the model's work on `threads` threads: the process's pool (QKV_NUM_THREADS, which every
+// All of the model's work on `threads` threads: the process's pool (set_num_threads, which every
 // layer's num_threads = 0 resolves to) and OpenBLAS's own, which runs the projections and the FFN.
 void use_threads(int threads) {
-  ::setenv("QKV_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  qkv::set_num_threads(threads);
   set_blas_threads(threads);
 }
 

@@ -1,6 +1,9 @@
-// qkv/json.h — the one way qkv parses JSON that comes from a file or from the user: safetensors
-// headers, a BERT model's config.json, a trained model's metadata, inline matrices, the built-in
-// examples. Every nlohmann::json::parse of such text goes through parse_json.
+// qkv/json.h — JSON in and out. In: the one way qkv parses JSON that comes from a file or from
+// the user: safetensors headers, a BERT model's config.json, a trained model's metadata, inline
+// matrices, the built-in examples. Every nlohmann::json::parse of such text goes through
+// parse_json. Out: number_json and tensor_json, the one writer of numbers every JSON output of qkv
+// uses (the command's --json, the report's data, Python's dicts), so that NaN and ±∞ are spelled
+// one way everywhere.
 //
 // Why a bound on nesting: nlohmann's parser keeps its own stack, but what walks the value
 // afterwards — dump() for a message, a reader's recursion — takes a stack frame a level. A
@@ -69,5 +72,13 @@ Json parse_json(std::string_view text, typename Json::parser_callback_t callback
                     0);
   }
 }
+
+// ---- writing ----
+// A number as JSON: finite values as JSON numbers; the three values JSON has no number for as the
+// strings Python's json module and JavaScript print for them: "NaN", "Infinity", "-Infinity"
+// (never null, which reads as "missing").
+nlohmann::json number_json(double x);
+// A tensor as nested arrays in C order, each element through number_json; undefined is null.
+nlohmann::json tensor_json(const Tensor& t);
 
 }  // namespace qkv

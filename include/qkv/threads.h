@@ -24,10 +24,14 @@ std::string num_threads_problem(int64_t n);
 //   "num_threads: 4096 is more than 8; expected 1 to 8 (4 × this machine's 2 cores)"
 int check_num_threads(int64_t n, const std::string& what);
 
-// The thread count used when an API call asks for 0: $QKV_NUM_THREADS when it is set (an integer
-// from 1 to max_num_threads(); anything else is a qkv::Error naming it — an empty value counts as
-// unset), else the machine's cores.
+// The thread count used when an API call asks for 0: the count set_num_threads gave, else
+// $QKV_NUM_THREADS when it is set (an integer from 1 to max_num_threads(); anything else is a
+// qkv::Error naming it — an empty value counts as unset), else the machine's cores.
 int default_num_threads();
+// Sets the process's default thread count (what default_num_threads returns from now on, in every
+// thread): check_num_threads(n, "num_threads"), or 0 to go back to $QKV_NUM_THREADS / the cores.
+// A front end's --threads goes here; OpenBLAS's own threads are qkv/blas.h's set_blas_threads.
+void set_num_threads(int n);
 // check_num_threads(requested, "num_threads") if positive, else default_num_threads().
 int resolve_num_threads(int requested);
 

@@ -1,8 +1,6 @@
-#include "core/json.h"
+#include "qkv/json.h"
 
 #include <cmath>
-
-#include "qkv/json.h"
 
 namespace qkv {
 namespace {

@@ -165,7 +165,16 @@ int check_num_threads(int64_t n, const std::string& what) {
   return static_cast<int>(n);
 }
 
+namespace {
+std::atomic<int> g_num_threads{0};  // set_num_threads's; 0: unset
+}  // namespace
+
+void set_num_threads(int n) {
+  g_num_threads.store(n == 0 ? 0 : check_num_threads(n, "num_threads"));
+}
+
 int default_num_threads() {
+  if (const int set = g_num_threads.load(); set > 0) return set;
   const char* env = std::getenv("QKV_NUM_THREADS");
   if (env == nullptr || *env == '\0') return num_cores();
   // Set but wrong is said, not ignored: the user meant to limit the threads.

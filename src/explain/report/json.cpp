@@ -1,4 +1,4 @@
-#include "core/json.h"
+#include "qkv/json.h"
 
 #include <cmath>
 
