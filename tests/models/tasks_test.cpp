@@ -7,6 +7,7 @@
 #include <cctype>
 #include <set>
 
+#include "models/seq2seq/dates.h"
 #include "qkv/model.h"
 
 namespace qkv {

@@ -21,16 +21,11 @@
 #include "core/gguf.h"
 #include "nn/dense.h"
 #include "qkv/attention.h"
+#include "qkv/causal_lm.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
 
-struct LlamaConfig {
-  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
-  int64_t context = 0;
-  double eps = 1e-5, rope_base = 10000;
-  bool tied_output = true;  // no output.weight: the logits reuse the embedding
-};
 // From a GGUF file's llama.* metadata, checked against its table of tensors: every tensor the
 // config needs is there, of the shape the config gives it, and there is no other (no tensor's
 // bytes are read). Errors name the file and the key or the tensor.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "models/seq2seq/dates.h"
 #include "qkv/model.h"
 
 namespace qkv {

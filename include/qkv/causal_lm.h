@@ -1,0 +1,134 @@
+// qkv/causal_lm.h — a decoder-only language model from one GGUF file (SmolLM2-135M and its
+// Llama-architecture kin), run exactly on its dequantized weights.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qkv/attention.h"
+#include "qkv/tensor.h"
+
+namespace qkv {
+
+// Where scripts/fetch_model smollm2 puts SmolLM2-135M-Instruct's GGUF file, under $QKV_HOME.
+std::string default_causal_lm_path();
+
+struct GenerateOptions {
+  int64_t max_tokens = 64;  // new tokens at most
+  double temperature = 0;   // 0: greedy (the most likely token); else sample softmax(logits / T)
+  uint64_t seed = 1;        // of the sampling
+  bool stop_at_eos = true;  // false: go on past the tokens that end generation (benchmarks)
+};
+
+struct TokenizeOptions {
+  // Leave out a character whose bytes the vocabulary has no token for, as Hugging Face and
+  // llama.cpp do, instead of refusing it: for a text whose exact ids do not matter (a benchmark's
+  // prompt).
+  bool drop_unspelled = false;
+};
+
+// A Llama-architecture decoder's sizes, from its GGUF file's llama.* metadata.
+struct LlamaConfig {
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  int64_t context = 0;  // positions it reads at most (llama.context_length)
+  double eps = 1e-5, rope_base = 10000;
+  bool tied_output = true;  // no output.weight: the logits reuse the embedding
+};
+
+class GgufFile;       // core/gguf.h
+struct LlamaWeights;  // models/llama/llama.h
+class BpeTokenizer;   // models/text/bpe.h
+class ChatTemplate;   // models/text/chat_template.h
+
+// A Llama-architecture decoder from one GGUF file, run exactly on its dequantized weights, with
+// its byte-level BPE tokenizer from the same file (models/llama/llama.h says what it computes).
+class CausalLM {
+ public:
+  // Reads and checks the file's header — the metadata, the tokenizer, the chat template and the
+  // table of tensors, each tensor the config needs present and of its shape — but none of the
+  // weights: what the model will need in memory (resident_bytes, generate_bytes, capture_bytes)
+  // is known before they are read, so that a caller can refuse a model too large for its limit
+  // having read a few MB of it. tokenize and chat_prompt work at once; generate, capture and
+  // logits need load_weights(). "smollm2" means default_causal_lm_path(). Errors (Kind::runtime)
+  // name the file and what is wrong; a missing default model says how to fetch it.
+  static CausalLM open(const std::string& path);
+  // Reads the weights, dequantizes, packs and checks them (finite), and closes the file; a second
+  // call does nothing. Errors as open's.
+  void load_weights();
+  // open(path), then load_weights().
+  static CausalLM load(const std::string& path);
+
+  // The ids of a text, as Hugging Face's tokenizer gives them — but a character whose bytes the
+  // vocabulary has no token for is a qkv::Error naming it, where Hugging Face and llama.cpp leave
+  // it out unsaid (SmolLM2 lacks 21 of the 256 byte tokens, e.g. U+0004; a tiny vocabulary may
+  // lack most).
+  std::vector<int32_t> tokenize(std::string_view text, const TokenizeOptions& options = {}) const;
+  std::string token_text(int32_t id) const;  // the bytes a token stands for
+  // The text a generated token adds: its bytes, but nothing for a control token (<|im_start|>,
+  // <|endoftext|>: markup of the model's format, never text; llama.cpp's detokenizer does the
+  // same unless asked for special tokens).
+  std::string generated_text(int32_t id) const;
+  // Whether generating `id` ends the text: the end-of-text, end-of-turn and end-of-message ids
+  // the file states, and any token spelled as an end marker (<|endoftext|>, <|im_end|>,
+  // <|eot_id|>, </s>, ...), as llama.cpp's end-of-generation tokens.
+  bool ends_generation(int32_t id) const;
+  // The prompt as the model's chat template (tokenizer.chat_template) frames one user message
+  // after a system message — `system`, or when that is empty the template's own default — with
+  // the generation prompt: the text Hugging Face's apply_chat_template(messages,
+  // add_generation_prompt=True, tokenize=False) gives. For SmolLM2 and no `system`:
+  //   "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging
+  //   Face<|im_end|>\n<|im_start|>user\n" user "<|im_end|>\n<|im_start|>assistant\n"
+  // qkv knows the ChatML family only (models/text/chat_template.h): a model whose template is
+  // another, or that has none, or whose vocabulary lacks ChatML's markers as control (or
+  // user-defined) tokens, is a qkv::Error (Kind::runtime) naming the file.
+  std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
+  // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
+  // on_token(id) as each comes; stops at a token that ends generation (ends_generation; not
+  // passed to on_token nor returned), at max_tokens, or when the prompt
+  // and the new tokens fill the context (context_length() positions). Returns the new ids. A
+  // prompt longer than the context is a qkv::Error; so are next-token logits that come out NaN or
+  // ±∞ (Kind::runtime: the weights overflow float32), never a token chosen from them.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                                const std::function<void(int32_t)>& on_token = {}) const;
+  // One pass over `ids` with every layer's attention captured ([1, H, n, ·]; k and v [1, Hkv, n,
+  // ·], q and k after RoPE). Returns the logits, [n, vocab].
+  Tensor capture(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
+  // One pass over `ids` on the fast path (the fused attention kernel); the logits, [n, vocab].
+  Tensor logits(const std::vector<int32_t>& ids) const;
+
+  // What the work needs at its peak, in bytes: the whole process, this model as loaded included
+  // (qkv/memory.h), known from the header alone (open). capture() of `tokens` tokens: every layer's
+  // scores, logits and weights (tokens² a head and layer) and the logits of every position.
+  int64_t capture_bytes(int64_t tokens) const;
+  // generate() (and logits()) up to `positions` positions, prompt and new tokens together: the
+  // KV cache at its largest and one pass's activations over the prompt.
+  int64_t generate_bytes(int64_t positions) const;
+  // load_weights() itself: the process with the model loaded, before any work.
+  int64_t load_bytes() const;
+  // The dequantized weights as they sit in memory once loaded (packed copies included) and the
+  // tokenizer.
+  int64_t resident_bytes() const;
+
+  const std::string& path() const { return path_; }
+  const LlamaConfig& config() const { return *config_; }
+  // Positions the model reads at most (llama.context_length): prompt and generated tokens together.
+  int64_t context_length() const;
+
+ private:
+  std::string path_;
+  std::shared_ptr<const LlamaConfig> config_;
+  std::shared_ptr<const LlamaWeights> weights_;
+  std::shared_ptr<const BpeTokenizer> tokenizer_;
+  std::shared_ptr<const ChatTemplate> chat_template_;
+  std::vector<int32_t> end_ids_;  // ends_generation's
+  // Open, the weights not yet loaded: the file they are read from (its header in memory).
+  std::shared_ptr<const GgufFile> file_;
+
+  void require_weights(const char* what) const;
+};
+
+}  // namespace qkv
