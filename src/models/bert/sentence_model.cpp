@@ -95,19 +95,6 @@ Encoding SentenceModel::tokenize_pair(std::string_view a, std::string_view b) co
   return tokenizer_->encode_pair(a, b, options_.max_length);
 }
 
-ModelKind model_kind(const std::string& path) {
-  namespace fs = std::filesystem;
-  const auto named = [&](std::string_view ext) {
-    std::error_code ec;
-    return path.size() > ext.size() &&
-           path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
-           !fs::is_directory(path, ec);
-  };
-  // The magic bytes decide before the name: an Ollama blob is a GGUF file named by its hash.
-  if (path == "smollm2" || is_gguf_file(path) || named(".gguf")) return ModelKind::causal_lm;
-  return named(".safetensors") ? ModelKind::seq2seq : ModelKind::sentence_encoder;
-}
-
 Tensor SentenceModel::embed(const std::vector<std::string>& texts,
                             const std::function<void(std::size_t, std::size_t)>& progress) const {
   std::vector<std::vector<int32_t>> ids;
