@@ -36,7 +36,7 @@ Explained run_encoding(const SentenceModel& model, Explained e, const Encoding& 
                    .surface = own.substr(t.begin, t.end - t.begin),
                    .id = t.id,
                    .segment = t.segment};
-    info.special = t.id == model.tokenizer().cls_id() || t.id == model.tokenizer().sep_id() ||
+    info.special = model.is_cls_or_sep(t.id) ||
                    (t.begin == t.end && t.text.size() > 2 && t.text.front() == '[');
     info.punctuation = !info.special && punctuation_only(t.text);
     if (!info.special) {

@@ -87,6 +87,10 @@ SentenceModel::SentenceModel(std::string dir, BertConfig config,
       tokenizer_(std::move(tokenizer)),
       options_(options) {}
 
+bool SentenceModel::is_cls_or_sep(int32_t id) const {
+  return id == tokenizer_->cls_id() || id == tokenizer_->sep_id();
+}
+
 Encoding SentenceModel::tokenize(std::string_view text) const {
   return tokenizer_->encode(text, options_.max_length);
 }
