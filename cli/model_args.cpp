@@ -56,8 +56,9 @@ void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) 
 }
 
 InputPath model_input(const ModelArgs& args) {
-  if (args.dir.empty() || args.dir == "minilm") return {"--model", default_model_dir()};
-  if (args.dir == "smollm2") return {"--model", default_causal_lm_path()};
+  if (is_builtin_model(args.dir))
+    return {"--model", model_kind(args.dir) == ModelKind::causal_lm ? default_causal_lm_path()
+                                                                    : default_model_dir()};
   return {"--model", args.dir};
 }
 
@@ -118,7 +119,7 @@ void refuse_non_encoder(const ModelArgs& args) {
 }  // namespace
 
 Model open_model_option(const ModelArgs& args, const OpenOptions& options) {
-  const bool installed = args.dir.empty() || args.dir == "minilm" || args.dir == "smollm2";
+  const bool installed = is_builtin_model(args.dir);
   if (model_kind(args.dir) == ModelKind::sentence_encoder && !installed) refuse_non_encoder(args);
   try {
     return open_model(args.dir, options);
@@ -131,14 +132,16 @@ Model open_model_option(const ModelArgs& args, const OpenOptions& options) {
 }
 
 SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
-  if (!args.dir.empty() && args.dir != "minilm") refuse_non_encoder(args);
+  const bool installed =
+      is_builtin_model(args.dir) && model_kind(args.dir) == ModelKind::sentence_encoder;
+  if (!installed) refuse_non_encoder(args);
   return open_model_option(args, {.sentence = options}).sentence_model();
 }
 
 void rethrow_for_causal_lm(const std::string& model, const Error& e) {
   // The installed model: a fault is the installation's (exit 1), with the repair. A missing one
   // already says how to fetch it.
-  if (model == "smollm2") {
+  if (is_builtin_model(model)) {
     const std::string path = default_causal_lm_path();
     if (!std::filesystem::exists(path)) throw Error(e.what(), Error::Kind::runtime);
     throw Error(std::string(e.what()) + "; the installed model is damaged: delete " + path +
@@ -152,7 +155,7 @@ void rethrow_for_causal_lm(const std::string& model, const Error& e) {
 
 CausalLM open_causal_lm(const std::string& model) {
   try {
-    return CausalLM::open(model);
+    return open_model(model, {.load_weights = false}).causal_lm();
   } catch (const Error& e) {
     rethrow_for_causal_lm(model, e);
   }

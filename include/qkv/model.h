@@ -104,14 +104,18 @@ struct ModelFamily {
 };
 // The registered families, in the order model_kind tries them.
 const std::vector<ModelFamily>& model_families();
-// The family that claims `name_or_path`: a built-in name ("smollm2"; "" or "minilm" for
-// all-MiniLM-L6-v2), a regular file that starts with GGUF's magic bytes, whatever its name (an
-// Ollama blob has none), or called *.gguf; a *.safetensors file saved for a Perceiver, any other
+// The family that claims `name_or_path`: a built-in name ("smollm2" or "SmolLM2-135M-Instruct";
+// "", "minilm", "all-MiniLM-L6-v2" or "sentence-transformers/all-MiniLM-L6-v2"), a regular file
+// that starts with GGUF's magic bytes, whatever its name (an Ollama blob has none), or called
+// *.gguf; a *.safetensors file saved for a Perceiver, any other
 // *.safetensors file; anything else is taken for a model directory. Only a regular file's first
 // bytes or header are read (a FIFO or a device is neither waited on nor read; a missing path goes
 // by its name): opening the model says what is wrong.
 const ModelFamily& model_family(const std::string& name_or_path);
 ModelKind model_kind(const std::string& name_or_path);
+// Whether `name` is a built-in name of an installed model ("", "minilm", "all-MiniLM-L6-v2",
+// "smollm2", ...: some family's `names`), rather than a path.
+bool is_builtin_model(const std::string& name);
 // Opens any model: model_family(name_or_path).open. Errors (qkv::Error) as the family's loader
 // gives them: they name the file and what is wrong.
 Model open_model(const std::string& name_or_path, const OpenOptions& options = {});

@@ -14,8 +14,18 @@ import numpy as np
 from . import _checks, _qkv
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-_DEFAULT_NAMES = (DEFAULT_MODEL, "sentence-transformers/" + DEFAULT_MODEL)
-_DECODER_NAMES = ("smollm2", "SmolLM2-135M-Instruct")
+
+
+def _kind(path: str) -> str:
+    """The registry's word for what `path` holds (qkv/model.h): 'sentence_encoder', 'causal_lm',
+    'seq2seq' or 'perceiver'; a GGUF file is known by its first bytes, as the command knows it (an
+    Ollama blob has no .gguf name)."""
+    return _qkv.model_kind(os.fsencode(path))
+
+
+def _installed(path: str, kind: str) -> bool:
+    """Whether `path` is a built-in name of the registry for an installed model of `kind`."""
+    return _qkv.is_builtin_model(os.fsencode(path)) and _kind(path) == kind
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -95,13 +105,11 @@ class Model:
         # Room for [CLS] and [SEP]; the model's positions cut it further (a warning, below).
         asked = _positive(max_length, "max_length", 2)
         max_length = min(asked, _NO_LIMIT)
-        # A GGUF file is known by its first bytes, as the command knows it (an Ollama blob has
-        # no .gguf name).
-        if path in _DECODER_NAMES or (os.path.exists(path) and
-                                      _qkv.model_kind(os.fsencode(path)) == "causal_lm"):
+        if _installed(path, "causal_lm") or (os.path.exists(path) and
+                                             _kind(path) == "causal_lm"):
             raise ValueError(f"{path} is a decoder LLM, not a sentence encoder; expected "
                              f"qkv.CausalLM({path!r})")
-        if path in _DEFAULT_NAMES:
+        if _installed(path, "sentence_encoder"):
             self.name = DEFAULT_MODEL
             path = _qkv.default_model_dir()
             if not os.path.isdir(path):
@@ -270,7 +278,7 @@ class CausalLM:
         """memory_limit: bytes the model may take once loaded, its weights dequantized to float32
         (default: half the machine's memory); past it, MemoryError before a weight is read."""
         path = _checks.path(name_or_path, "name_or_path")
-        if path in _DECODER_NAMES:
+        if _installed(path, "causal_lm"):
             path = _qkv.default_causal_lm_path()
             if not os.path.isfile(path):
                 raise FileNotFoundError(

@@ -89,6 +89,12 @@ void bind_models(nb::module_& m) {
       "saved to, 'seq2seq' for any other *.safetensors, else 'sentence_encoder'. Never waits on a "
       "FIFO.");
 
+  m.def(
+      "is_builtin_model", [](const nb::bytes& name) { return is_builtin_model(path_of(name)); },
+      nb::arg("name"),
+      "qkv::is_builtin_model: whether `name` names an installed model of the registry "
+      "('minilm', 'all-MiniLM-L6-v2', 'smollm2', ...) rather than a path.");
+
   nb::class_<SentenceModel>(m, "SentenceModel",
                             "qkv::SentenceModel: a BERT-family sentence encoder. Use qkv.Model.")
       .def(

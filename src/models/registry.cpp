@@ -103,6 +103,13 @@ const ModelFamily& model_family(const std::string& name_or_path) {
   return families.back();
 }
 
+bool is_builtin_model(const std::string& name) {
+  for (const ModelFamily& f : model_families())
+    for (const std::string& n : f.names)
+      if (n == name) return true;
+  return false;
+}
+
 ModelKind model_kind(const std::string& name_or_path) { return model_family(name_or_path).kind; }
 
 Model open_model(const std::string& name_or_path, const OpenOptions& options) {

@@ -1,5 +1,5 @@
 // The sentence encoder's entry in the model registry (qkv/model.h): a BERT-family directory, or
-// the installed all-MiniLM-L6-v2 ("" or "minilm").
+// the installed all-MiniLM-L6-v2 (its built-in names).
 #include "models/families.h"
 
 namespace qkv {
@@ -11,11 +11,11 @@ ModelFamily bert_family() {
       .description =
           "a BERT-family sentence encoder: a directory with config.json, "
           "model.safetensors and vocab.txt (all-MiniLM-L6-v2)",
-      .names = {"", "minilm"},
+      .names = {"", "minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"},
       .claims = [](const std::string&) { return true; },  // the rest: taken for a directory
       .open =
           [](const std::string& path, const OpenOptions& options) {
-            const bool builtin = path.empty() || path == "minilm";
+            const bool builtin = is_builtin_model(path);
             auto model = std::make_shared<SentenceModel>(
                 SentenceModel::load(builtin ? default_model_dir() : path, options.sentence));
             const BertConfig& c = model->config();

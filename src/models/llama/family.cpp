@@ -10,17 +10,18 @@ ModelFamily llama_family() {
       .kind = ModelKind::causal_lm,
       .name = "llama",
       .description = "a decoder-only LLM of the Llama architecture: a GGUF file (SmolLM2-135M)",
-      .names = {"smollm2"},
+      .names = {"smollm2", "SmolLM2-135M-Instruct"},
       // The magic bytes decide before the name: an Ollama blob is a GGUF file named by its hash.
       .claims = [](const std::string& path) { return is_gguf_file(path) || named(path, ".gguf"); },
       .open =
           [](const std::string& path, const OpenOptions& options) {
-            auto model = std::make_shared<CausalLM>(CausalLM::open(path));
+            const bool builtin = is_builtin_model(path);
+            auto model = std::make_shared<CausalLM>(CausalLM::open(builtin ? "smollm2" : path));
             if (options.load_weights) model->load_weights();
             const LlamaConfig& c = model->config();
             ModelInfo info{.kind = ModelKind::causal_lm,
                            .family = "llama",
-                           .name = path == "smollm2" ? "SmolLM2-135M-Instruct" : display_name(path),
+                           .name = builtin ? "SmolLM2-135M-Instruct" : display_name(path),
                            .path = model->path(),
                            .layers = c.layers,
                            .heads = c.heads,
