@@ -1,12 +1,15 @@
 // qkv — the command line: one file per subcommand; this one parses and maps errors to exit codes
 // (2: the input was wrong, 1: the work failed), each error one line on stderr.
-#include <CLI/CLI.hpp>
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "attend.h"
 #include "bench/bench.h"
@@ -62,81 +65,32 @@ std::string address_space_bound() {
          qkv::bytes_str(static_cast<int64_t>(as.rlim_cur)) + ")";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  try {
-    qkv::check_room_for_blas("qkv");
-  } catch (const qkv::Error& e) {
-    // std::_Exit, not return: a normal exit would wait forever on OpenBLAS's stuck threads.
-    error(e.what(), 1);
-    std::cerr.flush();
-    std::_Exit(1);
+// A parse that failed: help and version print; anything else is a usage error (exit 2) that says
+// what was expected.
+int parse_failure(CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  if (dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
+      dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr ||
+      dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr)
+    return printed(app.exit(e));
+  const std::string first = argc > 1 ? argv[1] : "";
+  bool known = false;
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known = known || sub->get_name() == first;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
   }
-  qkv::cli::use_checked_stdout();   // so that a failed write is known, with its reason
-  qkv::reserve_standard_streams();  // no output file may be the stdout the report goes to
-  CLI::App app{
-      "qkv — attention: queries, keys and values, exact and explained.\n\n"
-      "  qkv explain \"a sentence\"          a real model's attention (all-MiniLM-L6-v2), "
-      "explained\n"
-      "  qkv attend --example phonebook     attention worked through, step by step\n"
-      "  qkv search QUERY --corpus FILE     queries and keys as retrieval: rank lines by "
-      "similarity\n"
-      "  qkv generate \"The capital of\"     a decoder LLM (SmolLM2-135M) continues a text\n"
-      "  qkv train --task dates             train a small transformer on a toy task\n"
-      "  qkv experiment scale               why divide by √d_k? measured\n"
-      "  qkv attend --help                  every option, with examples\n"
-      "  qkv bench attention                GFLOP/s of the attention kernels on this machine",
-      "qkv"};
-  app.set_version_flag("--version", std::string("qkv ") + QKV_VERSION);
-  app.require_subcommand(1);
-  qkv::cli::AttendArgs attend_args;
-  CLI::App* attend = qkv::cli::add_attend_command(app, attend_args);
-  qkv::cli::BenchArgs bench_args;
-  CLI::App* bench = qkv::cli::add_bench_command(app, bench_args);
-  qkv::cli::ExplainArgs explain_args;
-  CLI::App* explain = qkv::cli::add_explain_command(app, explain_args);
-  qkv::cli::EmbedArgs embed_args;
-  CLI::App* embed = qkv::cli::add_embed_command(app, embed_args);
-  qkv::cli::SimilarityArgs similarity_args;
-  CLI::App* similarity = qkv::cli::add_similarity_command(app, similarity_args);
-  qkv::cli::SearchArgs search_args;
-  CLI::App* search = qkv::cli::add_search_command(app, search_args);
-  qkv::cli::TrainArgs train_args;
-  CLI::App* train = qkv::cli::add_train_command(app, train_args);
-  qkv::cli::GenerateArgs generate_args;
-  CLI::App* generate = qkv::cli::add_generate_command(app, generate_args);
-  qkv::cli::ExperimentArgs experiment_args;
-  CLI::App* experiment = qkv::cli::add_experiment_command(app, experiment_args);
-  qkv::cli::refuse_empty_values(app);  // after every option is added
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return printed(app.exit(e));
-  } catch (const CLI::CallForAllHelp& e) {
-    return printed(app.exit(e));
-  } catch (const CLI::CallForVersion& e) {
-    return printed(app.exit(e));
-  } catch (const CLI::ParseError& e) {
-    const std::string first = argc > 1 ? argv[1] : "";
-    bool known = false;
-    std::string names;
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      known = known || sub->get_name() == first;
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-    }
-    if (!first.empty() && first[0] != '-' && !known)
-      return error(
-          "unknown subcommand '" + first + "'; expected one of " + names + " (see qkv --help)", 2);
-    if (argc == 1) {
-      std::cerr << app.help();
-      return error("expected a subcommand, e.g. qkv attend --example phonebook", 2);
-    }
-    return error(std::string(e.what()) + " (see qkv --help)", 2);
+  if (!first.empty() && first[0] != '-' && !known)
+    return error(
+        "unknown subcommand '" + first + "'; expected one of " + names + " (see qkv --help)", 2);
+  if (argc == 1) {
+    std::cerr << app.help();
+    return error("expected a subcommand, e.g. qkv attend --example phonebook", 2);
   }
+  return error(std::string(e.what()) + " (see qkv --help)", 2);
+}
 
-  // The subcommand that runs, for the one line a std::bad_alloc becomes.
+// The subcommand that runs ("qkv bench model"), for the one line a std::bad_alloc becomes.
+std::string running_command(const CLI::App& app) {
   std::string command = "qkv";
   for (const CLI::App* level = &app; level != nullptr;) {
     const CLI::App* next = nullptr;
@@ -145,18 +99,11 @@ int main(int argc, char** argv) {
     if (next != nullptr) command += " " + next->get_name();
     level = next;
   }
-  auto run = [&]() -> int {
-    if (attend->parsed()) return qkv::cli::run_attend(attend_args);
-    if (bench->parsed()) return qkv::cli::run_bench(bench_args);
-    if (explain->parsed()) return qkv::cli::run_explain(explain_args);
-    if (embed->parsed()) return qkv::cli::run_embed(embed_args);
-    if (similarity->parsed()) return qkv::cli::run_similarity(similarity_args);
-    if (search->parsed()) return qkv::cli::run_search(search_args);
-    if (train->parsed()) return qkv::cli::run_train(train_args);
-    if (generate->parsed()) return qkv::cli::run_generate(generate_args);
-    if (experiment->parsed()) return qkv::cli::run_experiment_command(experiment_args);
-    return error("no subcommand ran; see qkv --help", 2);
-  };
+  return command;
+}
+
+// Runs the command; every failure becomes one line and its exit code (2 for bad input, else 1).
+int run_guarded(const std::string& command, const std::function<int()>& run) {
   try {
     const int code = run();
     qkv::cli::flush_stdout();  // what the command printed was written, or it failed
@@ -176,4 +123,70 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return error(e.what(), 1);
   }
+}
+
+constexpr const char* kAbout =
+    "qkv — attention: queries, keys and values, exact and explained.\n\n"
+    "  qkv explain \"a sentence\"          a real model's attention (all-MiniLM-L6-v2), "
+    "explained\n"
+    "  qkv attend --example phonebook     attention worked through, step by step\n"
+    "  qkv search QUERY --corpus FILE     queries and keys as retrieval: rank lines by "
+    "similarity\n"
+    "  qkv generate \"The capital of\"     a decoder LLM (SmolLM2-135M) continues a text\n"
+    "  qkv train --task dates             train a small transformer on a toy task\n"
+    "  qkv experiment scale               why divide by √d_k? measured\n"
+    "  qkv attend --help                  every option, with examples\n"
+    "  qkv bench attention                GFLOP/s of the attention kernels on this machine";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    qkv::check_room_for_blas("qkv");
+  } catch (const qkv::Error& e) {
+    // std::_Exit, not return: a normal exit would wait forever on OpenBLAS's stuck threads.
+    error(e.what(), 1);
+    std::cerr.flush();
+    std::_Exit(1);
+  }
+  qkv::cli::use_checked_stdout();   // so that a failed write is known, with its reason
+  qkv::reserve_standard_streams();  // no output file may be the stdout the report goes to
+  CLI::App app{kAbout, "qkv"};
+  app.set_version_flag("--version", std::string("qkv ") + QKV_VERSION);
+  app.require_subcommand(1);
+  // Each subcommand: its options, and what runs it once parsed (in --help's order).
+  std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
+  const auto add = [&](auto& args, auto add_command, auto run) {
+    commands.emplace_back(add_command(app, args), [&args, run] { return run(args); });
+  };
+  qkv::cli::AttendArgs attend;
+  add(attend, qkv::cli::add_attend_command, qkv::cli::run_attend);
+  qkv::cli::BenchArgs bench;
+  add(bench, qkv::cli::add_bench_command, qkv::cli::run_bench);
+  qkv::cli::ExplainArgs explain;
+  add(explain, qkv::cli::add_explain_command, qkv::cli::run_explain);
+  qkv::cli::EmbedArgs embed;
+  add(embed, qkv::cli::add_embed_command, qkv::cli::run_embed);
+  qkv::cli::SimilarityArgs similarity;
+  add(similarity, qkv::cli::add_similarity_command, qkv::cli::run_similarity);
+  qkv::cli::SearchArgs search;
+  add(search, qkv::cli::add_search_command, qkv::cli::run_search);
+  qkv::cli::TrainArgs train;
+  add(train, qkv::cli::add_train_command, qkv::cli::run_train);
+  qkv::cli::GenerateArgs generate;
+  add(generate, qkv::cli::add_generate_command, qkv::cli::run_generate);
+  qkv::cli::ExperimentArgs experiment;
+  add(experiment, qkv::cli::add_experiment_command, qkv::cli::run_experiment_command);
+  qkv::cli::refuse_empty_values(app);  // after every option is added
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_failure(app, argc, argv, e);
+  }
+  return run_guarded(running_command(app), [&] {
+    for (const auto& [command, run] : commands)
+      if (command->parsed()) return run();
+    return error("no subcommand ran; see qkv --help", 2);
+  });
 }
