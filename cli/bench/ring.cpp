@@ -32,6 +32,7 @@ int run_bench_ring(const BenchRingArgs&) {
 #include "output.h"
 #include "qkv/attention.h"
 #include "qkv/distributed.h"
+#include "qkv/json.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -205,6 +206,129 @@ std::optional<double> efficiency(double single, double ring, int P) {
 
 }  // namespace
 
+namespace {
+
+// Every rank must run the same cases: ranks started with other options (mpiexec's
+// `-n 1 qkv … : -n 1 qkv … --repeats 3`) waited on each other forever. Each rank's settings are
+// compared with rank 0's, and all refuse together: false on a rank that should leave quietly.
+bool ranks_agree(const bench::Settings& s, int64_t N, bool causal_contiguous, int rank) {
+  const int64_t mine[] = {N, s.repeats, s.threads, s.quick, s.json, causal_contiguous};
+  int64_t first[std::size(mine)];
+  std::copy(std::begin(mine), std::end(mine), first);
+  MPI_Bcast(first, static_cast<int>(std::size(first)), MPI_INT64_T, 0, MPI_COMM_WORLD);
+  int differs = std::equal(std::begin(mine), std::end(mine), first) ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &differs, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (differs == 0) return true;
+  MPI_Finalize();
+  if (rank != 0) return false;
+  throw Error(
+      "qkv bench ring: the ranks were started with different options (--length, --repeats, "
+      "--threads, --quick, --json or --causal-contiguous); expected one command line for "
+      "every rank",
+      Error::Kind::invalid_argument);
+}
+
+// Every rank holds the whole problem: what the ranks on this machine need together is said, and
+// refused past --memory-limit, before any of it is allocated (the ranks agree on the lowest
+// limit among them, since a ulimit or a cgroup can differ by rank or machine; rank 0 says it, the
+// others leave quietly with status 0: a rank that ended non-zero first had mpiexec kill rank 0
+// before its message was written, so the refusal came out as mpiexec's). False on a rank that
+// should leave quietly.
+bool memory_suffices(const BenchRingArgs& args, int64_t N, int64_t Hq, int64_t Hkv, int64_t D,
+                     int P, int rank) {
+  const int local_ranks = ranks_on_this_machine();
+  const int64_t need = saturated_bytes(static_cast<double>(rank_bytes(N, Hq, Hkv, D, P)) *
+                                       static_cast<double>(local_ranks));
+  const int64_t own_limit = memory_limit(args.memory_limit);
+  int64_t limit = own_limit, most_need = need;
+  MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &most_need, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (most_need <= limit) return true;
+  MPI_Finalize();
+  if (rank != 0) return false;
+  check_memory(most_need, limit,
+               "qkv bench ring: N = " + grouped(N) + " tokens on " + std::to_string(local_ranks) +
+                   " rank" + (local_ranks == 1 ? "" : "s") +
+                   " of this machine (each holds the whole problem)",
+               limit < own_limit ? "the lowest --memory-limit among the ranks"
+                                 : memory_limit_knob(args.memory_limit),
+               "a smaller --length");
+  return false;
+}
+
+struct RingRow {
+  const RingCase& c;
+  int P;
+  int64_t N, Hq, Hkv, D;
+  int threads;
+  const Measured& m;
+  std::optional<double> eff_fwd, eff_bwd;
+};
+
+void print_json_row(const RingRow& r) {
+  const Measured& m = r.m;
+  const auto optional = [](std::optional<double> x) {
+    return x ? number_json(*x) : nlohmann::json(nullptr);  // null: too short to time
+  };
+  nlohmann::json j = {{"case", r.c.name},
+                      {"ranks", r.P},
+                      {"tokens", r.N},
+                      {"Hq", r.Hq},
+                      {"Hkv", r.Hkv},
+                      {"D", r.D},
+                      {"causal", r.c.causal},
+                      {"layout", r.c.layout == RingLayout::zigzag ? "zigzag" : "contiguous"},
+                      {"threads_per_rank", r.threads},
+                      {"ring_fwd_ms", number_json(m.ring_fwd * 1e3)},
+                      {"ring_bwd_ms", number_json(m.ring_bwd * 1e3)},
+                      {"single_fwd_ms", number_json(m.single_fwd * 1e3)},
+                      {"single_bwd_ms", number_json(m.single_bwd * 1e3)},
+                      {"efficiency_fwd", optional(r.eff_fwd)},
+                      {"efficiency_bwd", optional(r.eff_bwd)},
+                      {"sent_mib_per_rank_fwd", number_json(m.mib_fwd)},
+                      {"sent_mib_per_rank_bwd", number_json(m.mib_bwd)},
+                      {"wait_share", number_json(m.wait_share)},
+                      {"max_diff",
+                       {number_json(m.err[0]), number_json(m.err[1]), number_json(m.err[2]),
+                        number_json(m.err[3])}}};
+  std::cout << j.dump() << "\n";
+  flush_stdout();
+}
+
+void print_text_header(int P, int64_t N, int64_t Hq, int64_t Hkv, int64_t D,
+                       const bench::Settings& s) {
+  std::cout << "qkv bench ring: " << P << " rank" << (P == 1 ? "" : "s") << ", N = " << N
+            << " tokens, Hq = " << Hq << ", Hkv = " << Hkv << ", D = " << D << ", float32, "
+            << cpu::simd_target() << " kernels, " << s.threads << " thread"
+            << (s.threads == 1 ? "" : "s") << " a rank, median of " << s.repeats
+            << " after a warm-up\n\n"
+            << "case           P  ring fwd  ring bwd  1-proc fwd  1-proc bwd  eff fwd  eff bwd"
+               "  sent/rank fwd  bwd  wait  max|ring − 1-proc| out dq dk dv\n"
+            << "                        ms        ms          ms          ms                 "
+               "            MiB  MiB     %\n";
+}
+
+void print_text_row(const RingRow& r) {
+  const Measured& m = r.m;
+  // Padded by display columns: "—" is one column of three bytes.
+  const auto percent = [](std::optional<double> x) {
+    return pad_left(x ? decimal(*x * 100, 0) + "%" : std::string("—"), 8);
+  };
+  char line[512];
+  std::snprintf(line, sizeof line, "%-13s %2d %9s %9s %11s %11s %s %s %14s %4s %5s  %s %s %s %s\n",
+                r.c.name.c_str(), r.P, decimal(m.ring_fwd * 1e3, 1).c_str(),
+                decimal(m.ring_bwd * 1e3, 1).c_str(), decimal(m.single_fwd * 1e3, 1).c_str(),
+                decimal(m.single_bwd * 1e3, 1).c_str(), percent(r.eff_fwd).c_str(),
+                percent(r.eff_bwd).c_str(), decimal(m.mib_fwd, 1).c_str(),
+                decimal(m.mib_bwd, 1).c_str(), decimal(m.wait_share * 100, 0).c_str(),
+                sci(m.err[0]).c_str(), sci(m.err[1]).c_str(), sci(m.err[2]).c_str(),
+                sci(m.err[3]).c_str());
+  std::cout << line;
+  flush_stdout();
+}
+
+}  // namespace
+
 int run_bench_ring(const BenchRingArgs& args) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -220,107 +344,28 @@ int run_bench_ring(const BenchRingArgs& args) {
   std::vector<RingCase> cases = {{"full", false, RingLayout::contiguous},
                                  {"causal", true, RingLayout::zigzag}};
   if (args.causal_contiguous) cases.push_back({"causal-contig", true, RingLayout::contiguous});
-
-  // Every rank must run the same cases: ranks started with other options (mpiexec's
-  // `-n 1 qkv … : -n 1 qkv … --repeats 3`) waited on each other forever. Each rank's settings are
-  // compared with rank 0's, and all refuse together.
-  const int64_t mine[] = {N, s.repeats, s.threads, s.quick, s.json, args.causal_contiguous};
-  int64_t first[std::size(mine)];
-  std::copy(std::begin(mine), std::end(mine), first);
-  MPI_Bcast(first, static_cast<int>(std::size(first)), MPI_INT64_T, 0, MPI_COMM_WORLD);
-  int differs = std::equal(std::begin(mine), std::end(mine), first) ? 0 : 1;
-  MPI_Allreduce(MPI_IN_PLACE, &differs, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (differs != 0) {
-    MPI_Finalize();
-    if (rank != 0) return 0;
-    throw Error(
-        "qkv bench ring: the ranks were started with different options (--length, --repeats, "
-        "--threads, --quick, --json or --causal-contiguous); expected one command line for "
-        "every rank",
-        Error::Kind::invalid_argument);
-  }
-  // Every rank holds the whole problem: what the ranks on this machine need together is said, and
-  // refused past --memory-limit, before any of it is allocated (the ranks agree on the lowest
-  // limit among them, since a ulimit or a cgroup can differ by rank or machine;
-  // rank 0 says it, the others leave quietly with status 0: a rank that ended non-zero first had
-  // mpiexec kill rank 0 before its message was written, so the refusal came out as mpiexec's).
-  const int local_ranks = ranks_on_this_machine();
-  const int64_t need = saturated_bytes(static_cast<double>(rank_bytes(N, Hq, Hkv, D, P)) *
-                                       static_cast<double>(local_ranks));
-  const int64_t own_limit = memory_limit(args.memory_limit);
-  int64_t limit = own_limit, most_need = need;
-  MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &most_need, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-  if (most_need > limit) {
-    MPI_Finalize();
-    if (rank != 0) return 0;
-    check_memory(most_need, limit,
-                 "qkv bench ring: N = " + grouped(N) + " tokens on " + std::to_string(local_ranks) +
-                     " rank" + (local_ranks == 1 ? "" : "s") +
-                     " of this machine (each holds the whole problem)",
-                 limit < own_limit ? "the lowest --memory-limit among the ranks"
-                                   : memory_limit_knob(args.memory_limit),
-                 "a smaller --length");
-  }
-  if (rank == 0 && !s.json)
-    std::cout << "qkv bench ring: " << P << " rank" << (P == 1 ? "" : "s") << ", N = " << N
-              << " tokens, Hq = " << Hq << ", Hkv = " << Hkv << ", D = " << D << ", float32, "
-              << cpu::simd_target() << " kernels, " << s.threads << " thread"
-              << (s.threads == 1 ? "" : "s") << " a rank, median of " << s.repeats
-              << " after a warm-up\n\n"
-              << "case           P  ring fwd  ring bwd  1-proc fwd  1-proc bwd  eff fwd  eff bwd"
-                 "  sent/rank fwd  bwd  wait  max|ring − 1-proc| out dq dk dv\n"
-              << "                        ms        ms          ms          ms                 "
-                 "            MiB  MiB     %\n";
+  if (!ranks_agree(s, N, args.causal_contiguous, rank)) return 0;
+  if (!memory_suffices(args, N, Hq, Hkv, D, P, rank)) return 0;
+  if (rank == 0 && !s.json) print_text_header(P, N, Hq, Hkv, D, s);
   int status = 0;
   bool too_short = false;
   for (const RingCase& c : cases) {
     const Measured m = measure(c, N, Hq, Hkv, D, s);
-    const std::optional<double> eff_fwd = efficiency(m.single_fwd, m.ring_fwd, P);
-    const std::optional<double> eff_bwd = efficiency(m.single_bwd, m.ring_bwd, P);
-    too_short = too_short || !eff_fwd || !eff_bwd;
+    const RingRow row{c,
+                      P,
+                      N,
+                      Hq,
+                      Hkv,
+                      D,
+                      s.threads,
+                      m,
+                      efficiency(m.single_fwd, m.ring_fwd, P),
+                      efficiency(m.single_bwd, m.ring_bwd, P)};
+    too_short = too_short || !row.eff_fwd || !row.eff_bwd;
     const double worst = *std::max_element(m.err, m.err + 4);
     if (!(worst <= kTolerance)) status = 1;
     if (rank != 0) continue;
-    if (s.json) {
-      nlohmann::json j = {{"case", c.name},
-                          {"ranks", P},
-                          {"tokens", N},
-                          {"Hq", Hq},
-                          {"Hkv", Hkv},
-                          {"D", D},
-                          {"causal", c.causal},
-                          {"layout", c.layout == RingLayout::zigzag ? "zigzag" : "contiguous"},
-                          {"threads_per_rank", s.threads},
-                          {"ring_fwd_ms", m.ring_fwd * 1e3},
-                          {"ring_bwd_ms", m.ring_bwd * 1e3},
-                          {"single_fwd_ms", m.single_fwd * 1e3},
-                          {"single_bwd_ms", m.single_bwd * 1e3},
-                          {"efficiency_fwd", eff_fwd ? nlohmann::json(*eff_fwd) : nullptr},
-                          {"efficiency_bwd", eff_bwd ? nlohmann::json(*eff_bwd) : nullptr},
-                          {"sent_mib_per_rank_fwd", m.mib_fwd},
-                          {"sent_mib_per_rank_bwd", m.mib_bwd},
-                          {"wait_share", m.wait_share},
-                          {"max_diff", {m.err[0], m.err[1], m.err[2], m.err[3]}}};
-      std::cout << j.dump() << "\n";
-      flush_stdout();
-    } else {
-      // Padded by display columns: "—" is one column of three bytes.
-      const auto percent = [](std::optional<double> x) {
-        return pad_left(x ? decimal(*x * 100, 0) + "%" : std::string("—"), 8);
-      };
-      char line[512];
-      std::snprintf(line, sizeof line,
-                    "%-13s %2d %9s %9s %11s %11s %s %s %14s %4s %5s  %s %s %s %s\n", c.name.c_str(),
-                    P, decimal(m.ring_fwd * 1e3, 1).c_str(), decimal(m.ring_bwd * 1e3, 1).c_str(),
-                    decimal(m.single_fwd * 1e3, 1).c_str(), decimal(m.single_bwd * 1e3, 1).c_str(),
-                    percent(eff_fwd).c_str(), percent(eff_bwd).c_str(),
-                    decimal(m.mib_fwd, 1).c_str(), decimal(m.mib_bwd, 1).c_str(),
-                    decimal(m.wait_share * 100, 0).c_str(), sci(m.err[0]).c_str(),
-                    sci(m.err[1]).c_str(), sci(m.err[2]).c_str(), sci(m.err[3]).c_str());
-      std::cout << line;
-      flush_stdout();
-    }
+    s.json ? print_json_row(row) : print_text_row(row);
   }
   if (rank == 0 && status != 0)
     std::cerr << "qkv: error: the ring's result differs from the single process's by more than "
