@@ -109,14 +109,10 @@ void add_common_options(
 
 }  // namespace
 
-CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
-  CLI::App* bench =
-      app.add_subcommand("bench", "benchmarks: GFLOP/s, share of this machine's GEMM, memory");
-  bench->footer(kBenchFooter);
-  // A missing or unknown target is reported by run_bench, naming the targets there are.
-  bench->require_subcommand(0, 1);
-  bench->allow_extras();
+namespace {
 
+// qkv bench attention: the kernels against SGEMM, the unfused path and the reference.
+void add_attention_target(CLI::App* bench, BenchArgs& a) {
   CLI::App* attention = bench->add_subcommand(
       "attention",
       "fused attention forward and backward against SGEMM, the unfused math path "
@@ -149,7 +145,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
                       "list the cases (shape, causal, mask, FLOPs) and run nothing; with --json, "
                       "one object a case");
   a.attention_command = attention;
+}
 
+// qkv bench model: a model end to end.
+void add_model_target(CLI::App* bench, BenchArgs& a) {
   CLI::App* model = bench->add_subcommand(
       "model",
       "a model end to end: all-MiniLM-L6-v2's latency and sentences/s at batch 32, or "
@@ -171,7 +170,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   add_model_option(*model, a.model.model, {.decoder = true});
   add_memory_limit_option(*model, a.model.memory_limit, "the model and the corpus's embeddings");
   a.model_command = model;
+}
 
+// qkv bench perceiver: latent queries' cost.
+void add_perceiver_target(CLI::App* bench, BenchArgs& a) {
   CLI::App* perceiver = bench->add_subcommand(
       "perceiver",
       "latent queries' cost: N×L cross-attention against L×L self-attention, L = 1k to 16k");
@@ -184,6 +186,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   perceiver->footer(
       "\nExamples:\n  qkv bench perceiver\n  qkv bench perceiver --latents 64 --json\n");
   a.perceiver_command = perceiver;
+}
+
+// qkv bench ring: ring attention over MPI.
+void add_ring_target(CLI::App* bench, BenchArgs& a) {
   CLI::App* ring = bench->add_subcommand(
       "ring", "ring attention over MPI (mpirun -np P): time, bytes per rank, scaling efficiency");
   ring->footer(kRingFooter);
@@ -201,6 +207,24 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   add_memory_limit_option(*ring, a.ring.memory_limit,
                           "the ranks on this machine together (each holds the whole problem)");
   a.ring_command = ring;
+}
+
+}  // namespace
+
+// The targets, as the errors name them (add_bench_command adds each).
+constexpr const char* kTargets = "attention, model, perceiver or ring";
+
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
+  CLI::App* bench =
+      app.add_subcommand("bench", "benchmarks: GFLOP/s, share of this machine's GEMM, memory");
+  bench->footer(kBenchFooter);
+  // A missing or unknown target is reported by run_bench, naming the targets there are.
+  bench->require_subcommand(0, 1);
+  bench->allow_extras();
+  add_attention_target(bench, a);
+  add_model_target(bench, a);
+  add_perceiver_target(bench, a);
+  add_ring_target(bench, a);
   a.bench_command = bench;
   return bench;
 }
@@ -218,16 +242,14 @@ int run_bench(const BenchArgs& a) {
                 "' is not an option of qkv bench; options go after the target, e.g. qkv bench "
                 "attention --json");
   if (!extra.empty())
-    throw Error("qkv bench: '" + extra.front() +
-                "' is not a target; expected attention, model, perceiver or ring (see qkv bench "
-                "--help)");
+    throw Error("qkv bench: '" + extra.front() + "' is not a target; expected " +
+                std::string(kTargets) + " (see qkv bench --help)");
   if (attention) return run_bench_attention(a.attention);
   if (model) return run_bench_model(a.model);
   if (perceiver) return run_bench_perceiver(a.perceiver);
   if (ring) return run_bench_ring(a.ring);
-  throw Error(
-      "qkv bench: expected a target: attention, model, perceiver or ring, e.g. qkv bench "
-      "attention --quick");
+  throw Error("qkv bench: expected a target: " + std::string(kTargets) +
+              ", e.g. qkv bench attention --quick");
 }
 
 }  // namespace qkv::cli
