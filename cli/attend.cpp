@@ -379,10 +379,11 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
   return cmd;
 }
 
-int run_attend(const AttendArgs& a) {
-  if (!a.example.empty()) return run_example(a);
-  // Every output can be written, no two are one file and none replaces an input (--keys k.npy
-  // --out k.npy), before any input is read.
+namespace {
+
+// Every output can be written, no two are one file and none replaces an input (--keys k.npy
+// --out k.npy), before any input is read.
+void check_attend_outputs(const AttendArgs& a) {
   std::vector<InputPath> inputs;
   auto input = [&](const char* option, const std::string& argument) {
     if (!is_inline_matrix(argument)) inputs.push_back({option, argument});
@@ -392,31 +393,60 @@ int run_attend(const AttendArgs& a) {
   for (const std::string& p : a.params) input("--params", p);
   check_outputs({{"--out", a.out}, {"--weights", a.weights}, {"--lse", a.lse}, {"--html", a.html}},
                 inputs);
-  const explain::AttentionCall c = case_from_files(a);
+}
+
+// The report embeds every logit and weight (float32): bounded before anything is written. Only
+// --weights, --json, --html and the step-by-step view need every weight, score and logit (the
+// float64 reference, L×S); they say what that costs before it starts.
+void check_attend_size(const AttendArgs& a, const explain::AttentionCall& c, bool whole) {
   const int64_t weights = weight_count(c);
-  // The report embeds every logit and weight (float32): bound it before anything is written.
   constexpr int64_t kMaxReportWeights = int64_t{1} << 21;
   if (!a.html.empty() && weights > kMaxReportWeights)
     usage("--html: " + std::to_string(weights) +
           " attention weights are too many for one report (" + "at most " +
           std::to_string(kMaxReportWeights) + "); expected fewer queries or keys");
-  // Only --weights, --json, --html and the step-by-step view need every weight, score and logit
-  // (the float64 reference, L×S); they say what that costs before it starts.
   const int64_t limit = a.memory_limit.empty() ? default_memory_limit()
                                                : parse_bytes("--memory-limit", a.memory_limit);
+  if (!whole) return;
+  const int64_t need = reference_bytes(c, a.json);
+  if (need <= limit) return;
+  const std::string what = !a.weights.empty() ? "--weights" : a.json ? "--json" : "--html";
+  usage(what + " needs all " + grouped(weights) + " attention weights, scores and " +
+        "logits in memory: about " + bytes_str(need) + ", over the limit of " + bytes_str(limit) +
+        " (" + memory_limit_knob(a.memory_limit) +
+        "); expected fewer queries or keys, or only --out " +
+        "and --lse, which need no L×S memory");
+}
+
+// The attention as a terminal reads it: the call's settings, then each step or the summary, then
+// the files written.
+void print_attend(const AttendArgs& a, const explain::AttentionCall& c, const AttentionResult& r,
+                  Path path, bool step_by_step, const std::vector<AttentionResult>& first) {
+  const explain::StepOptions ro{.digits = a.digits, .top = a.top};
+  std::cout << "attention: score " << to_string(c.options.score) << ", scale "
+            << short_number(effective_scale(c)) << ", " << to_string(c.options.normalize)
+            << (c.options.causal != Causal::none
+                    ? ", causal " + std::string(to_string(c.options.causal))
+                    : std::string())
+            << ", output by the " << to_string(path) << " path\n";
+  std::cout << non_finite_note(c);
+  std::cout << (step_by_step ? explain_steps(c, r, ro) : summarize(c, first, ro));
+  for (const auto& [file, tensor] :
+       {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})
+    if (!file.empty())
+      std::cout << "wrote " << printable(file) << "  " << shape_str(tensor->shape()) << " "
+                << dtype_name(tensor->dtype()) << "\n";
+}
+
+}  // namespace
+
+int run_attend(const AttendArgs& a) {
+  if (!a.example.empty()) return run_example(a);
+  check_attend_outputs(a);
+  const explain::AttentionCall c = case_from_files(a);
   const bool step_by_step = fits_step_by_step(c);
   const bool whole = step_by_step || !a.weights.empty() || a.json || !a.html.empty();
-  if (whole) {
-    const int64_t need = reference_bytes(c, a.json);
-    if (need > limit) {
-      const std::string what = !a.weights.empty() ? "--weights" : a.json ? "--json" : "--html";
-      usage(what + " needs all " + grouped(weights) + " attention weights, scores and " +
-            "logits in memory: about " + bytes_str(need) + ", over the limit of " +
-            bytes_str(limit) + " (" + memory_limit_knob(a.memory_limit) +
-            "); expected fewer queries or keys, or only --out " +
-            "and --lse, which need no L×S memory");
-    }
-  }
+  check_attend_size(a, c, whole);
 
   // --out and --lse from the chosen path (the fused kernel where it applies, unless --path says
   // otherwise); the explanation from the float64 reference.
@@ -452,20 +482,7 @@ int run_attend(const AttendArgs& a) {
     std::cout << j.dump() << "\n";
     return 0;
   }
-  const explain::StepOptions ro{.digits = a.digits, .top = a.top};
-  std::cout << "attention: score " << to_string(c.options.score) << ", scale "
-            << short_number(effective_scale(c)) << ", " << to_string(c.options.normalize)
-            << (c.options.causal != Causal::none
-                    ? ", causal " + std::string(to_string(c.options.causal))
-                    : std::string())
-            << ", output by the " << to_string(path) << " path\n";
-  std::cout << non_finite_note(c);
-  std::cout << (step_by_step ? explain_steps(c, r, ro) : summarize(c, first, ro));
-  for (const auto& [path, tensor] :
-       {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})
-    if (!path.empty())
-      std::cout << "wrote " << printable(path) << "  " << shape_str(tensor->shape()) << " "
-                << dtype_name(tensor->dtype()) << "\n";
+  print_attend(a, c, r, path, step_by_step, first);
   return 0;
 }
 
