@@ -268,20 +268,9 @@ nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v) {
   return j;
 }
 
-}  // namespace
-
-int run_bench_causal_lm(const BenchModelArgs& args) {
-  if (!args.corpus.empty() || !args.dump_corpus.empty())
-    throw Error("qkv bench model: --corpus and --dump-corpus are for sentence encoders; " +
-                args.model.dir + " is a decoder (its prompt is generated)");
-  const Settings s = bench::resolve(args.common);
-  qkv::set_num_threads(s.threads);
-  set_blas_threads(s.threads);
-  const int64_t prompt_tokens = s.quick ? 128 : 512, new_tokens = s.quick ? 32 : 128;
-  const int64_t sgemm_n = s.quick ? 512 : 2048;
-
-  Progress progress;
-  progress.show("bench model: loading " + args.model.dir);
+// The decoder, opened, its bench sized against its context and --memory-limit, then loaded: the
+// header is read first, so that a model too large is refused having read a few MB of it.
+CausalLM open_for_bench(const BenchModelArgs& args, int64_t prompt_tokens, int64_t new_tokens) {
   CausalLM m = open_causal_lm(args.model.dir);  // the header: the weights are read once sized
   if (prompt_tokens + new_tokens > m.config().context)
     throw Error("--model " + args.model.dir + ": the model reads at most " +
@@ -297,6 +286,46 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
                      "the KV cache)",
                  "a smaller model");
   load_weights(m, args.model.dir);
+  return m;
+}
+
+// s.repeats timed runs of the prompt and the new tokens: the medians into the rows, the share of
+// the cores they got, and the last run's tokens.
+void time_runs(const CausalLM& m, const std::vector<int32_t>& prompt, int64_t new_tokens,
+               const Settings& s, Progress& progress, Row& p, Row& d,
+               std::vector<int32_t>& generated) {
+  std::vector<double> prompt_times, decode_times;
+  const double cpu0 = bench::cpu_seconds();
+  const double wall = bench::seconds_of([&] {
+    for (int i = 0; i < s.repeats; ++i) {
+      progress.show("bench model: run " + std::to_string(i + 1) + " of " +
+                    std::to_string(s.repeats) + ": " + std::to_string(prompt.size()) +
+                    " prompt tokens, " + std::to_string(new_tokens) + " generated");
+      Run r = run_once(m, prompt, new_tokens);
+      prompt_times.push_back(r.prompt_seconds);
+      decode_times.push_back(r.decode_seconds);
+      generated = std::move(r.generated);
+    }
+  });
+  p.seconds = median(prompt_times), d.seconds = median(decode_times);
+  p.cpu_share = d.cpu_share = (bench::cpu_seconds() - cpu0) / (wall * s.threads);
+}
+
+}  // namespace
+
+int run_bench_causal_lm(const BenchModelArgs& args) {
+  if (!args.corpus.empty() || !args.dump_corpus.empty())
+    throw Error("qkv bench model: --corpus and --dump-corpus are for sentence encoders; " +
+                args.model.dir + " is a decoder (its prompt is generated)");
+  const Settings s = bench::resolve(args.common);
+  qkv::set_num_threads(s.threads);
+  set_blas_threads(s.threads);
+  const int64_t prompt_tokens = s.quick ? 128 : 512, new_tokens = s.quick ? 32 : 128;
+  const int64_t sgemm_n = s.quick ? 512 : 2048;
+
+  Progress progress;
+  progress.show("bench model: loading " + args.model.dir);
+  CausalLM m = open_for_bench(args, prompt_tokens, new_tokens);
   const std::vector<int32_t> prompt = prompt_ids(m, static_cast<std::size_t>(prompt_tokens));
   progress.show("bench model: checking against the float64 reference attention");
   const Validation v = validate(m, {prompt.begin(), prompt.begin() + 64});
@@ -319,22 +348,8 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
 
   progress.show("bench model: warming up");
   (void)run_once(m, prompt, 4);
-  std::vector<double> prompt_times, decode_times;
   std::vector<int32_t> generated;
-  const double cpu0 = bench::cpu_seconds();
-  const double wall = bench::seconds_of([&] {
-    for (int i = 0; i < s.repeats; ++i) {
-      progress.show("bench model: run " + std::to_string(i + 1) + " of " +
-                    std::to_string(s.repeats) + ": " + std::to_string(prompt_tokens) +
-                    " prompt tokens, " + std::to_string(new_tokens) + " generated");
-      Run r = run_once(m, prompt, new_tokens);
-      prompt_times.push_back(r.prompt_seconds);
-      decode_times.push_back(r.decode_seconds);
-      generated = std::move(r.generated);
-    }
-  });
-  p.seconds = median(prompt_times), d.seconds = median(decode_times);
-  p.cpu_share = d.cpu_share = (bench::cpu_seconds() - cpu0) / (wall * s.threads);
+  time_runs(m, prompt, new_tokens, s, progress, p, d, generated);
   progress.clear();
   if (s.json) {
     nlohmann::json jp = to_json(p, s, v), jd = to_json(d, s, v);
