@@ -344,6 +344,31 @@ void print_notes(const Row& latency12, const Row& latency128, const Row& tp,
                "before each case.\n";
 }
 
+// The throughput's sentences: --corpus, else the generated ones; `name` says which.
+std::vector<std::string> bench_corpus(const BenchModelArgs& args, const Settings& s,
+                                      std::string& name) {
+  if (!args.corpus.empty()) {
+    name = args.corpus;
+    return read_lines("--corpus", args.corpus);
+  }
+  name = "generated: 5–40 words, seed " + std::to_string(kCorpusSeed);
+  return generated_corpus(s.quick ? kQuickCorpusSize : kCorpusSize);
+}
+
+// The fast model against the float64 reference on both latency sentences and the corpus's first
+// three; --quick leaves out the 128-token one (the reference takes a second on it).
+Validation validate_texts(const BenchModelArgs& args, const SentenceModel& fast, const Settings& s,
+                          const std::pair<std::string, std::string>& latency_texts,
+                          const std::vector<std::string>& corpus) {
+  const SentenceModel reference =
+      load_model(args.model, {.batch_size = kBatchSize, .reference = true});
+  std::vector<std::string> texts{latency_texts.first};
+  if (!s.quick) texts.push_back(latency_texts.second);
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, corpus.size()); ++i)
+    texts.push_back(corpus[i]);
+  return validate(fast, reference, texts);
+}
+
 }  // namespace
 
 int run_bench_model(const BenchModelArgs& args) {
@@ -355,15 +380,8 @@ int run_bench_model(const BenchModelArgs& args) {
   const int throughput_runs = args.common.repeats > 0 ? args.common.repeats : s.quick ? 1 : 3;
   const int64_t sgemm_n = s.quick ? 512 : 2048;
 
-  std::vector<std::string> corpus;
   std::string corpus_name;
-  if (!args.corpus.empty()) {
-    corpus = read_lines("--corpus", args.corpus);
-    corpus_name = args.corpus;
-  } else {
-    corpus = generated_corpus(s.quick ? kQuickCorpusSize : kCorpusSize);
-    corpus_name = "generated: 5–40 words, seed " + std::to_string(kCorpusSeed);
-  }
+  const std::vector<std::string> corpus = bench_corpus(args, s, corpus_name);
   if (!args.dump_corpus.empty()) check_output_folder(args.dump_corpus);
   check_outputs({{"--dump-corpus", args.dump_corpus}},
                 {{"--corpus", args.corpus}, model_input(args.model)});
@@ -385,18 +403,7 @@ int run_bench_model(const BenchModelArgs& args) {
   const std::string long_text = sentence_of_tokens(fast, 128, kSentenceSeed);
 
   progress.show("bench model: checking against the float64 reference");
-  Validation v;
-  {
-    const SentenceModel reference =
-        load_model(args.model, {.batch_size = kBatchSize, .reference = true});
-    // Both latency sentences and the corpus's first three; --quick leaves out the 128-token one
-    // (the reference takes a second on it).
-    std::vector<std::string> texts{short_text};
-    if (!s.quick) texts.push_back(long_text);
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, corpus.size()); ++i)
-      texts.push_back(corpus[i]);
-    v = validate(fast, reference, texts);
-  }
+  const Validation v = validate_texts(args, fast, s, {short_text, long_text}, corpus);
   if (!args.dump_corpus.empty()) write_corpus(args.dump_corpus, corpus);
 
   if (!s.json) {
