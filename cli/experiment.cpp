@@ -23,13 +23,9 @@ std::string render_rows(const std::vector<std::string>& columns,
     for (const auto& row : rows)
       if (c < row.size()) width[c] = std::max(width[c], display_width(row[c]));
   }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string s = " ";
-    for (std::size_t c = 0; c < columns.size(); ++c) {
-      const std::string cell = c < cells.size() ? cells[c] : "";
-      s += "  " + (c == 0 ? pad_right(cell, width[c]) : pad_left(cell, width[c]));
-    }
-    return s + "\n";
+  auto line = [&](std::vector<std::string> cells) {
+    cells.resize(columns.size());
+    return "   " + table_row(cells, width, 1, "  ") + "\n";
   };
   std::string out = line(columns);
   for (const auto& row : rows) out += line(row);

@@ -1,5 +1,5 @@
-// The terminal text helpers live in the explain layer (src/explain/terminal/text.h); the command
-// uses them under its own namespace.
+// The terminal text helpers live in the explain layer (src/explain/terminal/text.cpp, declared in
+// qkv/explain.h); the command uses them under its own namespace.
 #pragma once
 
 #include "qkv/explain.h"
@@ -17,5 +17,6 @@ using explain::render;
 using explain::short_number;
 using explain::split_commas;
 using explain::Table;
+using explain::table_row;
 using explain::wrap;
 }  // namespace qkv::cli

@@ -389,23 +389,11 @@ nlohmann::json to_json(const Row& r, const Settings& s) {
   return j;
 }
 
-// A fixed-width table row; UTF-8 aware padding (—, × are one column wide, several bytes long).
-std::size_t columns(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
-  return n;
-}
-std::string pad(const std::string& s, std::size_t width, bool left) {
-  const std::size_t n = columns(s);
-  const std::string fill(width > n ? width - n : 0, ' ');
-  return left ? s + fill : fill + s;
-}
-
 struct Column {
   const char* title;
   const char* unit;
-  std::size_t width;
-  bool left;
+  int width;
+  bool left;  // the leading columns are left-aligned, the rest right-aligned
 };
 constexpr Column kColumns[] = {
     {"case", "", 10, true},
@@ -421,11 +409,10 @@ constexpr Column kColumns[] = {
 };
 
 std::string line(const std::vector<std::string>& cells) {
-  std::string out;
-  for (std::size_t i = 0; i < cells.size(); ++i)
-    out += (i ? " " : "") + pad(cells[i], kColumns[i].width, kColumns[i].left);
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
+  std::vector<int> widths;
+  int left = 0;
+  for (const Column& c : kColumns) widths.push_back(c.width), left += c.left;
+  return table_row(cells, widths, left);
 }
 
 std::string pair(const std::string& a, const std::string& b) { return a + "/" + b; }
@@ -484,15 +471,13 @@ int list_cases(const std::vector<std::string>& names, bool quick, bool json) {
   std::cout << "qkv bench attention: " << chosen.size() << " case"
             << (chosen.size() == 1 ? "" : "s")
             << (quick ? " at --quick sizes (L and S divided by 16)" : "") << "\n\n";
-  const std::vector<std::pair<std::string, std::size_t>> columns = {
-      {"case", 11}, {"shape", 20},     {"causal", 8},
-      {"mask", 6},  {"fwd GFLOP", 10}, {"bwd GFLOP", 10}};
+  const std::vector<std::pair<std::string, int>> columns = {{"case", 11},      {"shape", 20},
+                                                            {"causal", 8},     {"mask", 6},
+                                                            {"fwd GFLOP", 10}, {"bwd GFLOP", 10}};
+  std::vector<int> widths;
+  for (const auto& column : columns) widths.push_back(column.second);
   auto print = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (std::size_t i = 0; i < cells.size(); ++i)
-      out += (i ? " " : "") + pad(cells[i], columns[i].second, i < 4);
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    std::cout << out << "\n";
+    std::cout << table_row(cells, widths, 4) << "\n";
   };
   std::vector<std::string> titles;
   for (const auto& column : columns) titles.push_back(column.first);

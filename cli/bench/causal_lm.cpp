@@ -188,9 +188,7 @@ std::string model_name(const CausalLM& m) {
 }
 
 const std::vector<int> kWidths = {12, 7, 8, 9, 8, 7, 7, 7};
-std::string line(const std::vector<std::string>& cells) {
-  return bench::table_line(cells, kWidths);
-}
+std::string line(const std::vector<std::string>& cells) { return table_row(cells, kWidths); }
 
 std::string fixed(double x, int digits) {
   char b[32];

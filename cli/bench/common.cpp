@@ -127,15 +127,6 @@ std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
   return *a / *b;
 }
 
-std::string table_line(const std::vector<std::string>& cells, const std::vector<int>& widths) {
-  std::string out;
-  for (std::size_t i = 0; i < cells.size(); ++i)
-    out +=
-        (i ? " " : "") + (i == 0 ? pad_right(cells[i], widths[i]) : pad_left(cells[i], widths[i]));
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
-
 std::optional<double> timed(std::optional<double> seconds) {
   if (!seconds || !(*seconds >= kShortestTimedSeconds)) return std::nullopt;
   return seconds;

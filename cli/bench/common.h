@@ -60,10 +60,6 @@ std::string times_str(std::optional<double> ratio);
 // "0.5", "128", or "—".
 std::string mib_str(std::optional<double> mib);
 
-// One row of a table: the first cell padded on the right to widths[0], the others on the left to
-// theirs (display columns), one space between, no trailing spaces.
-std::string table_line(const std::vector<std::string>& cells, const std::vector<int>& widths);
-
 // a / b when both are present and b > 0.
 std::optional<double> ratio(std::optional<double> a, std::optional<double> b);
 

@@ -293,9 +293,7 @@ std::string ms_str(double seconds) {
 }
 
 const std::vector<int> kWidths = {12, 6, 7, 6, 10, 8, 9, 7, 6, 7};
-std::string line(const std::vector<std::string>& cells) {
-  return bench::table_line(cells, kWidths);
-}
+std::string line(const std::vector<std::string>& cells) { return table_row(cells, kWidths); }
 
 void print_header(const SentenceModel& m, const Settings& s, const Validation& v) {
   const BertConfig& c = m.config();

@@ -73,9 +73,9 @@ int run_bench_perceiver(const BenchPerceiverArgs& args) {
               << "against self-attention over the L inputs\n(one head, d = " << d
               << ", fused kernel, float32, " << s.threads << " thread"
               << (s.threads == 1 ? "" : "s") << ", median of " << s.repeats << ")\n\n";
-    std::cout << bench::table_line({"L", "N", "cross ms", "self ms", "cross GFLOP", "self GFLOP",
-                                    "FLOP ×", "time ×", "N·L MiB", "L² MiB", "scratch"},
-                                   w)
+    std::cout << table_row({"L", "N", "cross ms", "self ms", "cross GFLOP", "self GFLOP", "FLOP ×",
+                            "time ×", "N·L MiB", "L² MiB", "scratch"},
+                           w)
               << "\n";
   }
   for (int64_t l : lengths) {
@@ -115,12 +115,11 @@ int run_bench_perceiver(const BenchPerceiverArgs& args) {
       // Significant digits below 1, not fixed decimals: with more latents than inputs
       // (--latents 4096, L = 256) the ratios are below 1, and "%.0f" printed them as 0.
       const auto f = bench::fixed_or_significant;
-      std::cout << bench::table_line(
-                       {std::to_string(l), std::to_string(n), f(cross.ms, 3), f(self.ms, 1),
-                        f(cross_gflop, 4), f(self_gflop, 2), f(self_gflop / cross_gflop, 0),
-                        f(self.ms / cross.ms, 0), f(cross_mib, 2), f(self_mib, 1),
-                        f(std::max(cross.peak_mib, self.peak_mib), 1)},
-                       w)
+      std::cout << table_row({std::to_string(l), std::to_string(n), f(cross.ms, 3), f(self.ms, 1),
+                              f(cross_gflop, 4), f(self_gflop, 2), f(self_gflop / cross_gflop, 0),
+                              f(self.ms / cross.ms, 0), f(cross_mib, 2), f(self_mib, 1),
+                              f(std::max(cross.peak_mib, self.peak_mib), 1)},
+                             w)
                 << "\n";
     }
   }

@@ -171,6 +171,11 @@ struct Table {
   int indent = 2;
 };
 std::string render(const Table& table);
+// One row of a table: cell i padded to widths[i] display columns (the first `left` cells
+// left-aligned, the rest right-aligned), joined by `gap`, trailing blanks dropped. Every table qkv
+// prints (render above, the benchmarks', the experiments') is made of these rows.
+std::string table_row(const std::vector<std::string>& cells, const std::vector<int>& widths,
+                      int left = 1, const std::string& gap = " ");
 
 // Breaks text into lines of at most `width` columns at spaces; lines after the first get `indent`.
 std::string wrap(const std::string& text, int width, int indent);

@@ -81,3 +81,28 @@ TEST(DisplayWidth, ClipCutsAtColumnsNeverInsideAWideCharacter) {
 
 }  // namespace
 }  // namespace qkv::explain
+
+namespace qkv::explain {
+namespace {
+
+TEST(TableRow, PadsByDisplayColumnsLeftThenRightAndDropsTrailingBlanks) {
+  // "—" is one column of three bytes, "猫" two columns: padding counts columns, not bytes.
+  EXPECT_EQ(table_row({"a", "—", "猫"}, {3, 4, 4}), "a      —   猫");
+  EXPECT_EQ(table_row({"case", "x", "1.5"}, {6, 3, 5}, 2), "case   x     1.5");
+  EXPECT_EQ(table_row({"a", "b"}, {2, 3}, 1, "  "), "a     b");
+  EXPECT_EQ(table_row({"left", ""}, {6, 4}, 2), "left");  // nothing trails
+  EXPECT_EQ(table_row({"toolong", "1"}, {3, 1}), "toolong 1");  // never cut
+}
+
+TEST(TableRow, RenderTableIsMadeOfItsRows) {
+  const Table t{.row_labels = {"Jon", "Joan"},
+                .column_labels = {"John", "Joan"},
+                .cells = {{"0.71", "0.24"}, {"0.10", "0.90"}}};
+  EXPECT_EQ(render(t),
+            "        John  Joan\n"
+            "  Jon   0.71  0.24\n"
+            "  Joan  0.10  0.90\n");
+}
+
+}  // namespace
+}  // namespace qkv::explain

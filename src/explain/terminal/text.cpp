@@ -142,24 +142,36 @@ std::string clip(const std::string& s, int width) {
   return out + "…";
 }
 
+std::string table_row(const std::vector<std::string>& cells, const std::vector<int>& widths,
+                      int left, const std::string& gap) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const int width = i < widths.size() ? widths[i] : 0;
+    out += (i ? gap : "") +
+           (static_cast<int>(i) < left ? pad_right(cells[i], width) : pad_left(cells[i], width));
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 std::string render(const Table& t) {
   constexpr int kMaxLabel = 12;
-  int row_w = 0;
-  for (const auto& r : t.row_labels) row_w = std::max(row_w, display_width(clip(r, kMaxLabel)));
-  std::vector<int> col_w(t.column_labels.size(), 0);
-  for (std::size_t c = 0; c < col_w.size(); ++c) {
-    col_w[c] = display_width(clip(t.column_labels[c], kMaxLabel));
-    for (const auto& row : t.cells) col_w[c] = std::max(col_w[c], display_width(row[c]));
+  std::vector<int> widths{0};
+  for (const auto& r : t.row_labels)
+    widths[0] = std::max(widths[0], display_width(clip(r, kMaxLabel)));
+  std::vector<std::string> header{""};
+  for (std::size_t c = 0; c < t.column_labels.size(); ++c) {
+    header.push_back(clip(t.column_labels[c], kMaxLabel));
+    int w = display_width(header.back());
+    for (const auto& row : t.cells) w = std::max(w, display_width(row[c]));
+    widths.push_back(w);
   }
   const std::string indent(t.indent, ' ');
-  std::string out = indent + std::string(row_w, ' ');
-  for (std::size_t c = 0; c < col_w.size(); ++c)
-    out += "  " + pad_left(clip(t.column_labels[c], kMaxLabel), col_w[c]);
-  out += '\n';
+  std::string out = indent + table_row(header, widths, 1, "  ") + '\n';
   for (std::size_t r = 0; r < t.cells.size(); ++r) {
-    out += indent + pad_right(clip(t.row_labels[r], kMaxLabel), row_w);
-    for (std::size_t c = 0; c < col_w.size(); ++c) out += "  " + pad_left(t.cells[r][c], col_w[c]);
-    out += '\n';
+    std::vector<std::string> cells{clip(t.row_labels[r], kMaxLabel)};
+    cells.insert(cells.end(), t.cells[r].begin(), t.cells[r].end());
+    out += indent + table_row(cells, widths, 1, "  ") + '\n';
   }
   return out;
 }
