@@ -1,7 +1,6 @@
 // `qkv experiment NAME`: train small models side by side and read the table.
 #include "experiment.h"
 
-#include <unistd.h>
 
 #include <cmath>
 #include <iostream>
@@ -89,13 +88,9 @@ int run_experiment_command(const ExperimentArgs& args) {
   // On a terminal one line rewritten in place every few steps; otherwise (a log, a pipe) a line
   // as each training run starts. Both name the run, its step and the experiment's ETA.
   Progress progress;
-  const bool tty = ::isatty(STDERR_FILENO) == 1;
   ExperimentOptions options{.quick = args.quick};
   options.step_progress = [&](const ExperimentProgress& p) {
-    const bool first = p.step == 1;
-    if (!(tty ? first || p.step % 10 == 0 : first)) return;
-    progress.show(experiment_progress_line(args.name, p));
-    if (!tty) std::cerr << experiment_progress_line(args.name, p) << "\n";
+    progress.report(experiment_progress_line(args.name, p), p.step == 1);
   };
   const ExperimentResult r = run_experiment(args.name, options);
   progress.clear();

@@ -71,6 +71,21 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+}  // namespace
+
+void Progress::report(const std::string& text, bool milestone) {
+  if (!enabled_) {
+    if (milestone) std::cerr << text << "\n" << std::flush;
+    return;
+  }
+  const double now = now_seconds();
+  if (!milestone && now - last_shown_ < 0.1) return;  // ten redraws a second at most
+  last_shown_ = now;
+  show(text);
+}
+
+namespace {
+
 // Two seconds of silence: a job that ends sooner needs no progress.
 constexpr double kQuietSeconds = 2.0;
 // The longest a log (stderr not a terminal) goes without a line while a job runs.

@@ -26,10 +26,16 @@ class Progress {
   ~Progress();
   void show(const std::string& text);
   void clear();  // before writing a line of results to a terminal
+  // The one throttle of every progress line: on a terminal `text` is shown at most ten times a
+  // second (and always at a milestone); in a log (stderr not a terminal) it is written as a line
+  // at each milestone only (a training run's start, an evaluation).
+  void report(const std::string& text, bool milestone);
+  bool terminal() const { return enabled_; }
 
  private:
   bool enabled_;
   bool shown_ = false;
+  double last_shown_ = -1;  // steady-clock seconds of the last terminal redraw
 };
 
 // The progress of a job counted in items ("embedding 12,345/1,000,000 texts ▕██  ▏ 460 texts/s
