@@ -1,4 +1,5 @@
-// `qkv explain`: a real model's attention on your sentence, explained (the main job).
+// `qkv explain`: a model's attention on your input, explained. One door for every model: open it,
+// capture one run (explain::capture), pick a view (terminal, --json, --html, --svg, --png).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "model_args.h"
+#include "qkv/explain.h"
 
 namespace qkv::cli {
 
@@ -28,14 +30,16 @@ struct ExplainArgs {
 
 CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args);
 int run_explain(const ExplainArgs& args);
-// --model FILE.safetensors saved by `qkv train`: the model's output on --input and its
-// cross-attention alignment (source across, output down).
+
+// The models qkv trains (trained.cpp): a seq2seq model's alignment, a Perceiver's latents.
 int run_explain_seq2seq(const ExplainArgs& args);
-// --model FILE.safetensors saved by `qkv train --model perceiver`: what each latent gathers.
 int run_explain_perceiver(const ExplainArgs& args);
+
 // Throws a usage error "--layer 9 is out of range; this model has layers 0–5" when `index` is
 // given and outside [0, count); `what` names the count ("layers", "decoder layers", "heads").
 void check_index(const char* flag, const std::optional<int64_t>& index, int64_t count,
                  const std::string& what);
+// Colours on standard output: --color, else a terminal without NO_COLOR (--no-color: never).
+bool use_color(const ExplainArgs& args);
 
 }  // namespace qkv::cli

@@ -1,6 +1,6 @@
-// `qkv explain`: run the model with capture on, pick the focus token, draw the overview or one
-// head, or dump everything as JSON.
-#include "explain.h"
+// `qkv explain` on a sentence (BERT, a decoder): its options, the run captured, the focus token,
+// and the views — the overview or one head, the decoder's heads, JSON, the report and images.
+#include "explain/explain.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include "finite.h"
 #include "memory.h"
 #include "options.h"
-#include "qkv/explain.h"
+#include "output.h"
 #include "qkv/files.h"
 #include "qkv/perceiver.h"
 #include "text.h"
@@ -95,6 +95,125 @@ void check_index(const char* flag, const std::optional<int64_t>& index, int64_t 
                 " is out of range; this model has " + what + " 0–" + std::to_string(count - 1));
 }
 
+bool use_color(const ExplainArgs& args) {
+  return args.color ||
+         (!args.no_color && ::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr);
+}
+
+namespace {
+
+// What a sentence's run refuses before anything is loaded.
+void check_sentence_args(const ExplainArgs& args, const std::string& text) {
+  if (args.top > 3)  // the option's 4 to 64 are a Perceiver's
+    throw Error("--top " + std::to_string(*args.top) +
+                " is out of range for a sentence's overview; expected 1 to 3 (up to 64 with a "
+                "Perceiver model, for its latents)");
+  if (args.layer.has_value() != args.head.has_value())
+    throw Error(args.layer
+                    ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"
+                    : "--head is given without --layer; expected both, e.g. --layer 2 --head 5");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
+  // Every output can be written, and no two are one file, before the model runs.
+  check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}},
+                {model_input(args.model)});
+}
+
+// Opens the model and captures the run. Every layer's scores, logits and weights are kept:
+// tokens² a head and layer, said and bounded before the model runs.
+explain::Run capture_sentence(const ExplainArgs& args, const std::string& text) {
+  auto check_memory = [&](int64_t need, std::size_t tokens) {
+    require_memory(need, args.memory_limit,
+                   "explaining " + grouped(static_cast<int64_t>(tokens)) +
+                       " tokens (every layer's scores, logits and weights kept" +
+                       (args.json ? ", and written as JSON" : "") + ")",
+                   args.json ? "a shorter text, or --html, which needs far less than --json"
+                             : "a shorter text");
+  };
+  if (model_kind(args.model.dir) == ModelKind::causal_lm) {
+    if (args.text_b)
+      throw Error("a second text \"" + clip(*args.text_b, 40) +
+                  "\" is given, but a decoder reads one text; expected one");
+    // The header first: the run is sized, and refused past the limit, before a weight is read.
+    CausalLM model = open_causal_lm(args.model.dir);
+    const std::size_t tokens = model.tokenize(text).size();
+    check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
+    load_weights(model, args.model.dir);
+    return explain::capture(model, text);
+  }
+  const SentenceModel model = load_model(args.model);
+  check_index("--layer", args.layer, model.config().num_layers, "layers");
+  check_index("--head", args.head, model.config().num_heads, "heads");
+  if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
+  require_tokens(model, text, "the text");
+  if (args.text_b) require_tokens(model, *args.text_b, "the second text");
+  const std::size_t tokens =
+      (args.text_b ? model.tokenize_pair(text, *args.text_b) : model.tokenize(text)).tokens.size();
+  check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
+  return args.text_b ? explain::capture(model, text, std::string_view(*args.text_b))
+                     : explain::capture(model, text);
+}
+
+int64_t focus_of(const explain::Run& run, const std::string& token) {
+  if (token.empty()) return explain::default_focus(run);
+  if (const auto found = explain::find_token(run, token)) return *found;
+  std::string tokens;
+  for (const auto& t : run.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
+  throw Error("--token '" + token + "' is not a token of the text; expected one of: " +
+              clip(tokens, 120) + " (or an index 0-" + std::to_string(run.size() - 1) + ")");
+}
+
+// One <rect> a weight (about 75 bytes): 300 words on the 72-head grid made a 363 MB file.
+// Bounded as --html bounds its weights; a PNG draws any size in a few hundred KB.
+void check_svg_size(const ExplainArgs& args, const explain::Run& run) {
+  constexpr int64_t kMaxSvgCells = 1'000'000;
+  const int64_t n = run.size(), heads = run.model.layers * run.model.heads;
+  const int64_t cells = (args.layer ? 1 : heads) * n * n;
+  if (cells > kMaxSvgCells)
+    throw Error(
+        "--svg: " +
+        (args.layer ? std::string("the heatmap") : "the grid of " + grouped(heads) + " heads") +
+        " of " + grouped(n) + " tokens would draw " + grouped(cells) + " cells (about " +
+        bytes_str(cells * 75) + " of SVG), over " + grouped(kMaxSvgCells) +
+        "; expected --png for this size" +
+        (args.layer ? std::string() : ", or --layer L --head H for one heatmap") +
+        ", or a shorter text");
+}
+
+// The files, as one set: a failure in the last leaves none of them.
+void write_files(const ExplainArgs& args, const explain::Run& run, int64_t focus) {
+  std::vector<std::pair<OutputPath, std::string>> outputs;
+  if (!args.html.empty()) {
+    const std::string title = args.model.dir.empty() ? "all-MiniLM-L6-v2"
+                              : args.model.dir == "smollm2"
+                                  ? "SmolLM2-135M-Instruct"
+                                  : std::filesystem::path(args.model.dir).filename().string();
+    explain::Report report = explain::report_of(title, run, focus);
+    report.layer = args.layer.value_or(report.layer);
+    report.head = args.head.value_or(report.head);
+    outputs.push_back({{"--html", args.html}, explain::html_report(report)});
+  }
+  if (!args.svg.empty()) check_svg_size(args, run);
+  if (!args.svg.empty())
+    outputs.push_back({{"--svg", args.svg},
+                       args.layer ? explain::svg_heatmap(run, *args.layer, *args.head)
+                                  : explain::svg_model_grid(run)});
+  if (!args.png.empty())
+    outputs.push_back({{"--png", args.png},
+                       args.layer ? explain::png_heatmap(run, *args.layer, *args.head)
+                                  : explain::png_model_grid(run)});
+  write_outputs(outputs);
+  for (const auto& [output, bytes] : outputs)
+    if (output.option == "--html")
+      report_written(output.path, bytes.size());
+    else
+      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
+                << " KB)\n";
+}
+
+}  // namespace
+
 int run_explain(const ExplainArgs& args) {
   if (is_perceiver_file(args.model.dir)) return run_explain_perceiver(args);
   if (args.input || model_kind(args.model.dir) == ModelKind::seq2seq) {
@@ -106,130 +225,25 @@ int run_explain(const ExplainArgs& args) {
                   " is not available for trained models; use --html for their attention");
     return run_explain_seq2seq(args);
   }
-  if (args.top > 3)  // the option's 4 to 64 are a Perceiver's
-    throw Error("--top " + std::to_string(*args.top) +
-                " is out of range for a sentence's overview; expected 1 to 3 (up to 64 with a "
-                "Perceiver model, for its latents)");
-  if (args.layer.has_value() != args.head.has_value())
-    throw Error(args.layer
-                    ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"
-                    : "--head is given without --layer; expected both, e.g. --layer 2 --head 5");
   const std::string text = args.text.value_or(kDefaultSentence);
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
-  // Every output can be written, and no two are one file, before the model runs.
-  check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}},
-                {model_input(args.model)});
-  const bool decoder = model_kind(args.model.dir) == ModelKind::causal_lm;
-  if (decoder && args.text_b)
-    throw Error("a second text \"" + clip(*args.text_b, 40) +
-                "\" is given, but a decoder reads one text; expected one");
-  // Every layer's scores, logits and weights are kept: tokens² a head and layer, said and
-  // bounded before the model runs.
-  auto check_memory = [&](int64_t need, std::size_t tokens) {
-    require_memory(need, args.memory_limit,
-                   "explaining " + grouped(static_cast<int64_t>(tokens)) +
-                       " tokens (every layer's scores, logits and weights kept" +
-                       (args.json ? ", and written as JSON" : "") + ")",
-                   args.json ? "a shorter text, or --html, which needs far less than --json"
-                             : "a shorter text");
-  };
-  const explain::Explained e = [&] {
-    if (decoder) {
-      // The header first: the run is sized, and refused past the limit, before a weight is read.
-      CausalLM model = open_causal_lm(args.model.dir);
-      const std::size_t tokens = model.tokenize(text).size();
-      check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
-      load_weights(model, args.model.dir);
-      return explain::run(model, text);
-    }
-    const SentenceModel model = load_model(args.model);
-    const BertConfig& c = model.config();
-    check_index("--layer", args.layer, c.num_layers, "layers");
-    check_index("--head", args.head, c.num_heads, "heads");
-    if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
-      throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
-    require_tokens(model, text, "the text");
-    if (args.text_b) require_tokens(model, *args.text_b, "the second text");
-    const std::size_t tokens =
-        (args.text_b ? model.tokenize_pair(text, *args.text_b) : model.tokenize(text))
-            .tokens.size();
-    check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
-    return args.text_b ? explain::run(model, text, *args.text_b) : explain::run(model, text);
-  }();
-  check_index("--layer", args.layer, e.layers, "layers");
-  check_index("--head", args.head, e.heads, "heads");
-  require_finite_capture(e);  // before any file is written or anything printed
-  int64_t focus = explain::default_focus(e);
-  if (!args.token.empty()) {
-    const auto found = explain::find_token(e, args.token);
-    if (!found) {
-      std::string tokens;
-      for (const auto& t : e.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
-      throw Error("--token '" + args.token + "' is not a token of the text; expected one of: " +
-                  clip(tokens, 120) + " (or an index 0-" + std::to_string(e.size() - 1) + ")");
-    }
-    focus = *found;
-  }
-  // All files as one set: a failure in the last leaves none of them.
-  std::vector<std::pair<OutputPath, std::string>> outputs;
-  if (!args.html.empty()) {
-    const std::string title = args.model.dir.empty() ? "all-MiniLM-L6-v2"
-                              : args.model.dir == "smollm2"
-                                  ? "SmolLM2-135M-Instruct"
-                                  : std::filesystem::path(args.model.dir).filename().string();
-    explain::Report report = explain::report_of(e, focus, title);
-    const explain::HeadPick first = explain::suggested_head(e, focus, explain::picks(e, focus, 1));
-    report.layer = args.layer.value_or(first.layer);
-    report.head = args.head.value_or(first.head);
-    outputs.push_back({{"--html", args.html}, explain::html_report(report)});
-  }
-  if (!args.svg.empty()) {
-    // One <rect> a weight (about 75 bytes): 300 words on the 72-head grid made a 363 MB file.
-    // Bounded as --html bounds its weights; a PNG draws any size in a few hundred KB.
-    constexpr int64_t kMaxSvgCells = 1'000'000;
-    const int64_t n = e.size();
-    const int64_t cells = (args.layer ? 1 : e.layers * e.heads) * n * n;
-    if (cells > kMaxSvgCells)
-      throw Error("--svg: " +
-                  (args.layer ? std::string("the heatmap")
-                              : "the grid of " + grouped(e.layers * e.heads) + " heads") +
-                  " of " + grouped(n) + " tokens would draw " + grouped(cells) + " cells (about " +
-                  bytes_str(cells * 75) + " of SVG), over " + grouped(kMaxSvgCells) +
-                  "; expected --png for this size" +
-                  (args.layer ? std::string() : ", or --layer L --head H for one heatmap") +
-                  ", or a shorter text");
-  }
-  if (!args.svg.empty())
-    outputs.push_back({{"--svg", args.svg},
-                       args.layer ? explain::svg_heatmap(e, *args.layer, *args.head)
-                                  : explain::svg_model_grid(e)});
-  if (!args.png.empty())
-    outputs.push_back({{"--png", args.png},
-                       args.layer ? explain::png_heatmap(e, *args.layer, *args.head)
-                                  : explain::png_model_grid(e)});
-  write_outputs(outputs);
-  for (const auto& [output, bytes] : outputs)
-    std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024 << " KB"
-              << (output.option == "--html" ? ", self-contained: open it in any browser, offline)\n"
-                                            : ")\n");
+  check_sentence_args(args, text);
+  const explain::Run run = capture_sentence(args, text);
+  check_index("--layer", args.layer, run.model.layers, "layers");
+  check_index("--head", args.head, run.model.heads, "heads");
+  require_finite_capture(run);  // before any file is written or anything printed
+  const int64_t focus = focus_of(run, args.token);
+  write_files(args, run, focus);
   if (args.json) {
-    // A decoder's byte-level token may hold part of a character ("🙂" is three tokens): shown as
-    // U+FFFD, as the HTML report and Python show it (it was the JSON library's error, exit 1).
-    std::cout << explain::to_json(e, focus).dump(-1, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace)
-              << "\n";
+    std::cout << explain::json_of(run, {.focus = focus}) << "\n";
     return 0;
   }
-  const bool color = args.color || (!args.no_color && ::isatty(STDOUT_FILENO) == 1 &&
-                                    std::getenv("NO_COLOR") == nullptr);
-  const explain::Style style{.color = color, .top = args.top.value_or(3)};
-  std::cout << explain::render_tokens(e, focus, style);
+  const explain::Style style{.color = use_color(args), .top = args.top.value_or(3)};
+  std::cout << explain::render_tokens(run, focus, style);
   if (args.layer)
-    std::cout << explain::render_head(e, *args.layer, *args.head, focus, style);
+    std::cout << explain::render_head(run, *args.layer, *args.head, focus, style);
   else
-    std::cout << explain::render_overview(e, focus, style);
-  if (e.causal) std::cout << explain::render_decoder(e, style);
+    std::cout << explain::render_overview(run, focus, style);
+  if (run.causal()) std::cout << explain::render_decoder(run, style);
   return 0;
 }
 
