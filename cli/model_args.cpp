@@ -56,68 +56,83 @@ void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) 
 }
 
 InputPath model_input(const ModelArgs& args) {
-  if (args.dir.empty()) return {"--model", default_model_dir()};
+  if (args.dir.empty() || args.dir == "minilm") return {"--model", default_model_dir()};
   if (args.dir == "smollm2") return {"--model", default_causal_lm_path()};
   return {"--model", args.dir};
 }
 
-SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
-  if (!args.dir.empty()) {
-    const std::string command = args.command.empty() ? "this command" : args.command;
-    const std::string expected = "; expected " + what_model_takes(args);
-    // Missing, a path is nothing yet: "x.gguf" was called a decoder by its name alone.
-    std::error_code missing;
-    if (!std::filesystem::exists(args.dir, missing))
-      throw Error("--model " + args.dir + " does not exist" + expected,
+namespace {
+
+// What load_model refuses before opening anything: a path that is missing, a decoder, a file, a
+// FIFO or a device, each said with what this command's --model takes instead.
+void refuse_non_encoder(const ModelArgs& args) {
+  const std::string command = args.command.empty() ? "this command" : args.command;
+  const std::string expected = "; expected " + what_model_takes(args);
+  // Missing, a path is nothing yet: "x.gguf" was called a decoder by its name alone.
+  std::error_code missing;
+  if (!std::filesystem::exists(args.dir, missing))
+    throw Error("--model " + args.dir + " does not exist" + expected,
+                Error::Kind::invalid_argument);
+  const ModelKind kind = model_kind(args.dir);
+  if (kind == ModelKind::causal_lm)
+    throw Error("--model " + args.dir + " is a decoder LLM (a GGUF file)" + expected +
+                    "; qkv generate and qkv explain take decoders",
+                Error::Kind::invalid_argument);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(args.dir, ec)) {
+    // Known by its name alone: whether it really is a model qkv train saved is explain's to
+    // check, and no concern of a command that does not take one.
+    if (kind == ModelKind::seq2seq || kind == ModelKind::perceiver)
+      throw Error("--model " + args.dir +
+                      " is a .safetensors file, as qkv train saves its models, which " + command +
+                      " does not take" + expected + "; qkv explain takes trained models",
                   Error::Kind::invalid_argument);
-    const ModelKind kind = model_kind(args.dir);
-    if (kind == ModelKind::causal_lm)
-      throw Error("--model " + args.dir + " is a decoder LLM (a GGUF file)" + expected +
-                      "; qkv generate and qkv explain take decoders",
-                  Error::Kind::invalid_argument);
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(args.dir, ec)) {
-      // Known by its name alone: whether it really is a model qkv train saved is explain's to
-      // check, and no concern of a command that does not take one.
-      if (kind == ModelKind::seq2seq)
-        throw Error("--model " + args.dir +
-                        " is a .safetensors file, as qkv train saves its models, which " + command +
-                        " does not take" + expected + "; qkv explain takes trained models",
-                    Error::Kind::invalid_argument);
-      throw Error(
-          "--model " + args.dir + " is a file (" +
-              bytes_str(static_cast<int64_t>(std::filesystem::file_size(args.dir, ec))) +
-              "), not a model directory" +
-              (args.choices.decoder ? ", nor a GGUF file (it does not start with \"GGUF\")" : "") +
-              expected,
-          Error::Kind::invalid_argument);
-    }
-    // A FIFO, a device: said as InputFile says it, without waiting on it or reading it.
-    if (std::filesystem::exists(args.dir, ec) && !std::filesystem::is_directory(args.dir, ec)) {
-      try {
-        (void)InputFile(args.dir, {.expected = what_model_takes(args), .max_bytes = 0});
-      } catch (const Error& e) {
-        throw Error(std::string("--model ") + e.what(), Error::Kind::invalid_argument);
-      }
-    }
-    // A model the user named is input like any other: missing or malformed, exit 2.
+    throw Error(
+        "--model " + args.dir + " is a file (" +
+            bytes_str(static_cast<int64_t>(std::filesystem::file_size(args.dir, ec))) +
+            "), not a model directory" +
+            (args.choices.decoder ? ", nor a GGUF file (it does not start with \"GGUF\")" : "") +
+            expected,
+        Error::Kind::invalid_argument);
+  }
+  // A FIFO, a device: said as InputFile says it, without waiting on it or reading it.
+  if (std::filesystem::exists(args.dir, ec) && !std::filesystem::is_directory(args.dir, ec)) {
     try {
-      return SentenceModel::load(args.dir, options);
+      (void)InputFile(args.dir, {.expected = what_model_takes(args), .max_bytes = 0});
     } catch (const Error& e) {
       throw Error(std::string("--model ") + e.what(), Error::Kind::invalid_argument);
     }
   }
-  // The default model is scripts/bootstrap's to install: missing or damaged, the installation
-  // failed (exit 1), and the message says how to put it right.
+}
+
+// The installed model's faults: the installation failed (exit 1), and the message says how to put
+// it right (a missing one already says how to fetch it).
+[[noreturn]] void rethrow_for_installed_encoder(const Error& e) {
   const std::string dir = default_model_dir();
+  if (!std::filesystem::exists(dir)) throw Error(e.what(), Error::Kind::runtime);
+  throw Error(std::string(e.what()) + "; the default model is damaged: delete " + dir +
+                  " and run scripts/fetch_model",
+              Error::Kind::runtime);
+}
+
+}  // namespace
+
+Model open_model_option(const ModelArgs& args, const OpenOptions& options) {
+  const bool installed = args.dir.empty() || args.dir == "minilm" || args.dir == "smollm2";
+  if (model_kind(args.dir) == ModelKind::sentence_encoder && !installed) refuse_non_encoder(args);
   try {
-    return SentenceModel::load(dir, options);
+    return open_model(args.dir, options);
   } catch (const Error& e) {
-    if (!std::filesystem::exists(dir)) throw Error(e.what(), Error::Kind::runtime);  // has the hint
-    throw Error(std::string(e.what()) + "; the default model is damaged: delete " + dir +
-                    " and run scripts/fetch_model",
-                Error::Kind::runtime);
+    if (model_kind(args.dir) == ModelKind::causal_lm) rethrow_for_causal_lm(args.dir, e);
+    if (installed) rethrow_for_installed_encoder(e);
+    // A model the user named is input like any other: missing or malformed, exit 2.
+    throw Error("--model " + std::string(e.what()), Error::Kind::invalid_argument);
   }
+}
+
+SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& options) {
+  if (!args.dir.empty() && args.dir != "minilm") refuse_non_encoder(args);
+  return open_model_option(args, {.sentence = options}).sentence_model();
 }
 
 void rethrow_for_causal_lm(const std::string& model, const Error& e) {
@@ -273,8 +288,9 @@ void note_cut_texts(const SentenceModel& model, std::span<const std::string> tex
   else
     std::cerr << "qkv: note: " << grouped(static_cast<int64_t>(cut)) << " of "
               << grouped(static_cast<int64_t>(texts.size())) << " " << kind
-              << " are longer than the model's " << limit << " and were cut to them (the first: "
-              << label(first) << "); the rest of each is not in its embedding\n";
+              << " are longer than the model's " << limit
+              << " and were cut to them (the first: " << label(first)
+              << "); the rest of each is not in its embedding\n";
 }
 
 int64_t texts_bytes(const std::vector<std::string>& texts) {

@@ -34,6 +34,13 @@ void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices =
 // or the GGUF file "smollm2" names), which no output may replace.
 InputPath model_input(const ModelArgs& args);
 
+// Opens --model through the registry (qkv/model.h), whatever it holds, with the faults of the
+// family's loader mapped as every model command maps them: a model the user named is input like
+// any other, so its faults are usage errors (exit 2, "--model FILE: ..."); an installed one (no
+// --model, "minilm", "smollm2") is scripts/bootstrap's, so its faults are runtime errors (exit 1)
+// that say how to reinstall it. A sentence encoder is checked as load_model checks it.
+Model open_model_option(const ModelArgs& args, const OpenOptions& options = {});
+
 // Loads --model DIR, whose faults are usage errors (exit 2, "--model DIR/config.json: ..."), or
 // the default model, whose faults are runtime errors (exit 1) that say how to reinstall it. A
 // decoder, a .safetensors file or any other file given here is a usage error that says what it

@@ -215,7 +215,7 @@ void write_files(const ExplainArgs& args, const explain::Run& run, int64_t focus
 }  // namespace
 
 int run_explain(const ExplainArgs& args) {
-  if (is_perceiver_file(args.model.dir)) return run_explain_perceiver(args);
+  if (model_kind(args.model.dir) == ModelKind::perceiver) return run_explain_perceiver(args);
   if (args.input || model_kind(args.model.dir) == ModelKind::seq2seq) {
     if (args.text_b)
       throw Error("a second text \"" + clip(*args.text_b, 40) +

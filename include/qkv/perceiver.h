@@ -107,8 +107,6 @@ class Perceiver : public nn::Module {
   int64_t batch_ = 0;
 };
 
-// Whether `path` is a *.safetensors file saved by Perceiver::save (false for any other path).
-bool is_perceiver_file(const std::string& path);
 
 // ---- training ----
 

@@ -85,8 +85,8 @@ class SentenceModel {
 
   const std::string& dir() const { return dir_; }
   const BertConfig& config() const { return config_; }
-  const BertWeights& weights() const { return *weights_; }
-  const WordPieceTokenizer& tokenizer() const { return *tokenizer_; }
+  // Whether `id` is the vocabulary's [CLS] or [SEP], the two tokens every encoding adds.
+  bool is_cls_or_sep(int32_t id) const;
   const SentenceModelOptions& options() const { return options_; }
 
  private:

@@ -76,14 +76,18 @@ void bind_models(nb::module_& m) {
             return "causal_lm";
           case ModelKind::seq2seq:
             return "seq2seq";
+          case ModelKind::perceiver:
+            return "perceiver";
           case ModelKind::sentence_encoder:
             break;
         }
         return "sentence_encoder";
       },
       nb::arg("path"),
-      "qkv::model_kind: 'causal_lm' for a GGUF file (by its first bytes, whatever its name) or "
-      "*.gguf, 'seq2seq' for *.safetensors, else 'sentence_encoder'. Never waits on a FIFO.");
+      "qkv::model_kind (the registry): 'causal_lm' for 'smollm2' or a GGUF file (by its first "
+      "bytes, whatever its name) or *.gguf, 'perceiver' for a *.safetensors file a Perceiver was "
+      "saved to, 'seq2seq' for any other *.safetensors, else 'sentence_encoder'. Never waits on a "
+      "FIFO.");
 
   nb::class_<SentenceModel>(m, "SentenceModel",
                             "qkv::SentenceModel: a BERT-family sentence encoder. Use qkv.Model.")

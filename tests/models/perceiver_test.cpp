@@ -12,6 +12,7 @@
 
 #include "core/safetensors.h"
 #include "nn/gradcheck.h"
+#include "qkv/model.h"
 
 namespace qkv {
 namespace {
@@ -127,7 +128,7 @@ TEST(PerceiverModel, SaveLoadRoundTripKeepsConfigAndOutputs) {
   const Tensor before = model.forward(ids).clone();
   const std::string path = temp_path("roundtrip.safetensors");
   model.save(path, {{"qkv.note", "hello"}});
-  EXPECT_TRUE(is_perceiver_file(path));
+  EXPECT_EQ(model_kind(path), ModelKind::perceiver);
   std::map<std::string, std::string> metadata;
   auto loaded = Perceiver::load(path, &metadata);
   EXPECT_EQ(metadata.at("qkv.note"), "hello");
@@ -144,8 +145,8 @@ TEST(PerceiverModel, SaveLoadRoundTripKeepsConfigAndOutputs) {
 TEST(PerceiverModel, LoadingAnotherFileSaysSo) {
   const std::string path = temp_path("plain.safetensors");
   write_safetensors(path, {{"w", Tensor::full({2}, 1.0)}});
-  EXPECT_FALSE(is_perceiver_file(path));
-  EXPECT_FALSE(is_perceiver_file(temp_path("missing.safetensors")));
+  EXPECT_NE(model_kind(path), ModelKind::perceiver);
+  EXPECT_EQ(model_kind(temp_path("missing.safetensors")), ModelKind::seq2seq);
   try {
     Perceiver::load(path);
     FAIL() << "a plain safetensors file loaded";

@@ -9,7 +9,6 @@
 #include <random>
 
 #include "models/llama/llama.h"
-#include "models/text/tokenizer.h"
 #include "qkv/explain_readings.h"
 #include "qkv/explain_run.h"
 
@@ -165,7 +164,7 @@ Run capture(const SentenceModel& model, std::string_view text,
                    .end = static_cast<int64_t>(t.end),
                    .id = t.id,
                    .segment = t.segment};
-    info.special = t.id == model.tokenizer().cls_id() || t.id == model.tokenizer().sep_id() ||
+    info.special = model.is_cls_or_sep(t.id) ||
                    (t.begin == t.end && t.text.size() > 2 && t.text.front() == '[');
     info.punctuation = !info.special && punctuation_only(t.text);
     if (!info.special) {

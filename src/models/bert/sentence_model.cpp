@@ -87,25 +87,16 @@ SentenceModel::SentenceModel(std::string dir, BertConfig config,
       tokenizer_(std::move(tokenizer)),
       options_(options) {}
 
+bool SentenceModel::is_cls_or_sep(int32_t id) const {
+  return id == tokenizer_->cls_id() || id == tokenizer_->sep_id();
+}
+
 Encoding SentenceModel::tokenize(std::string_view text) const {
   return tokenizer_->encode(text, options_.max_length);
 }
 
 Encoding SentenceModel::tokenize_pair(std::string_view a, std::string_view b) const {
   return tokenizer_->encode_pair(a, b, options_.max_length);
-}
-
-ModelKind model_kind(const std::string& path) {
-  namespace fs = std::filesystem;
-  const auto named = [&](std::string_view ext) {
-    std::error_code ec;
-    return path.size() > ext.size() &&
-           path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
-           !fs::is_directory(path, ec);
-  };
-  // The magic bytes decide before the name: an Ollama blob is a GGUF file named by its hash.
-  if (path == "smollm2" || is_gguf_file(path) || named(".gguf")) return ModelKind::causal_lm;
-  return named(".safetensors") ? ModelKind::seq2seq : ModelKind::sentence_encoder;
 }
 
 Tensor SentenceModel::embed(const std::vector<std::string>& texts,
