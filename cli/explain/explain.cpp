@@ -1,5 +1,6 @@
-// `qkv explain` on a sentence (BERT, a decoder): its options, the run captured, the focus token,
-// and the views — the overview or one head, the decoder's heads, JSON, the report and images.
+// `qkv explain`: open the model (the registry), capture one run (explain::capture), show a view.
+// This file: the options, the one path every model takes, and a sentence's (BERT, a decoder)
+// checks and views — the overview or one head, the decoder's heads, JSON, the report and images.
 #include "explain/explain.h"
 
 #include <unistd.h>
@@ -13,7 +14,6 @@
 #include "options.h"
 #include "output.h"
 #include "qkv/files.h"
-#include "qkv/perceiver.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -109,50 +109,57 @@ void check_sentence_args(const ExplainArgs& args, const std::string& text) {
                 " is out of range for a sentence's overview; expected 1 to 3 (up to 64 with a "
                 "Perceiver model, for its latents)");
   if (args.layer.has_value() != args.head.has_value())
-    throw Error(args.layer
-                    ? "--layer is given without --head; expected both, e.g. --layer 2 --head 5"
-                    : "--head is given without --layer; expected both, e.g. --layer 2 --head 5");
+    throw Error(std::string(args.layer ? "--layer is given without --head"
+                                       : "--head is given without --layer") +
+                "; expected both, e.g. --layer 2 --head 5");
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
   // Every output can be written, and no two are one file, before the model runs.
   check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}},
                 {model_input(args.model)});
+  if (model_kind(args.model.dir) == ModelKind::causal_lm && args.text_b)
+    throw Error("a second text \"" + clip(*args.text_b, 40) +
+                "\" is given, but a decoder reads one text; expected one");
 }
 
-// Opens the model and captures the run. Every layer's scores, logits and weights are kept:
-// tokens² a head and layer, said and bounded before the model runs.
-explain::Run capture_sentence(const ExplainArgs& args, const std::string& text) {
-  auto check_memory = [&](int64_t need, std::size_t tokens) {
-    require_memory(need, args.memory_limit,
-                   "explaining " + grouped(static_cast<int64_t>(tokens)) +
-                       " tokens (every layer's scores, logits and weights kept" +
-                       (args.json ? ", and written as JSON" : "") + ")",
-                   args.json ? "a shorter text, or --html, which needs far less than --json"
-                             : "a shorter text");
-  };
-  if (model_kind(args.model.dir) == ModelKind::causal_lm) {
-    if (args.text_b)
-      throw Error("a second text \"" + clip(*args.text_b, 40) +
-                  "\" is given, but a decoder reads one text; expected one");
-    // The header first: the run is sized, and refused past the limit, before a weight is read.
-    CausalLM model = open_causal_lm(args.model.dir);
-    const std::size_t tokens = model.tokenize(text).size();
-    check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
-    load_weights(model, args.model.dir);
-    return explain::capture(model, text);
+// A sentence encoder's text (or pair) checked against the model: its layers and heads, its tokens.
+explain::Input sentence_input(const ExplainArgs& args, const Model& model, std::string text) {
+  if (model.kind() == ModelKind::sentence_encoder) {
+    check_index("--layer", args.layer, model.info().layers, "layers");
+    check_index("--head", args.head, model.info().heads, "heads");
+    if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
+      throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
+    require_tokens(model.sentence_model(), text, "the text");
+    if (args.text_b) require_tokens(model.sentence_model(), *args.text_b, "the second text");
   }
-  const SentenceModel model = load_model(args.model);
-  check_index("--layer", args.layer, model.config().num_layers, "layers");
-  check_index("--head", args.head, model.config().num_heads, "heads");
-  if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
-    throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
-  require_tokens(model, text, "the text");
-  if (args.text_b) require_tokens(model, *args.text_b, "the second text");
-  const std::size_t tokens =
-      (args.text_b ? model.tokenize_pair(text, *args.text_b) : model.tokenize(text)).tokens.size();
-  check_memory(explain::run_bytes(model, static_cast<int64_t>(tokens), args.json), tokens);
-  return args.text_b ? explain::capture(model, text, std::string_view(*args.text_b))
-                     : explain::capture(model, text);
+  return {.text = std::move(text), .text_b = args.text_b};
+}
+
+// Every layer's scores, logits and weights are kept: tokens² a head and layer (a sentence), the
+// whole model's attention (a trained model), said and bounded before the model runs.
+void check_memory(const ExplainArgs& args, const Model& model, const explain::Input& input) {
+  const int64_t need = explain::run_bytes(model, input, args.json, !args.html.empty());
+  if (model.kind() == ModelKind::seq2seq || model.kind() == ModelKind::perceiver) {
+    require_memory(need, args.memory_limit,
+                   "explaining " + args.model.dir +
+                       (model.kind() == ModelKind::seq2seq
+                            ? " (every attention layer's weights kept)"
+                            : " (every latent's weight on every position kept)"),
+                   "a smaller model");
+    return;
+  }
+  const int64_t tokens =
+      model.kind() == ModelKind::causal_lm
+          ? static_cast<int64_t>(model.causal_lm().tokenize(input.text).size())
+      : input.text_b
+          ? static_cast<int64_t>(
+                model.sentence_model().tokenize_pair(input.text, *input.text_b).tokens.size())
+          : static_cast<int64_t>(model.sentence_model().tokenize(input.text).tokens.size());
+  require_memory(
+      need, args.memory_limit,
+      "explaining " + grouped(tokens) + " tokens (every layer's scores, logits and weights kept" +
+          (args.json ? ", and written as JSON" : "") + ")",
+      args.json ? "a shorter text, or --html, which needs far less than --json" : "a shorter text");
 }
 
 int64_t focus_of(const explain::Run& run, const std::string& token) {
@@ -181,15 +188,15 @@ void check_svg_size(const ExplainArgs& args, const explain::Run& run) {
         ", or a shorter text");
 }
 
-// The files, as one set: a failure in the last leaves none of them.
-void write_files(const ExplainArgs& args, const explain::Run& run, int64_t focus) {
+// The files, as one set (a failure in the last leaves none of them), then JSON or the terminal.
+int show_sentence(const ExplainArgs& args, const Model& model, const explain::Run& run) {
+  check_index("--layer", args.layer, run.model.layers, "layers");
+  check_index("--head", args.head, run.model.heads, "heads");
+  require_finite_capture(run);  // before any file is written or anything printed
+  const int64_t focus = focus_of(run, args.token);
   std::vector<std::pair<OutputPath, std::string>> outputs;
   if (!args.html.empty()) {
-    const std::string title = args.model.dir.empty() ? "all-MiniLM-L6-v2"
-                              : args.model.dir == "smollm2"
-                                  ? "SmolLM2-135M-Instruct"
-                                  : std::filesystem::path(args.model.dir).filename().string();
-    explain::Report report = explain::report_of(title, run, focus);
+    explain::Report report = explain::report_of(model.info().name, run, focus);
     report.layer = args.layer.value_or(report.layer);
     report.head = args.head.value_or(report.head);
     outputs.push_back({{"--html", args.html}, explain::html_report(report)});
@@ -203,36 +210,7 @@ void write_files(const ExplainArgs& args, const explain::Run& run, int64_t focus
     outputs.push_back({{"--png", args.png},
                        args.layer ? explain::png_heatmap(run, *args.layer, *args.head)
                                   : explain::png_model_grid(run)});
-  write_outputs(outputs);
-  for (const auto& [output, bytes] : outputs)
-    if (output.option == "--html")
-      report_written(output.path, bytes.size());
-    else
-      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
-                << " KB)\n";
-}
-
-}  // namespace
-
-int run_explain(const ExplainArgs& args) {
-  if (model_kind(args.model.dir) == ModelKind::perceiver) return run_explain_perceiver(args);
-  if (args.input || model_kind(args.model.dir) == ModelKind::seq2seq) {
-    if (args.text_b)
-      throw Error("a second text \"" + clip(*args.text_b, 40) +
-                  "\" is given, but a trained model reads one source; expected one");
-    if (!args.svg.empty() || !args.png.empty())
-      throw Error(std::string(args.svg.empty() ? "--png" : "--svg") +
-                  " is not available for trained models; use --html for their attention");
-    return run_explain_seq2seq(args);
-  }
-  const std::string text = args.text.value_or(kDefaultSentence);
-  check_sentence_args(args, text);
-  const explain::Run run = capture_sentence(args, text);
-  check_index("--layer", args.layer, run.model.layers, "layers");
-  check_index("--head", args.head, run.model.heads, "heads");
-  require_finite_capture(run);  // before any file is written or anything printed
-  const int64_t focus = focus_of(run, args.token);
-  write_files(args, run, focus);
+  write_written(outputs);
   if (args.json) {
     std::cout << explain::json_of(run, {.focus = focus}) << "\n";
     return 0;
@@ -245,6 +223,37 @@ int run_explain(const ExplainArgs& args) {
     std::cout << explain::render_overview(run, focus, style);
   if (run.causal()) std::cout << explain::render_decoder(run, style);
   return 0;
+}
+
+}  // namespace
+
+void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
+  write_outputs(outputs);
+  for (const auto& [output, bytes] : outputs)
+    if (output.option == "--html")
+      report_written(output.path, bytes.size());
+    else
+      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
+                << " KB)\n";
+}
+
+int run_explain(const ExplainArgs& args) {
+  const ModelKind kind = model_kind(args.model.dir);
+  const bool trained = kind == ModelKind::perceiver || kind == ModelKind::seq2seq || args.input;
+  const std::string text = args.text.value_or(kDefaultSentence);
+  if (trained)
+    check_trained_args(args, kind);
+  else
+    check_sentence_args(args, text);
+  const Model model = trained ? open_trained(args.model.dir)
+                              : open_model_option(args.model, {.load_weights = false});
+  explain::Input input;
+  if (!trained) input = sentence_input(args, model, text);
+  check_memory(args, model, input);
+  if (trained) input = trained_input(args, model);
+  if (kind == ModelKind::causal_lm) load_weights(model.causal_lm(), args.model.dir);
+  const explain::Run run = explain::capture(model, input);
+  return trained ? show_trained(args, run) : show_sentence(args, model, run);
 }
 
 }  // namespace qkv::cli

@@ -120,6 +120,20 @@ struct Run {
 };
 
 // ---- capture: every model makes its run here ----
+// What a model reads: a sentence (a pair's first), a trained model's source, a Perceiver's input.
+struct Input {
+  std::string text;
+  std::optional<std::string> text_b;  // a sentence encoder's second sentence: the pair
+};
+// The one entry point: any model the registry opens (qkv/model.h; a decoder with its weights
+// loaded), on its input, through the family's capture below. A trained model's metadata numbers
+// the views show (qkv.steps, qkv.test_accuracy) are checked: one that is not a number in range
+// is a qkv::Error (Kind::invalid_argument) naming the file.
+Run capture(const Model& model, const Input& input);
+// What capture(model, input) needs at its peak (qkv/memory.h), and with `json` what json_of
+// holds beside it, with `html` what a Perceiver's page holds (see the family's run_bytes below).
+int64_t run_bytes(const Model& model, const Input& input, bool json, bool html);
+
 // Tokenizes and runs `text` with capture on (attention in float64 through the reference path);
 // with `text_b`, the pair [CLS] text [SEP] text_b [SEP] (token types 0 then 1), cut to the model's
 // max_length as BertTokenizer's 'longest_first' does.
