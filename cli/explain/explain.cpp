@@ -18,16 +18,13 @@
 
 namespace qkv::cli {
 
-constexpr const char* kDefaultSentence =
-    "The animal didn't cross the street because it was too tired";
-
 CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "explain",
       "a real model's attention on your sentence: which tokens each head's query "
       "finds, layer by layer");
   cmd->add_option("text", args.text,
-                  "the sentence (default: \"" + std::string(kDefaultSentence) + "\")")
+                  "the sentence (default: \"" + std::string(explain::kDefaultSentence) + "\")")
       ->check(text("a sentence, e.g. qkv explain \"I sat on the bank\""));
   cmd->add_option("text_b", args.text_b,
                   "a second sentence: the model reads the pair as [CLS] A [SEP] B [SEP]")
@@ -138,37 +135,12 @@ explain::Input sentence_input(const ExplainArgs& args, const Model& model, std::
 // Every layer's scores, logits and weights are kept: tokens² a head and layer (a sentence), the
 // whole model's attention (a trained model), said and bounded before the model runs.
 void check_memory(const ExplainArgs& args, const Model& model, const explain::Input& input) {
-  const int64_t need = explain::run_bytes(model, input, args.json, !args.html.empty());
-  if (model.kind() == ModelKind::seq2seq || model.kind() == ModelKind::perceiver) {
-    require_memory(need, args.memory_limit,
-                   "explaining " + args.model.dir +
-                       (model.kind() == ModelKind::seq2seq
-                            ? " (every attention layer's weights kept)"
-                            : " (every latent's weight on every position kept)"),
-                   "a smaller model");
-    return;
-  }
-  const int64_t tokens =
-      model.kind() == ModelKind::causal_lm
-          ? static_cast<int64_t>(model.causal_lm().tokenize(input.text).size())
-      : input.text_b
-          ? static_cast<int64_t>(
-                model.sentence_model().tokenize_pair(input.text, *input.text_b).tokens.size())
-          : static_cast<int64_t>(model.sentence_model().tokenize(input.text).tokens.size());
-  require_memory(
-      need, args.memory_limit,
-      "explaining " + grouped(tokens) + " tokens (every layer's scores, logits and weights kept" +
-          (args.json ? ", and written as JSON" : "") + ")",
-      args.json ? "a shorter text, or --html, which needs far less than --json" : "a shorter text");
-}
-
-int64_t focus_of(const explain::Run& run, const std::string& token) {
-  if (token.empty()) return explain::default_focus(run);
-  if (const auto found = explain::find_token(run, token)) return *found;
-  std::string tokens;
-  for (const auto& t : run.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
-  throw Error("--token '" + token + "' is not a token of the text; expected one of: " +
-              clip(tokens, 120) + " (or an index 0-" + std::to_string(run.size() - 1) + ")");
+  const explain::RunCost cost = explain::run_cost(model, input, args.json, !args.html.empty());
+  const bool trained = model.kind() == ModelKind::seq2seq || model.kind() == ModelKind::perceiver;
+  require_memory(cost.bytes, args.memory_limit, cost.what,
+                 trained     ? "a smaller model"
+                 : args.json ? "a shorter text, or --html, which needs far less than --json"
+                             : "a shorter text");
 }
 
 // One <rect> a weight (about 75 bytes): 300 words on the 72-head grid made a 363 MB file.
@@ -193,7 +165,12 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
   check_index("--layer", args.layer, run.model.layers, "layers");
   check_index("--head", args.head, run.model.heads, "heads");
   require_finite_capture(run);  // before any file is written or anything printed
-  const int64_t focus = focus_of(run, args.token);
+  int64_t focus = 0;
+  try {
+    focus = explain::focus(run, args.token.empty() ? std::nullopt : std::optional(args.token));
+  } catch (const Error& e) {
+    throw Error("--token " + std::string(e.what()));
+  }
   std::vector<std::pair<OutputPath, std::string>> outputs;
   if (!args.html.empty()) {
     explain::Report report = explain::report_of(model.info().name, run, focus);
@@ -240,7 +217,7 @@ void write_written(const std::vector<std::pair<OutputPath, std::string>>& output
 int run_explain(const ExplainArgs& args) {
   const ModelKind kind = model_kind(args.model.dir);
   const bool trained = kind == ModelKind::perceiver || kind == ModelKind::seq2seq || args.input;
-  const std::string text = args.text.value_or(kDefaultSentence);
+  const std::string text = args.text.value_or(explain::kDefaultSentence);
   if (trained)
     check_trained_args(args, kind);
   else

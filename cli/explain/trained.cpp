@@ -9,7 +9,6 @@
 #include "finite.h"
 #include "output.h"
 #include "qkv/files.h"
-#include "qkv/train.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -78,33 +77,25 @@ void check_seq2seq_args(const ExplainArgs& args, ModelKind kind) {
 
 // The source: --input or the text, checked against the model's vocabulary and length; else a
 // held-out example.
-std::string seq2seq_source(const ExplainArgs& args, const Seq2Seq& model) {
-  const Seq2SeqConfig& c = model.config();
-  check_index("--layer", args.layer, c.layers, "decoder layers");
-  check_index("--head", args.head, c.heads, "heads");
-  if (!args.input && !args.text)
-    return test_set(make_task(c.task, c.task_options), 1).front().source;
+std::string seq2seq_source(const ExplainArgs& args, const Model& model) {
+  check_index("--layer", args.layer, model.info().layers, "decoder layers");
+  check_index("--head", args.head, model.info().heads, "heads");
+  if (!args.input && !args.text) return explain::default_input(model).text;
   const std::string source = args.input ? *args.input : *args.text;
   refuse(source.empty(), "--input is empty; expected a source, e.g. \"march 3rd 2021\"");
-  const std::string given = args.input ? "--input" : "the text";
   try {
-    model.vocab().encode(source);
+    explain::check_source(model.seq2seq(), source);
   } catch (const Error& e) {
-    throw Error(given + " \"" + clip(source, 40) + "\": " + e.what());
+    throw Error((args.input ? "--input " : "the text ") + std::string(e.what()));
   }
-  refuse(static_cast<int64_t>(source.size()) > c.max_source,
-         given + " has " + std::to_string(source.size()) + " characters; the model reads at most " +
-             std::to_string(c.max_source));
   return source;
 }
 
 // --input TEXT, or --input @FILE for an input too long to type (one trailing newline dropped).
 // A Perceiver reads at most 65,536 symbols: 1 MiB is far above any input, and far below what a
 // FIFO, /dev/zero or a sparse 2 GB file would have it read (each was read whole, or forever).
-std::string perceiver_input(const ExplainArgs& args, const Perceiver& model) {
-  const PerceiverConfig& c = model.config();
-  if (!args.input)
-    return perceiver_test_set(make_perceiver_task(c.task, c.length), 1).front().input;
+std::string perceiver_input(const ExplainArgs& args, const Model& model) {
+  if (!args.input) return explain::default_input(model).text;
   if (!args.input->starts_with('@')) return *args.input;
   std::string text;
   try {
@@ -187,8 +178,8 @@ Model open_trained(const std::string& path) {
 }
 
 explain::Input trained_input(const ExplainArgs& args, const Model& model) {
-  return {.text = model.kind() == ModelKind::perceiver ? perceiver_input(args, model.perceiver())
-                                                       : seq2seq_source(args, model.seq2seq())};
+  return {.text = model.kind() == ModelKind::perceiver ? perceiver_input(args, model)
+                                                       : seq2seq_source(args, model)};
 }
 
 int show_trained(const ExplainArgs& args, const explain::Run& run) {

@@ -130,9 +130,23 @@ struct Input {
 // the views show (qkv.steps, qkv.test_accuracy) are checked: one that is not a number in range
 // is a qkv::Error (Kind::invalid_argument) naming the file.
 Run capture(const Model& model, const Input& input);
+// The input a run takes when none is given: a sentence with a pronoun for a sentence model, a
+// held-out example of the task for a trained one.
+inline constexpr const char* kDefaultSentence =
+    "The animal didn't cross the street because it was too tired";
+Input default_input(const Model& model);
+// A trained seq2seq model's source, checked: a qkv::Error ("\"march\": ..." for a character
+// outside its vocabulary, "has 99 characters; the model reads at most 40") for one it cannot read.
+void check_source(const Seq2Seq& model, const std::string& source);
+
 // What capture(model, input) needs at its peak (qkv/memory.h), and with `json` what json_of
-// holds beside it, with `html` what a Perceiver's page holds (see the family's run_bytes below).
-int64_t run_bytes(const Model& model, const Input& input, bool json, bool html);
+// holds beside it, with `html` what a Perceiver's page holds (see the family's run_bytes below);
+// `what` says it: "explaining 12 tokens (every layer's scores, logits and weights kept)".
+struct RunCost {
+  int64_t bytes = 0;
+  std::string what;
+};
+RunCost run_cost(const Model& model, const Input& input, bool json, bool html);
 
 // Tokenizes and runs `text` with capture on (attention in float64 through the reference path);
 // with `text_b`, the pair [CLS] text [SEP] text_b [SEP] (token types 0 then 1), cut to the model's
@@ -168,6 +182,9 @@ int64_t default_focus(const Run& run);
 // A token by its text ("it", "##ing"; case-insensitive, the first match; "it:2" the second), or by
 // its 0-based index ("7"). Empty when nothing matches.
 std::optional<int64_t> find_token(const Run& run, std::string_view spec);
+// find_token of `spec`, else default_focus; a qkv::Error for a spec that names no token: "'x' is
+// not a token of the text; expected one of: the cat … (or an index 0-7)".
+int64_t focus(const Run& run, const std::optional<std::string>& spec);
 
 // Whether key j is another word for query i: not a piece of i's word, not special, not punctuation,
 // and not a decoder's first token (its attention sink).

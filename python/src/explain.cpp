@@ -34,12 +34,11 @@ const AttentionCapture& layer_of(const explain::Run& e, int64_t layer) {
 // The token a report focuses on first: `token` as `qkv explain --token` reads it (its text,
 // "it:2" for the second, or an index), else explain::default_focus.
 int64_t focus_of(const explain::Run& e, const std::optional<std::string>& token) {
-  if (!token) return explain::default_focus(e);
-  if (const auto found = explain::find_token(e, *token)) return *found;
-  std::string tokens;
-  for (const auto& t : e.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
-  throw Error("token '" + *token + "' is not a token of the text; expected one of: " +
-              explain::clip(tokens, 120) + " (or an index 0-" + std::to_string(e.size() - 1) + ")");
+  try {
+    return explain::focus(e, token);
+  } catch (const Error& error) {
+    throw Error("token " + std::string(error.what()));
+  }
 }
 
 void check_index(const char* what, const std::optional<int64_t>& index, int64_t count) {

@@ -65,3 +65,76 @@ TEST(Seq2SeqCaptureRun, OneRecordWithThreeBlocksAndTheDecodedOutput) {
 
 }  // namespace
 }  // namespace qkv::explain
+
+namespace qkv::explain {
+namespace {
+
+// The registry's model around an untrained seq2seq model, as its family's entry makes one.
+Model registry_model(std::map<std::string, std::string> metadata) {
+  std::shared_ptr<Seq2Seq> model = reverse_model();
+  const Seq2SeqConfig& c = model->config();
+  return Model({.kind = ModelKind::seq2seq,
+                .family = "transformer",
+                .name = "tiny.safetensors",
+                .path = "dir/tiny.safetensors",
+                .layers = c.layers,
+                .heads = c.heads},
+               std::move(model), std::move(metadata));
+}
+
+TEST(Seq2SeqCaptureRun, TheOneEntryPointChecksTheMetadataTheViewsShow) {
+  const Model model = registry_model({{"qkv.steps", "300"}, {"qkv.test_accuracy", "0.5"}});
+  const explain::Run run = capture(model, {.text = "abc"});
+  EXPECT_EQ(run.model.name, "tiny.safetensors");
+  EXPECT_EQ(run.model.family, "transformer");
+  EXPECT_EQ(run.output.steps.size(), run.blocks[0].layers[0].weights.dim(2));
+  EXPECT_EQ(run_cost(model, {.text = "abc"}, false, false).what,
+            "explaining dir/tiny.safetensors (every attention layer's weights kept)");
+  EXPECT_EQ(default_input(model).text.empty(), false);  // a held-out source of the task
+  // The checker refuses what the view could not show: an accuracy above 1, steps not a number.
+  for (const auto& [key, value] :
+       {std::pair{"qkv.test_accuracy", "1.5"}, std::pair{"qkv.test_accuracy", "nan"},
+        std::pair{"qkv.steps", "12abc"}}) {
+    try {
+      capture(registry_model({{key, value}}), {.text = "abc"});
+      ADD_FAILURE() << key << " = " << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("dir/tiny.safetensors: the metadata's " +
+                                                 std::string(key) + " is \"" + value + "\""));
+    }
+  }
+}
+
+TEST(Seq2SeqCaptureRun, SourcesAreCheckedAgainstTheVocabularyAndLength) {
+  const std::unique_ptr<Seq2Seq> model = reverse_model();
+  EXPECT_NO_THROW(check_source(*model, "abc"));
+  EXPECT_THROW(check_source(*model, "ABC"), Error);
+  try {
+    check_source(*model,
+                 std::string(static_cast<std::size_t>(model->config().max_source + 1), 'a'));
+    ADD_FAILURE() << "a source past max_source was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("characters; the model reads at most"));
+  }
+}
+
+TEST(Seq2SeqCaptureRun, FocusNamesATokenOrSaysWhichThereAre) {
+  explain::Run run;
+  for (const char* t : {"[CLS]", "it", "was", "it", "[SEP]"}) run.tokens.push_back({.text = t});
+  run.tokens[0].special = run.tokens[4].special = true;
+  EXPECT_EQ(focus(run, std::nullopt), 1);  // the first pronoun
+  EXPECT_EQ(focus(run, std::string("it:2")), 3);
+  EXPECT_EQ(focus(run, std::string("2")), 2);
+  try {
+    focus(run, std::string("cat"));
+    ADD_FAILURE() << "cat was found";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "'cat' is not a token of the text; expected one of: [CLS] it was it [SEP] (or an "
+                 "index 0-4)");
+  }
+}
+
+}  // namespace
+}  // namespace qkv::explain

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "qkv/explain.h"
+#include "qkv/train.h"
 
 namespace qkv::explain {
 namespace {
@@ -51,24 +52,60 @@ Run capture(const Model& model, const Input& input) {
   return run;
 }
 
-int64_t run_bytes(const Model& model, const Input& input, bool json, bool html) {
+Input default_input(const Model& model) {
   switch (model.kind()) {
-    case ModelKind::sentence_encoder: {
-      const SentenceModel& m = model.sentence_model();
-      const Encoding e =
-          input.text_b ? m.tokenize_pair(input.text, *input.text_b) : m.tokenize(input.text);
-      return run_bytes(m, static_cast<int64_t>(e.tokens.size()), json);
+    case ModelKind::seq2seq: {
+      const Seq2SeqConfig& c = model.seq2seq().config();
+      return {.text = test_set(make_task(c.task, c.task_options), 1).front().source};
     }
+    case ModelKind::perceiver: {
+      const PerceiverConfig& c = model.perceiver().config();
+      return {.text = perceiver_test_set(make_perceiver_task(c.task, c.length), 1).front().input};
+    }
+    default:
+      return {.text = kDefaultSentence};
+  }
+}
+
+void check_source(const Seq2Seq& model, const std::string& source) {
+  try {
+    model.vocab().encode(source);
+  } catch (const Error& e) {
+    throw Error("\"" + clip(source, 40) + "\": " + e.what());
+  }
+  if (static_cast<int64_t>(source.size()) > model.config().max_source)
+    throw Error("has " + std::to_string(source.size()) + " characters; the model reads at most " +
+                std::to_string(model.config().max_source));
+}
+
+RunCost run_cost(const Model& model, const Input& input, bool json, bool html) {
+  const std::string path = model.info().path;
+  switch (model.kind()) {
+    case ModelKind::sentence_encoder:
     case ModelKind::causal_lm: {
-      const CausalLM& m = model.causal_lm();
-      return run_bytes(m, static_cast<int64_t>(m.tokenize(input.text).size()), json);
+      int64_t tokens = 0, bytes = 0;
+      if (model.kind() == ModelKind::causal_lm) {
+        tokens = static_cast<int64_t>(model.causal_lm().tokenize(input.text).size());
+        bytes = run_bytes(model.causal_lm(), tokens, json);
+      } else {
+        const SentenceModel& m = model.sentence_model();
+        tokens = static_cast<int64_t>(
+            (input.text_b ? m.tokenize_pair(input.text, *input.text_b) : m.tokenize(input.text))
+                .tokens.size());
+        bytes = run_bytes(m, tokens, json);
+      }
+      return {bytes, "explaining " + grouped(tokens) +
+                         " tokens (every layer's scores, logits and weights kept" +
+                         (json ? ", and written as JSON" : "") + ")"};
     }
     case ModelKind::seq2seq:
-      return seq2seq_capture_bytes(model.seq2seq().config());
+      return {seq2seq_capture_bytes(model.seq2seq().config()),
+              "explaining " + path + " (every attention layer's weights kept)"};
     case ModelKind::perceiver:
-      return run_bytes(model.perceiver().config(), html);
+      return {run_bytes(model.perceiver().config(), html),
+              "explaining " + path + " (every latent's weight on every position kept)"};
   }
-  return 0;
+  return {};
 }
 
 }  // namespace qkv::explain

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <numeric>
 
-#include "qkv/explain_run.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 namespace {
@@ -63,6 +63,15 @@ std::optional<int64_t> find_token(const Run& e, std::string_view spec) {
         --occurrence == 0)
       return i;
   return std::nullopt;
+}
+
+int64_t focus(const Run& e, const std::optional<std::string>& spec) {
+  if (!spec) return default_focus(e);
+  if (const std::optional<int64_t> found = find_token(e, *spec)) return *found;
+  std::string tokens;
+  for (const TokenInfo& t : e.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
+  throw Error("'" + *spec + "' is not a token of the text; expected one of: " + clip(tokens, 120) +
+              " (or an index 0-" + std::to_string(e.size() - 1) + ")");
 }
 
 bool is_other_word(const Run& e, int64_t i, int64_t j) {
