@@ -141,7 +141,37 @@ void bind_explain(nb::module_& m) {
             return text_of(page);
           },
           nb::arg("title"), nb::arg("token").none(), nb::arg("layer").none(),
-          nb::arg("head").none(), "The self-contained HTML report of `qkv explain --html`.");
+          nb::arg("head").none(), "The self-contained HTML report of `qkv explain --html`.")
+      .def(
+          "json",
+          [](const explain::Run& e, const std::optional<std::string>& token) {
+            const int64_t focus = focus_of(e, token);
+            std::string text;
+            {
+              nb::gil_scoped_release release;
+              text = explain::json_of(e, {.focus = focus});
+            }
+            return text_of(text);
+          },
+          nb::arg("token").none(), "The JSON document of `qkv explain --json` (explain::json_of).")
+      .def(
+          "terminal",
+          [](const explain::Run& e, const std::optional<std::string>& token,
+             std::optional<int64_t> layer, std::optional<int64_t> head, bool color) {
+            check_index("layer", layer, e.model.layers);
+            check_index("head", head, e.model.heads);
+            const int64_t focus = focus_of(e, token);
+            const explain::Style style{.color = color};
+            std::string text = explain::render_tokens(e, focus, style);
+            if (layer && head)
+              text += explain::render_head(e, *layer, *head, focus, style);
+            else
+              text += explain::render_overview(e, focus, style);
+            if (e.causal()) text += explain::render_decoder(e, style);
+            return text_of(text);
+          },
+          nb::arg("token").none(), nb::arg("layer").none(), nb::arg("head").none(),
+          nb::arg("color"), "What `qkv explain` prints (explain::render_*).");
 }
 
 }  // namespace qkv::python
