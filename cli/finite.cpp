@@ -35,20 +35,23 @@ void require_finite_embeddings(const Tensor& embeddings, const std::vector<std::
               Error::Kind::runtime);
 }
 
-void require_finite_capture(const explain::Explained& e) {
-  require_finite(e.capture.embeddings, "the embedding layer's output");
-  for (std::size_t l = 0; l < e.capture.layers.size(); ++l) {
-    const AttentionCapture& c = e.capture.layers[l];
+void require_finite_capture(const explain::Run& e) {
+  require_finite(e.embeddings, "the embedding layer's output");
+  const std::vector<AttentionCapture>& layers = e.blocks.front().layers;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const AttentionCapture& c = layers[l];
+    const Tensor hidden = l < e.hidden.size() ? e.hidden[l] : Tensor();
     const std::string layer = "layer " + std::to_string(l) + "'s ";
     for (const auto& [t, name] :
          {std::pair{&c.q, "queries"}, std::pair{&c.k, "keys"}, std::pair{&c.v, "values"},
           std::pair{&c.scores, "scores"}, std::pair{&c.weights, "attention weights"},
-          std::pair{&c.head_out, "head outputs"}, std::pair{&e.capture.hidden[l], "output"}})
+          std::pair{&c.head_out, "head outputs"}, std::pair{&hidden, "output"}})
       require_finite(*t, layer + name);
   }
-  require_finite(e.embedding, "the sentence embedding");
+  require_finite(e.output.embedding, "the sentence embedding");
   // A decoder's next-token probabilities: the output norm and matrix come after every capture.
-  for (const auto& [token, p] : e.next_tokens) require_finite(p, "the next-token probabilities");
+  for (const auto& [token, p] : e.output.next_tokens)
+    require_finite(p, "the next-token probabilities");
 }
 
 void require_finite(double x, const std::string& what) {

@@ -15,7 +15,7 @@ namespace qkv::cli {
 void require_finite_embeddings(const Tensor& embeddings, const std::vector<std::string>& texts);
 // Every captured query, key, value, score, weight, head output and hidden state of an explained
 // run, its sentence embedding, and a decoder's next-token probabilities.
-void require_finite_capture(const explain::Explained& e);
+void require_finite_capture(const explain::Run& e);
 // A number about to be shown; `what` names it ("cos(a, b)").
 void require_finite(double x, const std::string& what);
 // A tensor about to be shown; `what` names it ("the cross-attention weights").

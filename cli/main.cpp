@@ -15,7 +15,7 @@
 #include "bench/bench.h"
 #include "embed.h"
 #include "experiment.h"
-#include "explain.h"
+#include "explain/explain.h"
 #include "generate.h"
 #include "options.h"
 #include "output.h"

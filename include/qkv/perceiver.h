@@ -162,37 +162,8 @@ double perceiver_accuracy(Perceiver& model, const PerceiverTask& task,
 // AdamW's moments, a batch's activations forward and backward over `length` positions, and the
 // evaluation's batches of 64.
 int64_t perceiver_train_bytes(const PerceiverConfig& config, int64_t batch_size);
-// explain_perceiver() of one input: the cross-attention's weights of every head, latent and
+// explain::capture() of a Perceiver on one input: the cross-attention's weights of every head, latent and
 // position kept, with the reference path's working set.
 int64_t perceiver_explain_bytes(const PerceiverConfig& config);
-
-// ---- what each latent gathers ----
-
-struct LatentGather {
-  std::vector<double> counted_share;  // per head: Σ of its weights on the counted symbol
-  double counted_mean = 0;            // the heads' mean of counted_share
-  // counted_mean ÷ the uniform look's share (PerceiverExplanation::uniform_share): how many
-  // times what attending evenly would gather; none when the input lacks the counted symbol.
-  std::optional<double> times_uniform;
-  double effective_positions = 0;  // exp(entropy) of the heads' mean weights: how spread
-  std::vector<std::pair<int64_t, double>> top;  // positions by the heads' mean weight
-};
-
-struct PerceiverExplanation {
-  std::string input;
-  char counted = '#';
-  int64_t count = 0;  // of the counted symbol in `input`
-  int32_t predicted = 0;
-  std::vector<double> probabilities;  // [classes]
-  int64_t heads = 0, latents = 0, length = 0;
-  // What a uniform look (1/length a position) puts on the counted symbol: count / length.
-  double uniform_share = 0;
-  std::vector<double> weights;  // [heads, latents, length], row-major
-  std::vector<LatentGather> gathers;
-};
-
-// Runs `input` (config.length symbols of the task's alphabet) with the weights kept.
-PerceiverExplanation explain_perceiver(Perceiver& model, const PerceiverTask& task,
-                                       const std::string& input, int64_t top = 5);
 
 }  // namespace qkv

@@ -441,8 +441,9 @@ class Explanation:
     hidden_states (layers + 1, n, dim): the embeddings, then each layer's output (encoders);
     embedding (dim,): the sentence embedding (encoders; Model.encode's vector).
 
-    html() writes the self-contained report of `qkv explain --html`; in Jupyter the
-    Explanation shows that report inline.
+    html() writes the self-contained report of `qkv explain --html`, json() is `--json`'s
+    document and terminal() what `qkv explain` prints; in Jupyter the Explanation shows the
+    report inline.
     """
 
     def __init__(self, explained: Any, title: str, model_files: Sequence[str] = ()):
@@ -543,6 +544,23 @@ class Explanation:
         # permissions any new file gets; /dev/full and a FIFO written in place, never replaced.
         _checks.write_file(destination, page.encode("utf-8"), prefix="")
         return None
+
+    def json(self, *, token: Union[str, int, None] = None) -> str:
+        """The JSON document of `qkv explain --json`: the tokens and, per layer, every q, k, v,
+        score, logit, weight, head output and hidden state (NaN as "NaN", ±∞ as "Infinity" and
+        "-Infinity"); token picks the focus it names (as --token)."""
+        return self._e.json(None if token is None else _token(token))
+
+    def terminal(self, *, token: Union[str, int, None] = None, layer: Optional[int] = None,
+                 head: Optional[int] = None, color: bool = False) -> str:
+        """What `qkv explain` prints: the tokens, then where the focus token looks in every
+        layer and head, or one head zoomed in with layer and head (both, as --layer and --head);
+        a decoder's heads and next tokens. color: ANSI colours."""
+        if (layer is None) != (head is None):
+            raise ValueError("layer and head go together; expected both or neither")
+        layer, head = _index(layer, "layer", self.layers), _index(head, "head", self.heads)
+        return self._e.terminal(None if token is None else _token(token), layer, head,
+                                bool(color))
 
     def _repr_html_(self) -> str:
         # The report is a whole HTML document with its own <style> and <script>. Put into the

@@ -1,4 +1,4 @@
-// A captured run (explain::Explained) for Python: its tokens, every layer's q, k, v, scores,
+// A captured run (explain::Run) for Python: its tokens, every layer's q, k, v, scores,
 // logits, weights and outputs as NumPy arrays viewing the capture's own memory, and the HTML
 // report of `qkv explain --html`. python/qkv/_models.py's Explanation wraps it.
 #include "qkv/explain.h"
@@ -24,22 +24,21 @@ nb::str text_of(const std::string& s) {
   return nb::steal<nb::str>(o);
 }
 
-const AttentionCapture& layer_of(const explain::Explained& e, int64_t layer) {
-  if (layer < 0 || layer >= e.layers)
+const AttentionCapture& layer_of(const explain::Run& e, int64_t layer) {
+  if (layer < 0 || layer >= e.model.layers)
     throw Error("layer " + std::to_string(layer) + " is out of range; this model has layers 0–" +
-                std::to_string(e.layers - 1));
-  return e.capture.layers[static_cast<std::size_t>(layer)];
+                std::to_string(e.model.layers - 1));
+  return e.blocks.front().layers[static_cast<std::size_t>(layer)];
 }
 
 // The token a report focuses on first: `token` as `qkv explain --token` reads it (its text,
 // "it:2" for the second, or an index), else explain::default_focus.
-int64_t focus_of(const explain::Explained& e, const std::optional<std::string>& token) {
-  if (!token) return explain::default_focus(e);
-  if (const auto found = explain::find_token(e, *token)) return *found;
-  std::string tokens;
-  for (const auto& t : e.tokens) tokens += (tokens.empty() ? "" : " ") + t.text;
-  throw Error("token '" + *token + "' is not a token of the text; expected one of: " +
-              explain::clip(tokens, 120) + " (or an index 0-" + std::to_string(e.size() - 1) + ")");
+int64_t focus_of(const explain::Run& e, const std::optional<std::string>& token) {
+  try {
+    return explain::focus(e, token);
+  } catch (const Error& error) {
+    throw Error("token " + std::string(error.what()));
+  }
 }
 
 void check_index(const char* what, const std::optional<int64_t>& index, int64_t count) {
@@ -51,25 +50,25 @@ void check_index(const char* what, const std::optional<int64_t>& index, int64_t 
 }  // namespace
 
 void bind_explain(nb::module_& m) {
-  nb::class_<explain::Explained>(m, "Explained",
-                                 "explain::Explained: one captured run. Use qkv.Explanation.")
-      .def_ro("model", &explain::Explained::model)
-      .def_prop_ro("text", [](const explain::Explained& e) { return text_of(e.text); })
+  nb::class_<explain::Run>(m, "Run", "explain::Run: one captured run. Use qkv.Explanation.")
+      .def_prop_ro("model", [](const explain::Run& e) { return e.model.name; })
+      .def_prop_ro("text", [](const explain::Run& e) { return text_of(e.text); })
       .def_prop_ro("text_b",
-                   [](const explain::Explained& e) -> nb::object {
+                   [](const explain::Run& e) -> nb::object {
                      return e.pair ? nb::object(text_of(e.text_b)) : nb::none();
                    })
-      .def_ro("truncated", &explain::Explained::truncated)
-      .def_ro("layers", &explain::Explained::layers)
-      .def_ro("heads", &explain::Explained::heads)
-      .def_ro("head_dim", &explain::Explained::head_dim)
-      .def_ro("scale", &explain::Explained::scale)
-      .def_ro("causal", &explain::Explained::causal)
-      .def_prop_ro(
-          "kv_heads",
-          [](const explain::Explained& e) { return e.kv_heads > 0 ? e.kv_heads : e.heads; })
+      .def_ro("truncated", &explain::Run::truncated)
+      .def_prop_ro("layers", [](const explain::Run& e) { return e.model.layers; })
+      .def_prop_ro("heads", [](const explain::Run& e) { return e.model.heads; })
+      .def_prop_ro("head_dim", [](const explain::Run& e) { return e.model.head_dim; })
+      .def_prop_ro("scale", [](const explain::Run& e) { return e.model.scale; })
+      .def_prop_ro("causal", [](const explain::Run& e) { return e.causal(); })
+      .def_prop_ro("kv_heads",
+                   [](const explain::Run& e) {
+                     return e.model.kv_heads > 0 ? e.model.kv_heads : e.model.heads;
+                   })
       .def_prop_ro("tokens",
-                   [](const explain::Explained& e) {
+                   [](const explain::Run& e) {
                      nb::list out;
                      for (const explain::TokenInfo& t : e.tokens) {
                        nb::dict d;
@@ -86,7 +85,7 @@ void bind_explain(nb::module_& m) {
                    })
       .def(
           "layer",
-          [](const explain::Explained& e, int64_t layer) {
+          [](const explain::Run& e, int64_t layer) {
             // [1, H, n, ·] → [H, n, ·]: views of the capture, no copies.
             const AttentionCapture& c = layer_of(e, layer);
             nb::dict d;
@@ -98,56 +97,81 @@ void bind_explain(nb::module_& m) {
             d["weights"] = array_of(explain::unbatch(c.weights));
             d["head_out"] = array_of(explain::unbatch(c.head_out));
             const auto l = static_cast<std::size_t>(layer);
-            d["hidden"] = l < e.capture.hidden.size()
-                              ? array_of(explain::unbatch(e.capture.hidden[l]))
-                              : nb::none();
+            d["hidden"] =
+                l < e.hidden.size() ? array_of(explain::unbatch(e.hidden[l])) : nb::none();
             return d;
           },
           nb::arg("layer"), "One layer's capture as arrays [heads, n, ·] (hidden: [n, hidden]).")
       .def_prop_ro("embeddings",
-                   [](const explain::Explained& e) {
-                     return array_of(explain::unbatch(e.capture.embeddings));
-                   })
+                   [](const explain::Run& e) { return array_of(explain::unbatch(e.embeddings)); })
       .def_prop_ro(
           "embedding",
-          [](const explain::Explained& e) { return array_of(explain::unbatch(e.embedding)); })
-      .def_prop_ro("induction", [](const explain::Explained& e) { return array_of(e.induction); })
+          [](const explain::Run& e) { return array_of(explain::unbatch(e.output.embedding)); })
+      .def_prop_ro("induction", [](const explain::Run& e) { return array_of(e.induction); })
       .def_prop_ro("next_tokens",
-                   [](const explain::Explained& e) {
+                   [](const explain::Run& e) {
                      nb::list out;
-                     for (const auto& [text, p] : e.next_tokens)
+                     for (const auto& [text, p] : e.output.next_tokens)
                        out.append(nb::make_tuple(text_of(text), p));
                      return out;
                    })
       .def(
           "focus",
-          [](const explain::Explained& e, const std::optional<std::string>& token) {
+          [](const explain::Run& e, const std::optional<std::string>& token) {
             return focus_of(e, token);
           },
           nb::arg("token").none(), "The token index `token` names, else the default focus.")
       .def(
           "html",
-          [](const explain::Explained& e, const std::string& title,
+          [](const explain::Run& e, const std::string& title,
              const std::optional<std::string>& token, std::optional<int64_t> layer,
              std::optional<int64_t> head) {
-            check_index("layer", layer, e.layers);
-            check_index("head", head, e.heads);
+            check_index("layer", layer, e.model.layers);
+            check_index("head", head, e.model.heads);
             const int64_t focus = focus_of(e, token);
             std::string page;
             {
               nb::gil_scoped_release release;
-              // As `qkv explain --html` (cli/explain.cpp): the suggested head unless one is named.
-              explain::Report report = explain::report_of(e, focus, title);
-              const explain::HeadPick first =
-                  explain::suggested_head(e, focus, explain::picks(e, focus, 1));
-              report.layer = layer.value_or(first.layer);
-              report.head = head.value_or(first.head);
+              // As `qkv explain --html` (cli/explain/): the suggested head unless one is named.
+              explain::Report report = explain::report_of(title, e, focus);
+              report.layer = layer.value_or(report.layer);
+              report.head = head.value_or(report.head);
               page = explain::html_report(report);
             }
             return text_of(page);
           },
           nb::arg("title"), nb::arg("token").none(), nb::arg("layer").none(),
-          nb::arg("head").none(), "The self-contained HTML report of `qkv explain --html`.");
+          nb::arg("head").none(), "The self-contained HTML report of `qkv explain --html`.")
+      .def(
+          "json",
+          [](const explain::Run& e, const std::optional<std::string>& token) {
+            const int64_t focus = focus_of(e, token);
+            std::string text;
+            {
+              nb::gil_scoped_release release;
+              text = explain::json_of(e, {.focus = focus});
+            }
+            return text_of(text);
+          },
+          nb::arg("token").none(), "The JSON document of `qkv explain --json` (explain::json_of).")
+      .def(
+          "terminal",
+          [](const explain::Run& e, const std::optional<std::string>& token,
+             std::optional<int64_t> layer, std::optional<int64_t> head, bool color) {
+            check_index("layer", layer, e.model.layers);
+            check_index("head", head, e.model.heads);
+            const int64_t focus = focus_of(e, token);
+            const explain::Style style{.color = color};
+            std::string text = explain::render_tokens(e, focus, style);
+            if (layer && head)
+              text += explain::render_head(e, *layer, *head, focus, style);
+            else
+              text += explain::render_overview(e, focus, style);
+            if (e.causal()) text += explain::render_decoder(e, style);
+            return text_of(text);
+          },
+          nb::arg("token").none(), nb::arg("layer").none(), nb::arg("head").none(),
+          nb::arg("color"), "What `qkv explain` prints (explain::render_*).");
 }
 
 }  // namespace qkv::python

@@ -153,10 +153,11 @@ void bind_models(nb::module_& m) {
                                "explaining " + grouped(tokens) +
                                    " tokens (every layer's scores, logits and weights kept)",
                                "a shorter text");
-            return text_b ? explain::run(s, text, *text_b) : explain::run(s, text);
+            return explain::capture(
+                s, text, text_b ? std::optional<std::string_view>(*text_b) : std::nullopt);
           },
           nb::arg("text"), nb::arg("text_b").none(), nb::arg("memory_limit"),
-          "explain::run: the text (or pair) with every layer's attention captured.");
+          "explain::capture: the text (or pair) with every layer's attention captured.");
 
   nb::class_<CausalLM>(m, "CausalLM", "qkv::CausalLM: a decoder LLM (GGUF). Use qkv.CausalLM.")
       .def(
@@ -227,10 +228,10 @@ void bind_models(nb::module_& m) {
                                "explaining " + grouped(tokens) +
                                    " tokens (every layer's scores, logits and weights kept)",
                                "a shorter text");
-            return explain::run(lm, text);
+            return explain::capture(lm, text);
           },
           nb::arg("text"), nb::arg("memory_limit"),
-          "explain::run: the text with every layer's attention captured.");
+          "explain::capture: the text with every layer's attention captured.");
 }
 
 }  // namespace qkv::python

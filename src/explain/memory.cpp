@@ -1,5 +1,5 @@
 // What explaining needs in memory beyond the model's capture: the views that hold every number
-// (explain::run_bytes with --json, perceiver_html_bytes). Measured on qkv explain --json:
+// (explain::run_bytes with --json, and a Perceiver's page). Measured on qkv explain --json:
 // SmolLM2 on 400 tokens (157 million numbers) peaked at 12.2 GB beside a 1.8 GB capture, 66
 // bytes a number; all-MiniLM-L6-v2 on 202 tokens, 48 bytes a number.
 #include "qkv/memory.h"
@@ -7,7 +7,6 @@
 #include "models/bert/bert.h"
 #include "models/llama/llama.h"
 #include "qkv/explain.h"
-#include "qkv/perceiver_report.h"
 
 namespace qkv::explain {
 namespace {
@@ -40,11 +39,12 @@ int64_t run_bytes(const CausalLM& model, int64_t tokens, bool json) {
   return saturated_bytes(static_cast<double>(model.capture_bytes(tokens)) + view);
 }
 
-int64_t perceiver_html_bytes(const PerceiverConfig& c) {
-  // A weight: a double in the explanation's copy, a number in the JSON tree (16), and its text
-  // (~22) three times — the dump, its script-safe copy, the page.
+int64_t run_bytes(const PerceiverConfig& c, bool html) {
+  // With the page, a weight is a double in the run's copy, a number in the JSON tree (16), and
+  // its text (~22) three times — the dump, its script-safe copy, the page.
   const double weights = static_cast<double>(c.heads * c.latents) * static_cast<double>(c.length);
-  return saturated_bytes(100 * weights);
+  return saturated_bytes(static_cast<double>(perceiver_explain_bytes(c)) +
+                         (html ? 100 * weights : 0.0));
 }
 
 }  // namespace qkv::explain

@@ -1,6 +1,6 @@
 // `qkv explain --model lookup.safetensors --input "? b a3 b7 c1"`: the phonebook read off a lookup
-// model's attention (cli/explain_phonebook.cpp) in the terminal and in the HTML report. The model
-// here is trained for 20 steps only, so the lines' structure is asserted, not a learned lookup.
+// model's attention (explain::phonebook, src/explain/readings/phonebook.cpp) in the terminal and
+// in the HTML report. The model here is trained for 20 steps only, so the lines' structure is asserted, not a learned lookup.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// explain::run on a sentence pair: the tokens of [CLS] A [SEP] B [SEP] with their segments,
+// explain::capture on a sentence pair: the tokens of [CLS] A [SEP] B [SEP] with their segments,
 // surfaces and word indices; the questions (focus, find_token, is_other_word) across the pair; and
 // the captured attention against transformers (tests/golden/minilm/pair_attentions_0.npy), which
 // holds only if SentenceModel::encode_captured passes the token types through.
@@ -27,7 +27,7 @@ const SentenceModel& minilm() {
 const std::string kA = "The animal didn't cross the street.", kB = "It was too tired.";
 
 TEST(ExplainedPairTest, TokensKnowTheirSegmentSurfaceAndWord) {
-  const Explained e = run(minilm(), kA, kB);
+  const explain::Run e = capture(minilm(), kA, std::string_view(kB));
   EXPECT_TRUE(e.pair);
   EXPECT_EQ(e.text, kA);
   EXPECT_EQ(e.text_b, kB);
@@ -52,7 +52,7 @@ TEST(ExplainedPairTest, TokensKnowTheirSegmentSurfaceAndWord) {
 }
 
 TEST(ExplainedPairTest, FocusAndWordQuestionsSpanThePair) {
-  const Explained e = run(minilm(), kA, kB);
+  const explain::Run e = capture(minilm(), kA, std::string_view(kB));
   EXPECT_EQ(default_focus(e), 11);  // "it", the first pronoun, in B
   EXPECT_EQ(find_token(e, "it"), 11);
   EXPECT_EQ(find_token(e, "the:2"), 7);
@@ -69,7 +69,7 @@ TEST(ExplainedPairTest, FocusAndWordQuestionsSpanThePair) {
 // The captured weights are the float64 reference: within 1e-5 of transformers' eager attention,
 // the tolerance of the single-text goldens; the embedding is the mean of the last hidden states.
 TEST(ExplainedPairTest, CapturedAttentionMatchesTransformersWithTokenTypes) {
-  const Explained e = run(minilm(), kA, kB);
+  const explain::Run e = capture(minilm(), kA, std::string_view(kB));
   const std::string base = test::golden_dir() + "/";
   const Tensor attentions = read_npy(base + "pair_attentions_0.npy");  // [6, 12, L, L]
   const Tensor hidden = read_npy(base + "pair_hidden_0.npy");          // [7, L, 384]
@@ -92,13 +92,13 @@ TEST(ExplainedPairTest, CapturedAttentionMatchesTransformersWithTokenTypes) {
   }
   double worst_embedding = 0;
   for (int64_t j = 0; j < 384; ++j)
-    worst_embedding =
-        std::max(worst_embedding, std::abs(e.embedding.value(j) - mean[j] / std::sqrt(norm)));
+    worst_embedding = std::max(worst_embedding,
+                               std::abs(e.output.embedding.value(j) - mean[j] / std::sqrt(norm)));
   EXPECT_LE(worst_embedding, 1e-5);
 }
 
 TEST(ExplainedPairTest, ASingleTextIsNoPair) {
-  const Explained e = run(minilm(), kA);
+  const explain::Run e = capture(minilm(), kA);
   EXPECT_FALSE(e.pair);
   EXPECT_EQ(e.text_b, "");
   for (const TokenInfo& t : e.tokens) EXPECT_EQ(t.segment, 0);

@@ -198,15 +198,16 @@ Rgb ramp_colour(double w) {
 }
 
 // n tokens, softmax rows of N(0, 2) logits, and in every head one one-hot row (weights 1 and 0).
-Explained explained(int64_t n, int64_t layers, int64_t heads) {
+explain::Run explained(int64_t n, int64_t layers, int64_t heads) {
   const std::vector<std::string> words = {
       "[CLS]", "the", "animal", "didn", "'", "t", "cross", "café", "internationalization"};
-  Explained e;
+  explain::Run e;
   for (int64_t i = 0; i < n; ++i)
     e.tokens.push_back({.text = i < static_cast<int64_t>(words.size())
                                     ? words[static_cast<std::size_t>(i)]
                                     : "w" + std::to_string(i)});
-  e.layers = layers, e.heads = heads, e.head_dim = 4, e.scale = 0.5;
+  e.model.layers = layers, e.model.heads = heads, e.model.head_dim = 4, e.model.scale = 0.5;
+  e.blocks.emplace_back();
   std::mt19937 rng(42);
   std::normal_distribution<double> logit(0.0, 2.0);
   for (int64_t l = 0; l < layers; ++l) {
@@ -218,8 +219,8 @@ Explained explained(int64_t n, int64_t layers, int64_t heads) {
         for (int64_t j = 0; j < n; ++j) sum += row[j] = std::exp(logit(rng));
         for (int64_t j = 0; j < n; ++j) row[j] = i == h % n ? (j == (i + l) % n) : row[j] / sum;
       }
-    e.capture.layers.push_back({});
-    e.capture.layers.back().weights = Tensor::from({1, heads, n, n}, w);
+    e.blocks.front().layers.push_back({});
+    e.blocks.front().layers.back().weights = Tensor::from({1, heads, n, n}, w);
   }
   return e;
 }
@@ -239,10 +240,10 @@ TEST(PngHeatmap, LayoutFollowsTheSvgCellSizes) {
 
 TEST(PngHeatmap, CellCentreHasTheRampColourOfItsWeight) {
   for (const int64_t n : {12, 40, 100}) {  // the three cell sizes
-    const Explained e = explained(n, 2, 3);
+    const explain::Run e = explained(n, 2, 3);
     const HeatmapLayout at = heatmap_layout(n);
-    for (int64_t l = 0; l < e.layers; ++l)
-      for (int64_t h = 0; h < e.heads; ++h) {
+    for (int64_t l = 0; l < e.model.layers; ++l)
+      for (int64_t h = 0; h < e.model.heads; ++h) {
         const Decoded d = read_png(png_heatmap(e, l, h));
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < n; ++j) {
@@ -262,7 +263,7 @@ TEST(PngHeatmap, CellCentreHasTheRampColourOfItsWeight) {
 
 TEST(PngHeatmap, IsNotBlankAndHasLabels) {
   const int64_t n = 12;
-  const Explained e = explained(n, 1, 2);
+  const explain::Run e = explained(n, 1, 2);
   const HeatmapLayout at = heatmap_layout(n);
   const Decoded d = read_png(png_heatmap(e, 0, 1));
   std::set<std::tuple<int, int, int>> colours;
@@ -299,17 +300,17 @@ TEST(PngHeatmap, IsNotBlankAndHasLabels) {
 }
 
 TEST(PngHeatmap, RejectsALayerOrHeadTheCaptureLacks) {
-  const Explained e = explained(4, 2, 3);
+  const explain::Run e = explained(4, 2, 3);
   EXPECT_THAT([&] { png_heatmap(e, 2, 0); }, ThrowsMessage<Error>(HasSubstr("layer 2")));
   EXPECT_THAT([&] { png_heatmap(e, 0, -1); }, ThrowsMessage<Error>(HasSubstr("head -1")));
-  Explained short_capture = e;
+  explain::Run short_capture = e;
   short_capture.tokens.push_back({.text = "extra"});  // 5 tokens, weights for 4
   EXPECT_THAT([&] { png_heatmap(short_capture, 0, 0); },
               ThrowsMessage<Error>(HasSubstr("expected [1, 3, 5, 5]")));
 }
 
 TEST(PngModelGrid, DimensionsAndThumbnailsAsDocumented) {
-  const Explained e = explained(12, 2, 3);
+  const explain::Run e = explained(12, 2, 3);
   const GridLayout at = grid_layout(2, 3);
   const Decoded d = read_png(png_model_grid(e));
   EXPECT_EQ(d.width, at.width);
@@ -329,7 +330,7 @@ TEST(PngModelGrid, DimensionsAndThumbnailsAsDocumented) {
 
 TEST(PngModelGrid, LongTextKeepsTheLargestWeightOfEachBlock) {
   const int64_t n = 150;  // 2.5 tokens a pixel
-  const Explained e = explained(n, 1, 2);
+  const explain::Run e = explained(n, 1, 2);
   const GridLayout at = grid_layout(1, 2);
   const Decoded d = read_png(png_model_grid(e));
   for (const auto& [p, q] : {std::pair{0, 0}, std::pair{17, 41}, std::pair{59, 59}}) {
@@ -371,7 +372,7 @@ TEST(PngSamples, EveryFilterRoundTripsAndIsWrittenForPython) {
   }
   // The attention images as `qkv explain --png` draws them; their pixels as this file's reader
   // reads them. Should it fail, the PNG goes alone, for Python to judge on its own.
-  const Explained e = explained(40, 2, 3);
+  const explain::Run e = explained(40, 2, 3);
   for (const auto& [name, png] :
        {std::pair{"heatmap_40", png_heatmap(e, 1, 2)}, std::pair{"grid_2x3", png_model_grid(e)}}) {
     try {

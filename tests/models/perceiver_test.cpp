@@ -1,5 +1,6 @@
 // The Perceiver of qkv/perceiver.h: its task generator, an end-to-end float64 gradient check, a
-// save/load round trip, what explain_perceiver reports, and a short run that must learn to count.
+// save/load round trip, and a short run that must learn to count (what each latent gathers:
+// tests/explain/readings_test.cpp).
 #include "qkv/perceiver.h"
 
 #include <gmock/gmock.h>
@@ -153,40 +154,6 @@ TEST(PerceiverModel, LoadingAnotherFileSaysSo) {
     EXPECT_THAT(e.what(), HasSubstr("is not a Perceiver"));
   }
   std::filesystem::remove(path);
-}
-
-TEST(PerceiverExplain, WeightsAreDistributionsAndSharesAddUp) {
-  const PerceiverTask task = make_perceiver_task("count", 32);
-  nn::Rng init(2);
-  Perceiver model(tiny_config(task), init);
-  const std::string input = "abc#efghijklmnopqrstuvw#yzabcd#f";
-  const PerceiverExplanation e = explain_perceiver(model, task, input, 4);
-  EXPECT_EQ(e.count, 3);
-  EXPECT_EQ(e.heads, 2);
-  EXPECT_EQ(e.latents, 3);
-  EXPECT_EQ(e.length, 32);
-  ASSERT_EQ(e.gathers.size(), 3u);
-  double p = 0;
-  for (double x : e.probabilities) p += x;
-  EXPECT_NEAR(p, 1.0, 1e-9);
-  for (int64_t h = 0; h < e.heads; ++h)
-    for (int64_t n = 0; n < e.latents; ++n) {
-      double row = 0, hashes = 0;
-      for (int64_t l = 0; l < e.length; ++l) {
-        const double w = e.weights[static_cast<std::size_t>((h * e.latents + n) * e.length + l)];
-        row += w;
-        if (input[static_cast<std::size_t>(l)] == '#') hashes += w;
-      }
-      EXPECT_NEAR(row, 1.0, 1e-5) << "head " << h << " latent " << n;
-      EXPECT_NEAR(e.gathers[static_cast<std::size_t>(n)].counted_share[static_cast<std::size_t>(h)],
-                  hashes, 1e-12);
-    }
-  for (const LatentGather& g : e.gathers) {
-    ASSERT_EQ(g.top.size(), 4u);
-    EXPECT_GE(g.top[0].second, g.top[3].second);
-    EXPECT_GT(g.effective_positions, 1.0);
-    EXPECT_LE(g.effective_positions, 32.0 + 1e-9);
-  }
 }
 
 // 10 classes: chance is a loss of ln 10 = 2.30 and 10% accuracy. A few hundred steps on 64

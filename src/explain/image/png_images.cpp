@@ -31,21 +31,21 @@ void frame(Image& image, int64_t x, int64_t y, int64_t w, int64_t h) {
   image.fill_rect(x + w, y, 1, h, kFrame);
 }
 
-// The capture must hold weights [1, heads, n, n] for every layer: Explained::weight reads them
+// The capture must hold weights [1, heads, n, n] for every layer: Run::weight reads them
 // flat, so a mismatch would read out of bounds instead of failing.
-void check_capture(const Explained& e, const char* where) {
+void check_capture(const Run& e, const char* where) {
   const int64_t n = e.size();
-  if (static_cast<int64_t>(e.capture.layers.size()) < e.layers)
+  if (static_cast<int64_t>(e.blocks.front().layers.size()) < e.model.layers)
     throw Error(std::string(where) + ": the capture holds " +
-                std::to_string(e.capture.layers.size()) + " layers but the model has " +
-                std::to_string(e.layers));
-  for (int64_t l = 0; l < e.layers; ++l) {
-    const Tensor& w = e.capture.layers[static_cast<std::size_t>(l)].weights;
-    if (!w.defined() || w.numel() != e.heads * n * n)
+                std::to_string(e.blocks.front().layers.size()) + " layers but the model has " +
+                std::to_string(e.model.layers));
+  for (int64_t l = 0; l < e.model.layers; ++l) {
+    const Tensor& w = e.blocks.front().layers[static_cast<std::size_t>(l)].weights;
+    if (!w.defined() || w.numel() != e.model.heads * n * n)
       throw Error(std::string(where) + ": layer " + std::to_string(l) + " weights hold " +
                   std::to_string(w.defined() ? w.numel() : 0) + " values; expected [1, " +
-                  std::to_string(e.heads) + ", " + std::to_string(n) + ", " + std::to_string(n) +
-                  "]");
+                  std::to_string(e.model.heads) + ", " + std::to_string(n) + ", " +
+                  std::to_string(n) + "]");
   }
 }
 
@@ -68,11 +68,11 @@ GridLayout grid_layout(int64_t layers, int64_t heads) {
   return layout;
 }
 
-std::string png_heatmap(const Explained& e, int64_t layer, int64_t head) {
-  if (layer < 0 || layer >= e.layers || head < 0 || head >= e.heads)
+std::string png_heatmap(const Run& e, int64_t layer, int64_t head) {
+  if (layer < 0 || layer >= e.model.layers || head < 0 || head >= e.model.heads)
     throw Error("png_heatmap: layer " + std::to_string(layer) + ", head " + std::to_string(head) +
-                " but the model has layers 0.." + std::to_string(e.layers - 1) + " and heads 0.." +
-                std::to_string(e.heads - 1));
+                " but the model has layers 0.." + std::to_string(e.model.layers - 1) +
+                " and heads 0.." + std::to_string(e.model.heads - 1));
   check_capture(e, "png_heatmap");
   const int64_t n = e.size();
   const HeatmapLayout at = heatmap_layout(n);
@@ -96,13 +96,13 @@ std::string png_heatmap(const Explained& e, int64_t layer, int64_t head) {
   return encode_png(image);
 }
 
-std::string png_model_grid(const Explained& e) {
+std::string png_model_grid(const Run& e) {
   check_capture(e, "png_model_grid");
   const int64_t n = e.size();
-  const GridLayout at = grid_layout(e.layers, e.heads);
+  const GridLayout at = grid_layout(e.model.layers, e.model.heads);
   Image image(at.width, at.height);
   draw_text(image, 4, kTitleTop, "every layer (rows) x head (columns)");
-  for (int64_t h = 0; h < e.heads; ++h) {
+  for (int64_t h = 0; h < e.model.heads; ++h) {
     // Appended, not "h" + to_string(h): GCC 12 warns falsely there (-Wrestrict).
     std::string label = "h";
     label += std::to_string(h);
@@ -113,11 +113,11 @@ std::string png_model_grid(const Explained& e) {
     const int64_t lo = p * n / at.thumb;
     return std::pair{lo, std::max(lo + 1, (p + 1) * n / at.thumb)};
   };
-  for (int64_t l = 0; l < e.layers; ++l) {
+  for (int64_t l = 0; l < e.model.layers; ++l) {
     std::string label = "layer ";
     label += std::to_string(l);
     draw_text(image, 4, at.y(l) + (at.thumb - kCapHeight) / 2, label);
-    for (int64_t h = 0; h < e.heads; ++h) {
+    for (int64_t h = 0; h < e.model.heads; ++h) {
       frame(image, at.x(h), at.y(l), at.thumb, at.thumb);
       if (n == 0) continue;
       for (int64_t q = 0; q < at.thumb; ++q)

@@ -16,8 +16,8 @@ std::string fill(double w) {
   return buffer;
 }
 
-void cells(std::ostringstream& s, const Explained& e, int64_t layer, int64_t head, double x0,
-           double y0, double cell) {
+void cells(std::ostringstream& s, const Run& e, int64_t layer, int64_t head, double x0, double y0,
+           double cell) {
   const int64_t n = e.size();
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)
@@ -27,7 +27,7 @@ void cells(std::ostringstream& s, const Explained& e, int64_t layer, int64_t hea
 
 }  // namespace
 
-std::string svg_heatmap(const Explained& e, int64_t layer, int64_t head) {
+std::string svg_heatmap(const Run& e, int64_t layer, int64_t head) {
   const int64_t n = e.size();
   const double cell = n <= 32 ? 22 : n <= 96 ? 8 : 3, pad = 100;
   const double size = pad + n * cell + 10;
@@ -50,22 +50,23 @@ std::string svg_heatmap(const Explained& e, int64_t layer, int64_t head) {
   return s.str();
 }
 
-std::string svg_model_grid(const Explained& e) {
+std::string svg_model_grid(const Run& e) {
   const double thumb = 60, gap = 6, left = 60, top = 40;
   const double cell = thumb / static_cast<double>(std::max<int64_t>(e.size(), 1));
-  const double width = left + e.heads * (thumb + gap), height = top + e.layers * (thumb + gap);
+  const double width = left + e.model.heads * (thumb + gap),
+               height = top + e.model.layers * (thumb + gap);
   std::ostringstream s;
   s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
     << "\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" "
        "fill=\"white\"/><text x=\"4\" y=\"16\" font-size=\"13\">every layer (rows) × head "
        "(columns)</text>";
-  for (int64_t h = 0; h < e.heads; ++h)
+  for (int64_t h = 0; h < e.model.heads; ++h)
     s << "<text x=\"" << left + h * (thumb + gap) + thumb / 2 << "\" y=\"" << top - 6
       << "\" text-anchor=\"middle\">h" << h << "</text>";
-  for (int64_t l = 0; l < e.layers; ++l) {
+  for (int64_t l = 0; l < e.model.layers; ++l) {
     s << "<text x=\"4\" y=\"" << top + l * (thumb + gap) + thumb / 2 << "\">layer " << l
       << "</text>";
-    for (int64_t h = 0; h < e.heads; ++h)
+    for (int64_t h = 0; h < e.model.heads; ++h)
       cells(s, e, l, h, left + h * (thumb + gap), top + l * (thumb + gap), cell);
   }
   s << "</svg>\n";

@@ -129,6 +129,12 @@ uint16_t to_half(float x) {
   return sign | static_cast<uint16_t>(rounded >> 13);
 }
 
+std::string script_json(std::string json) {
+  for (std::size_t at = json.find('<'); at != std::string::npos; at = json.find('<', at + 6))
+    json.replace(at, 1, "\\u003c");
+  return json;
+}
+
 std::string html_report(const Report& report) {
   nlohmann::json texts = nlohmann::json::array();
   for (const auto& [label, text] : report.texts) texts.push_back({label, text});
@@ -146,10 +152,7 @@ std::string html_report(const Report& report) {
                                     {"focus", report.focus}, {"layer", report.layer},
                                     {"head", report.head},   {"blocks", blocks}}
                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  // No "<" at all inside the <script> element ("</script>" would end it early, "<!--<script"
-  // would change how the parser reads it): JSON writes it as \u003c.
-  for (std::size_t at = data.find('<'); at != std::string::npos; at = data.find('<', at + 6))
-    data.replace(at, 1, "\\u003c");
+  data = script_json(std::move(data));
 
   std::string page;
   page.reserve(data.size() + 64 * 1024);

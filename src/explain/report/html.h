@@ -23,4 +23,8 @@ namespace qkv::explain {
 std::string base64(const void* data, std::size_t size);
 uint16_t to_half(float x);
 
+// JSON for inside <script>: no "<" at all ("</script>" would end the element early, "<!--<script"
+// would change how the parser reads it); "<" can only sit inside a JSON string, as \u003c.
+std::string script_json(std::string json);
+
 }  // namespace qkv::explain

@@ -37,15 +37,16 @@ std::string quoted_token(const std::string& t) {
 
 }  // namespace
 
-std::string render_rnnsearch(const Seq2SeqCapture& c) {
-  const AttentionCapture& a = c.cross.at(0);
+std::string render_rnnsearch(const Run& run) {
+  const AttentionCapture& a = run.blocks.at(0).layers.at(0);
+  const std::vector<std::string>& outputs = run.output.steps;
   const int64_t steps = a.weights.dim(2), n = a.weights.dim(3), d = a.q.dim(3);
   auto w = [&](int64_t i, int64_t j) { return a.weights.value(i * n + j); };
   // The step shown: the sharpest (largest top weight) among those that write a character.
   int64_t step = 0;
   double sharpest = -1;
   for (int64_t i = 0; i < steps; ++i) {
-    if (c.output_tokens[static_cast<std::size_t>(i)] == "</s>") continue;
+    if (outputs[static_cast<std::size_t>(i)] == "</s>") continue;
     for (int64_t j = 0; j < n; ++j)
       if (w(i, j) > sharpest) sharpest = w(i, j), step = i;
   }
@@ -60,7 +61,7 @@ std::string render_rnnsearch(const Seq2SeqCapture& c) {
   out += "  score   e_ij = v_a · tanh(W_a s_{i-1} + U_a h_j)    weight α_ij = softmax over j\n";
   out += "  output  c_i = Σ_j α_ij h_j, read by the decoder with y_{i-1} to make s_i\n\n";
 
-  const std::string& written = c.output_tokens[static_cast<std::size_t>(step)];
+  const std::string& written = outputs[static_cast<std::size_t>(step)];
   // Numbered from 1, as in the paper: output i is asked for with s_{i−1} (s_0 from ←h_1).
   const std::string i = std::to_string(step + 1), before = std::to_string(step);
   // Said on the view: the HTML report counts from 0, so its output 0 and key 3 are i = 1, j = 4.
@@ -77,7 +78,7 @@ std::string render_rnnsearch(const Seq2SeqCapture& c) {
     const int64_t j = order[static_cast<std::size_t>(r)];
     const double e = a.logits.value(step * n + j);
     out += "  " + pad_left(std::to_string(j + 1), 4) + "  " +
-           pad_right(quoted_token(c.source_tokens[static_cast<std::size_t>(j)]), 5) + "  " +
+           pad_right(quoted_token(run.tokens[static_cast<std::size_t>(j)].surface), 5) + "  " +
            pad_right(vector_start(a.k, j, 4), 32) + pad_left(fixed(e, 2), 7) + "  " +
            pad_left(weight(w(step, j)), 5) + " " + bar(w(step, j), 10) + "\n";
   }

@@ -26,7 +26,7 @@ std::string weight_str(double w) {
 }
 
 // Token i as the terminal shows it (a token is cut from the user's text: printable()).
-std::string label(const Explained& e, int64_t i) {
+std::string label(const Run& e, int64_t i) {
   return printable(e.tokens[static_cast<std::size_t>(i)].text);
 }
 
@@ -43,10 +43,10 @@ std::string vector_head(const float* x, int64_t d, int count) {
 
 }  // namespace
 
-std::string render_tokens(const Explained& e, int64_t focus, const Style& style) {
+std::string render_tokens(const Run& e, int64_t focus, const Style& style) {
   std::ostringstream s;
-  s << "qkv explain · " << e.model << " · " << e.layers << " layers × " << e.heads
-    << " heads, head dim " << e.head_dim << "\n\n";
+  s << "qkv explain · " << e.model.name << " · " << e.model.layers << " layers × " << e.model.heads
+    << " heads, head dim " << e.model.head_dim << "\n\n";
   s << wrap(quoted(clip(printable(e.text), 480)), kWidth - 2, 2) << "\n";
   if (e.pair)
     s << "+ sentence B:\n" << wrap(quoted(clip(printable(e.text_b), 480)), kWidth - 2, 2) << "\n";
@@ -66,21 +66,21 @@ std::string render_tokens(const Explained& e, int64_t focus, const Style& style)
   }
   s << "\n\n";
   const std::string f = quoted(label(e, focus));
-  if (e.causal)
+  if (e.causal())
     s << "focus " << f << " (token " << focus << "). In every head, its query\n"
       << "q = RoPE(W_Q·x) is scored against the key k = RoPE(W_K·x) of itself and every\n"
       << "earlier token (x = RMSNorm(h); RoPE turns q and k by their positions):\n"
-      << "weight = softmax(q·k / √" << e.head_dim << "), and the head's output for " << f
+      << "weight = softmax(q·k / √" << e.model.head_dim << "), and the head's output for " << f
       << " is the\nweighted sum of the values v = W_V·x.\n";
   else
     s << "focus " << f << " (token " << focus << "). In every head, its query\n"
       << "q = W_Q·h + b_Q is scored against every token's key k = W_K·h + b_K:\n"
-      << "weight = softmax(q·k / √" << e.head_dim << "), and the head's output for " << f
+      << "weight = softmax(q·k / √" << e.model.head_dim << "), and the head's output for " << f
       << " is the\nweighted sum of the values v = W_V·h + b_V.\n";
   return s.str();
 }
 
-std::string render_overview(const Explained& e, int64_t focus, const Style& style) {
+std::string render_overview(const Run& e, int64_t focus, const Style& style) {
   std::ostringstream s;
   const std::string f = quoted(label(e, focus));
   s << "\nWhere " << f << " looks (top " << style.top << " keys a head; "
@@ -153,7 +153,7 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
     s << "\n";
   }
   const HeadPick zoom = suggested_head(e, focus, all);
-  if (e.causal)
+  if (e.causal())
     s << "\nMany heads put most of their weight on the first token: when nothing earlier\n"
          "matches a head's query, the softmax must still sum to 1, and the one token every\n"
          "position sees becomes the place to park it (an \"attention sink\", Xiao et al.\n"
@@ -163,17 +163,17 @@ std::string render_overview(const Explained& e, int64_t focus, const Style& styl
          "sentence matches a head's query, the softmax must still sum to 1, and these\n"
          "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"
          "at?\").\n";
-  const std::string model = e.causal ? " --model smollm2" : "";
+  const std::string model = e.causal() ? " --model smollm2" : "";
   s << "\nZoom into one head: qkv explain" << model << " --layer " << zoom.layer << " --head "
     << zoom.head << "\nAnother focus token:  qkv explain" << model << " --token WORD\n";
   return s.str();
 }
 
-std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t focus,
+std::string render_head(const Run& e, int64_t layer, int64_t head, int64_t focus,
                         const Style& style) {
   std::ostringstream s;
-  const int64_t n = e.size(), d = e.head_dim;
-  const AttentionCapture& c = e.capture.layers[static_cast<std::size_t>(layer)];
+  const int64_t n = e.size(), d = e.model.head_dim;
+  const AttentionCapture& c = e.blocks.front().layers[static_cast<std::size_t>(layer)];
   // Columns: 3 per key while they fit in 80 columns, then 2; beyond that the first keys only.
   const int label_width = 14;
   const int cell_width = label_width + 3 * n <= kWidth ? 3 : 2;
@@ -206,12 +206,14 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   const float* q = row(c.q, head, focus, n, d);
   s << "\n" << f << " step by step in layer " << layer << ", head " << head << "\n";
   s << "1. query  q = "
-    << (e.causal ? "RoPE(W_Q·x(" + label(e, focus) + "))" : "W_Q·h(" + label(e, focus) + ") + b_Q")
+    << (e.causal() ? "RoPE(W_Q·x(" + label(e, focus) + "))"
+                   : "W_Q·h(" + label(e, focus) + ") + b_Q")
     << ", " << d << " numbers:\n   " << vector_head(q, d, 10) << "\n";
-  s << (e.causal
+  s << (e.causal()
             ? "2. keys   k_j = RoPE(W_K·x_j) for every token j ≤ the query's; q·k_j is scaled by\n"
             : "2. keys   k_j = W_K·h_j + b_K for every token j; the score q·k_j is scaled by\n")
-    << "   1/√" << d << " = " << fixed(e.scale, 4) << ", then softmax over j gives the weights:\n";
+    << "   1/√" << d << " = " << fixed(e.model.scale, 4)
+    << ", then softmax over j gives the weights:\n";
   s << "        key          q·k_j    ×1/√" << d << "   weight\n";
   // Keys the mask hides (a decoder's later tokens) have logit −∞: listed as one line, not with
   // the dot products they were never given.
@@ -234,8 +236,8 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
     const double w = e.weight(layer, head, focus, j);
     std::string name = pad_left(std::to_string(j), 6) + " " + pad_right(clip(label(e, j), 10), 10);
     s << (j == focus ? paint(name, "33", style) : name) << pad_left(fixed(raw, 2), 9)
-      << pad_left(fixed(raw * e.scale, 2), 10) << pad_left(fixed(w, 3), 9) << " " << bar(w, 16)
-      << "\n";
+      << pad_left(fixed(raw * e.model.scale, 2), 10) << pad_left(fixed(w, 3), 9) << " "
+      << bar(w, 16) << "\n";
   }
   if (listed < visible)
     s << "        … " << visible - listed << " keys with smaller weights (--json)\n";
@@ -248,7 +250,7 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   else if (!hidden.empty())
     s << "   " << hidden.size() << " tokens";
   if (!hidden.empty())
-    s << (e.causal && run ? " come later: masked" : ": masked")
+    s << (e.causal() && run ? " come later: masked" : ": masked")
       << " (−∞ before the softmax), weight 0\n";
   // Output: Σ_j w_j v_j, spelled with the largest terms.
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -265,45 +267,29 @@ std::string render_head(const Explained& e, int64_t layer, int64_t head, int64_t
   s << "3. output out(" << label(e, focus)
     << ") = Σ_j weight_j · v_j\n   = " << wrap(sum, kWidth - 5, 5) << "\n   "
     << vector_head(row(c.head_out, head, focus, n, d), d, 10) << "\n";
-  s << "   The " << e.heads
+  s << "   The " << e.model.heads
     << " heads' outputs, side by side, go through W_O and the feed-forward\n"
     << "   layer into the next layer's h.\n";
   return s.str();
 }
 
-std::string render_decoder(const Explained& e, const Style& style) {
+std::string render_decoder(const Run& e, const Style& style) {
   (void)style;
   std::ostringstream s;
-  const int64_t n = e.size(), group = e.kv_heads > 0 ? e.heads / e.kv_heads : 1;
+  const int64_t n = e.size(), group = e.model.kv_heads > 0 ? e.model.heads / e.model.kv_heads : 1;
   std::string grouped =
       "A decoder: each token sees only itself and the tokens before it (the "
       "causal mask), and the " +
-      std::to_string(e.heads) + " query heads of a layer share " + std::to_string(e.kv_heads) +
-      " key/value heads (grouped-query attention):";
-  for (int64_t g = 0; g < e.kv_heads; ++g)
+      std::to_string(e.model.heads) + " query heads of a layer share " +
+      std::to_string(e.model.kv_heads) + " key/value heads (grouped-query attention):";
+  for (int64_t g = 0; g < e.model.kv_heads; ++g)
     grouped += (g == 0 ? " h" : ", h") + std::to_string(g * group) + "–h" +
                std::to_string((g + 1) * group - 1) + " read kv " + std::to_string(g);
   s << "\n" << wrap(grouped + ".", kWidth, 0) << "\n";
-  // Per head, the mean over queries i ≥ 1 of the weight on token 0 and on token i − 1.
-  std::vector<std::tuple<double, int64_t, int64_t>> sinks, previous, induction;
-  for (int64_t l = 0; l < e.layers && e.induction.defined(); ++l)
-    for (int64_t h = 0; h < e.heads; ++h)
-      if (e.induction.at<double>(l, h) > 0.3)
-        induction.emplace_back(e.induction.at<double>(l, h), l, h);
-  for (int64_t l = 0; l < e.layers; ++l)
-    for (int64_t h = 0; h < e.heads; ++h) {
-      double first = 0, before = 0;
-      for (int64_t i = 1; i < n; ++i)
-        first += e.weight(l, h, i, 0), before += e.weight(l, h, i, i - 1);
-      if (n > 1) first /= static_cast<double>(n - 1), before /= static_cast<double>(n - 1);
-      if (first > 0.5) sinks.emplace_back(first, l, h);
-      if (before > 0.5) previous.emplace_back(before, l, h);
-    }
-  const auto list = [&](std::vector<std::tuple<double, int64_t, int64_t>>& heads,
-                        const char* what) {
-    std::sort(heads.rbegin(), heads.rend());
+  HeadRoles roles = head_roles(e);
+  const auto list = [&](const std::vector<ScoredHead>& heads, const char* what) {
     std::string line = std::string(what) + " (" + std::to_string(heads.size()) + " of " +
-                       std::to_string(e.layers * e.heads) + " heads):";
+                       std::to_string(e.model.layers * e.model.heads) + " heads):";
     for (std::size_t k = 0; k < std::min<std::size_t>(heads.size(), 8); ++k) {
       const auto& [w, l, h] = heads[k];
       line +=
@@ -312,15 +298,15 @@ std::string render_decoder(const Explained& e, const Style& style) {
     s << wrap(line + (heads.size() > 8 ? ", …" : ""), kWidth, 2) << "\n";
   };
   if (n > 1) {
-    list(sinks, "\nAttention sinks, most weight on the first token");
-    list(previous, "Previous-token heads, most weight on the token just before");
+    list(roles.sinks, "\nAttention sinks, most weight on the first token");
+    list(roles.previous, "Previous-token heads, most weight on the token just before");
   }
   if (e.induction.defined())
-    list(induction,
+    list(roles.induction,
          "Induction heads, on random tokens repeated: in the repeat, weight on the "
          "token that came next the first time");
   s << "\nThe next token, as the model predicts it after the whole text:\n";
-  for (const auto& [token, p] : e.next_tokens)
+  for (const auto& [token, p] : e.output.next_tokens)
     s << "  " << pad_right(quoted(printable(token)), 16) << pad_left(fixed(100 * p, 1), 5) << "%  "
       << bar(p, 20) << "\n";
   return s.str();

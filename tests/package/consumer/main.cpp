@@ -1,7 +1,8 @@
 // Uses the installed qkv through its public headers only, as an outside project would:
 //   qkv/attention.h  one query against two keys with equal scores averages their values;
 //   qkv/model.h      an untrained encoder-decoder, every attention layer captured;
-//   qkv/explain.h    that capture as the HTML report, and one attention call step by step.
+//   qkv/explain.h    that model's run (explain::capture) as the HTML report, and one attention
+//                    call step by step.
 // Prints what check_find_package.cmake expects; exits 1 when something is off.
 #include <qkv/attention.h>
 #include <qkv/explain.h>
@@ -32,8 +33,9 @@ int main() {
   std::printf("capture: %zu source tokens, heads %lld, weights row sum %.6f\n",
               c.source_tokens.size(), static_cast<long long>(cross.weights.dim(1)), row);
 
-  // explain.h: the report of that capture, and a worked call explained step by step.
-  const std::string page = qkv::explain::html_report(qkv::explain::report_of(c, "tiny"));
+  // explain.h: the report of the model's run, and a worked call explained step by step.
+  const qkv::explain::Run run = qkv::explain::capture(*model, "abc", "tiny");
+  const std::string page = qkv::explain::html_report(qkv::explain::report_of("tiny", run));
   const qkv::explain::AttentionCall call{
       .q = q, .k = k, .v = v, .options = {.score = qkv::Score::dot}};
   const std::string steps =

@@ -1,12 +1,17 @@
-// `qkv explain`: a real model's attention on your sentence, explained (the main job).
+// `qkv explain`: a model's attention on your input, explained. One door for every model: open it
+// (the registry), capture one run (explain::capture), pick a view (terminal, --json, --html,
+// --svg, --png).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model_args.h"
+#include "qkv/explain.h"
 
 namespace qkv::cli {
 
@@ -28,14 +33,23 @@ struct ExplainArgs {
 
 CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args);
 int run_explain(const ExplainArgs& args);
-// --model FILE.safetensors saved by `qkv train`: the model's output on --input and its
-// cross-attention alignment (source across, output down).
-int run_explain_seq2seq(const ExplainArgs& args);
-// --model FILE.safetensors saved by `qkv train --model perceiver`: what each latent gathers.
-int run_explain_perceiver(const ExplainArgs& args);
+
+// The models qkv trains (trained.cpp): what they refuse before anything is read, the model file
+// opened (its faults are bad input, exit 2), the source or input they read, and their views — a
+// seq2seq model's alignment, a Perceiver's latents.
+void check_trained_args(const ExplainArgs& args, ModelKind kind);
+Model open_trained(const std::string& path);
+explain::Input trained_input(const ExplainArgs& args, const Model& model);
+int show_trained(const ExplainArgs& args, const explain::Run& run);
+// Writes the files as one set and says each: "wrote x.png (12 KB)", and a page's
+// report_written line.
+void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs);
+
 // Throws a usage error "--layer 9 is out of range; this model has layers 0–5" when `index` is
 // given and outside [0, count); `what` names the count ("layers", "decoder layers", "heads").
 void check_index(const char* flag, const std::optional<int64_t>& index, int64_t count,
                  const std::string& what);
+// Colours on standard output: --color, else a terminal without NO_COLOR (--no-color: never).
+bool use_color(const ExplainArgs& args);
 
 }  // namespace qkv::cli

@@ -1,31 +1,18 @@
 // The Perceiver's HTML page: the data as JSON, drawn by a small script on a canvas. It wears the
-// report's style and "How to read this page" box (explain/report/), and its numbers are
-// latent_table's, the ones the terminal shows.
+// report's style and "How to read this page" box (explain/report/), its data is made script-safe
+// as the report's is (html.cpp), and its numbers are latent_table's, the ones the terminal shows.
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "explain/markup.h"
+#include "explain/report/html.h"
 #include "explain/report/html/assets.h"
 #include "explain/report/legend.h"
-#include "qkv/perceiver_report.h"
+#include "qkv/explain.h"
 
 namespace qkv::explain {
 
 namespace {
-
-// JSON for inside <script>: no "<" at all ("</script>" would end the element early, "<!--<script"
-// would change how the parser reads it); "<" can only sit inside a JSON string, as \u003c.
-std::string script_safe(const std::string& json) {
-  std::string out;
-  out.reserve(json.size());
-  for (const char c : json) {
-    if (c == '<')
-      out += "\\u003c";
-    else
-      out += c;
-  }
-  return out;
-}
 
 // Beside the report's style: the heatmap with a label a latent on its left (the labels' column
 // is as tall as the canvas, a row a latent), the counted symbol's ticks above it.
@@ -72,14 +59,19 @@ document.body.dataset.ready='1';
 
 }  // namespace
 
-std::string perceiver_html(const PerceiverExplanation& e, const std::string& title) {
-  const LatentTable t = latent_table(e);
-  const nlohmann::json data = {{"input", e.input},    {"counted", std::string(1, e.counted)},
-                               {"heads", e.heads},    {"latents", e.latents},
-                               {"length", e.length},  {"uniform_weight", t.uniform_weight},
-                               {"weights", e.weights}};
+std::string perceiver_html(const Run& run, const Gathers& e, const std::string& title) {
+  const LatentTable t = latent_table(run, e);
+  const Tensor w = run.blocks.front().layers.front().weights.to(DType::f64).contiguous();
+  const nlohmann::json data = {
+      {"input", run.text},
+      {"counted", std::string(1, run.counted)},
+      {"heads", e.heads},
+      {"latents", e.latents},
+      {"length", e.length},
+      {"uniform_weight", t.uniform_weight},
+      {"weights", std::vector<double>(w.data<double>(), w.data<double>() + w.numel())}};
   std::string c = "'";  // (not "'" + std::string: GCC 12 warns a false -Wrestrict on it)
-  c += escape_markup(std::string(1, e.counted)) + "'";
+  c += escape_markup(std::string(1, run.counted)) + "'";
   std::string h = "<!doctype html><html lang=en><head><meta charset=utf-8><title>" +
                   escape_markup(title) + "</title><style>";
   h += report_css();
@@ -90,9 +82,9 @@ std::string perceiver_html(const PerceiverExplanation& e, const std::string& tit
   h += "<p id=summary>" + std::to_string(e.latents) +
        " learned latent queries cross-attend to an input of " + grouped(e.length) +
        " symbols (keys and values from the input). The input holds <b>" + std::to_string(e.count) +
-       "</b> " + c + "; the model says <b>" + std::to_string(e.predicted) +
-       "</b> (p = " + t.probability + "), " + (e.predicted == e.count ? "right" : "wrong") +
-       ".</p>";
+       "</b> " + c + "; the model says <b>" + std::to_string(run.output.predicted) +
+       "</b> (p = " + t.probability + "), " +
+       (run.output.predicted == e.count ? "right" : "wrong") + ".</p>";
   h += "<p>Rows: latents; columns: input positions; ticks above: the " + c +
        " positions. Head: <select id=head><option value=mean>mean of heads</option>";
   for (int64_t k = 0; k < e.heads; ++k)
@@ -121,7 +113,7 @@ std::string perceiver_html(const PerceiverExplanation& e, const std::string& tit
     }
     h += "</td></tr>";
   }
-  h += "</table><script type=application/json id=data>" + script_safe(data.dump()) +
+  h += "</table><script type=application/json id=data>" + script_json(data.dump()) +
        "</script><script>" + kScript + "</script></body></html>\n";
   return h;
 }

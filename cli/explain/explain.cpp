@@ -1,0 +1,236 @@
+// `qkv explain`: open the model (the registry), capture one run (explain::capture), show a view.
+// This file: the options, the one path every model takes, and a sentence's (BERT, a decoder)
+// checks and views — the overview or one head, the decoder's heads, JSON, the report and images.
+#include "explain/explain.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "finite.h"
+#include "memory.h"
+#include "options.h"
+#include "output.h"
+#include "qkv/files.h"
+#include "text.h"
+
+namespace qkv::cli {
+
+CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "explain",
+      "a real model's attention on your sentence: which tokens each head's query "
+      "finds, layer by layer");
+  cmd->add_option("text", args.text,
+                  "the sentence (default: \"" + std::string(explain::kDefaultSentence) + "\")")
+      ->check(text("a sentence, e.g. qkv explain \"I sat on the bank\""));
+  cmd->add_option("text_b", args.text_b,
+                  "a second sentence: the model reads the pair as [CLS] A [SEP] B [SEP]")
+      ->check(text("a second sentence, e.g. qkv explain \"A\" \"B\""));
+  cmd->add_option("--token", args.token,
+                  "the focus token: its text (\"it\", \"it:2\" for the second) or index; "
+                  "default: a pronoun, else the last word")
+      ->check(utf8_text())
+      ->option_text("TOKEN");
+  // The model's own range is checked once it is loaded ("this model has layers 0–5").
+  const IntegerRange index{.lo = std::numeric_limits<int64_t>::min(),
+                           .expected = "an index from 0 (0-based)"};
+  cmd->add_option("--layer", args.layer, "zoom into this layer (0-based, with --head)")
+      ->transform(integer(index))
+      ->option_text("L");
+  cmd->add_option("--head", args.head, "zoom into this head (0-based, with --layer)")
+      ->transform(integer(index))
+      ->option_text("H");
+  cmd->add_option("--top", args.top,
+                  "keys shown per head in the overview, 1 to 3 (default 3); a Perceiver's "
+                  "positions shown per latent, 1 to 64")
+      ->transform(integer({.lo = 1, .hi = 64}))
+      ->option_text("K");
+  cmd->add_option("--input", args.input,
+                  "with --model FILE.safetensors from qkv train: the source to decode (a "
+                  "Perceiver's: its input, or @FILE; default a held-out example)")
+      ->check(text("a source to decode, e.g. \"march 3rd 2021\", or a Perceiver's input or @FILE"))
+      ->option_text("TEXT");
+  cmd->add_flag("--json", args.json,
+                "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
+  cmd->add_option("--html", args.html,
+                  "write one self-contained HTML report (every layer and head; offline)")
+      ->option_text("FILE");
+  cmd->add_option("--svg", args.svg,
+                  "write an SVG image: the heatmap of --layer/--head, else the model grid")
+      ->option_text("FILE");
+  cmd->add_option("--png", args.png,
+                  "write a PNG image: the heatmap of --layer/--head, else the model grid")
+      ->option_text("FILE");
+  cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
+  cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
+  add_model_option(*cmd, args.model, {.decoder = true, .trained = true});
+  add_memory_limit_option(*cmd, args.memory_limit, "the captured run (every layer's weights)");
+  cmd->footer(
+      "\nLayers and heads count from 0, as in transformers' output_attentions.\n\n"
+      "Examples:\n"
+      "  qkv explain\n"
+      "  qkv explain \"I sat on the river bank\" --token bank\n"
+      "  qkv explain --layer 2 --head 5\n"
+      "  qkv explain \"Hans said he was tired\" --json > capture.json\n"
+      "  qkv explain \"The animal didn't cross the street.\" \"It was too tired.\" --html "
+      "pair.html\n"
+      "  qkv train --task dates --out dates.safetensors\n"
+      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
+      "  qkv explain --model count.safetensors --html latents.html   (qkv train --model "
+      "perceiver)\n"
+      "  qkv explain --model smollm2 \"The capital of France is\"   (a decoder: any GGUF file)\n");
+  return cmd;
+}
+
+void check_index(const char* flag, const std::optional<int64_t>& index, int64_t count,
+                 const std::string& what) {
+  if (index && (*index < 0 || *index >= count))
+    throw Error(std::string(flag) + " " + std::to_string(*index) +
+                " is out of range; this model has " + what + " 0–" + std::to_string(count - 1));
+}
+
+bool use_color(const ExplainArgs& args) {
+  return args.color ||
+         (!args.no_color && ::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr);
+}
+
+namespace {
+
+// What a sentence's run refuses before anything is loaded.
+void check_sentence_args(const ExplainArgs& args, const std::string& text) {
+  if (args.top > 3)  // the option's 4 to 64 are a Perceiver's
+    throw Error("--top " + std::to_string(*args.top) +
+                " is out of range for a sentence's overview; expected 1 to 3 (up to 64 with a "
+                "Perceiver model, for its latents)");
+  if (args.layer.has_value() != args.head.has_value())
+    throw Error(std::string(args.layer ? "--layer is given without --head"
+                                       : "--head is given without --layer") +
+                "; expected both, e.g. --layer 2 --head 5");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error("the text is empty; expected a sentence, e.g. qkv explain \"I sat on the bank\"");
+  // Every output can be written, and no two are one file, before the model runs.
+  check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}},
+                {model_input(args.model)});
+  if (model_kind(args.model.dir) == ModelKind::causal_lm && args.text_b)
+    throw Error("a second text \"" + clip(*args.text_b, 40) +
+                "\" is given, but a decoder reads one text; expected one");
+}
+
+// A sentence encoder's text (or pair) checked against the model: its layers and heads, its tokens.
+explain::Input sentence_input(const ExplainArgs& args, const Model& model, std::string text) {
+  if (model.kind() == ModelKind::sentence_encoder) {
+    check_index("--layer", args.layer, model.info().layers, "layers");
+    check_index("--head", args.head, model.info().heads, "heads");
+    if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
+      throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
+    require_tokens(model.sentence_model(), text, "the text");
+    if (args.text_b) require_tokens(model.sentence_model(), *args.text_b, "the second text");
+  }
+  return {.text = std::move(text), .text_b = args.text_b};
+}
+
+// Every layer's scores, logits and weights are kept: tokens² a head and layer (a sentence), the
+// whole model's attention (a trained model), said and bounded before the model runs.
+void check_memory(const ExplainArgs& args, const Model& model, const explain::Input& input) {
+  const explain::RunCost cost = explain::run_cost(model, input, args.json, !args.html.empty());
+  const bool trained = model.kind() == ModelKind::seq2seq || model.kind() == ModelKind::perceiver;
+  require_memory(cost.bytes, args.memory_limit, cost.what,
+                 trained     ? "a smaller model"
+                 : args.json ? "a shorter text, or --html, which needs far less than --json"
+                             : "a shorter text");
+}
+
+// One <rect> a weight (about 75 bytes): 300 words on the 72-head grid made a 363 MB file.
+// Bounded as --html bounds its weights; a PNG draws any size in a few hundred KB.
+void check_svg_size(const ExplainArgs& args, const explain::Run& run) {
+  constexpr int64_t kMaxSvgCells = 1'000'000;
+  const int64_t n = run.size(), heads = run.model.layers * run.model.heads;
+  const int64_t cells = (args.layer ? 1 : heads) * n * n;
+  if (cells > kMaxSvgCells)
+    throw Error(
+        "--svg: " +
+        (args.layer ? std::string("the heatmap") : "the grid of " + grouped(heads) + " heads") +
+        " of " + grouped(n) + " tokens would draw " + grouped(cells) + " cells (about " +
+        bytes_str(cells * 75) + " of SVG), over " + grouped(kMaxSvgCells) +
+        "; expected --png for this size" +
+        (args.layer ? std::string() : ", or --layer L --head H for one heatmap") +
+        ", or a shorter text");
+}
+
+// The files, as one set (a failure in the last leaves none of them), then JSON or the terminal.
+int show_sentence(const ExplainArgs& args, const Model& model, const explain::Run& run) {
+  check_index("--layer", args.layer, run.model.layers, "layers");
+  check_index("--head", args.head, run.model.heads, "heads");
+  require_finite_capture(run);  // before any file is written or anything printed
+  int64_t focus = 0;
+  try {
+    focus = explain::focus(run, args.token.empty() ? std::nullopt : std::optional(args.token));
+  } catch (const Error& e) {
+    throw Error("--token " + std::string(e.what()));
+  }
+  std::vector<std::pair<OutputPath, std::string>> outputs;
+  if (!args.html.empty()) {
+    explain::Report report = explain::report_of(model.info().name, run, focus);
+    report.layer = args.layer.value_or(report.layer);
+    report.head = args.head.value_or(report.head);
+    outputs.push_back({{"--html", args.html}, explain::html_report(report)});
+  }
+  if (!args.svg.empty()) check_svg_size(args, run);
+  if (!args.svg.empty())
+    outputs.push_back({{"--svg", args.svg},
+                       args.layer ? explain::svg_heatmap(run, *args.layer, *args.head)
+                                  : explain::svg_model_grid(run)});
+  if (!args.png.empty())
+    outputs.push_back({{"--png", args.png},
+                       args.layer ? explain::png_heatmap(run, *args.layer, *args.head)
+                                  : explain::png_model_grid(run)});
+  write_written(outputs);
+  if (args.json) {
+    std::cout << explain::json_of(run, {.focus = focus}) << "\n";
+    return 0;
+  }
+  const explain::Style style{.color = use_color(args), .top = args.top.value_or(3)};
+  std::cout << explain::render_tokens(run, focus, style);
+  if (args.layer)
+    std::cout << explain::render_head(run, *args.layer, *args.head, focus, style);
+  else
+    std::cout << explain::render_overview(run, focus, style);
+  if (run.causal()) std::cout << explain::render_decoder(run, style);
+  return 0;
+}
+
+}  // namespace
+
+void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
+  write_outputs(outputs);
+  for (const auto& [output, bytes] : outputs)
+    if (output.option == "--html")
+      report_written(output.path, bytes.size());
+    else
+      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
+                << " KB)\n";
+}
+
+int run_explain(const ExplainArgs& args) {
+  const ModelKind kind = model_kind(args.model.dir);
+  const bool trained = kind == ModelKind::perceiver || kind == ModelKind::seq2seq || args.input;
+  const std::string text = args.text.value_or(explain::kDefaultSentence);
+  if (trained)
+    check_trained_args(args, kind);
+  else
+    check_sentence_args(args, text);
+  const Model model = trained ? open_trained(args.model.dir)
+                              : open_model_option(args.model, {.load_weights = false});
+  explain::Input input;
+  if (!trained) input = sentence_input(args, model, text);
+  check_memory(args, model, input);
+  if (trained) input = trained_input(args, model);
+  if (kind == ModelKind::causal_lm) load_weights(model.causal_lm(), args.model.dir);
+  const explain::Run run = explain::capture(model, input);
+  return trained ? show_trained(args, run) : show_sentence(args, model, run);
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,101 @@
+// qkv/explain_readings.h — what a reader asks of a captured run (qkv/explain_run.h), as functions
+// of the run alone (src/explain/readings/): the heads of a decoder that sink, look one token back
+// or induct; an encoder-decoder's alignment and how sharp each head's is; the lookup task's
+// phonebook read off the attention; what each of a Perceiver's latents gathers. Every view shows
+// these numbers; none computes them again.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "qkv/explain_run.h"
+
+namespace qkv::explain {
+
+// ---- a decoder's heads ----
+// A head and its score: (score, layer, head), sorted by score, largest first.
+using ScoredHead = std::tuple<double, int64_t, int64_t>;
+
+struct HeadRoles {
+  // Per head, the mean over queries i ≥ 1 of its weight on token 0 (a sink) and on token i − 1
+  // (previous token); the heads whose mean is above one half.
+  std::vector<ScoredHead> sinks, previous;
+  // The heads whose induction score (Run::induction) is above 0.3.
+  std::vector<ScoredHead> induction;
+};
+HeadRoles head_roles(const Run& run);
+
+// The induction score of every head [layers, heads] (float64), from `repeat`: the capture of a
+// sequence x₁…x_T x₁…x_T (2T tokens, [1, H, 2T, 2T] weights a layer). In the repeat, token x_i
+// (position T + i − 1) may look for x_{i+1} after its first occurrence (position i); the score is
+// the mean of that weight over i = 1 … T − 1 (Olsson et al. 2022, "In-context Learning and
+// Induction Heads").
+Tensor induction_scores(const std::vector<AttentionCapture>& repeat, int64_t t);
+
+// ---- an encoder-decoder's alignment ----
+// The cross-attention weights of decoder layer `layer` [H, steps, S] (float64): each output step's
+// attention over the source (Bahdanau et al. 2014, Figure 3). Throws for a run without them.
+Tensor alignment(const Run& run, int64_t layer);
+// Each head's mean entropy over the output steps (nats) of an alignment [H, steps, S]; the
+// lowest is the sharpest alignment.
+std::vector<double> head_entropy(const Tensor& alignment);
+int64_t sharpest_head(const std::vector<double>& entropy);
+
+// ---- the lookup task's phonebook ----
+// A source of the lookup task, "? b a3 b7 c1": the query key, then entries of a key and its number.
+struct PhonebookEntry {
+  char key = 0, number = 0;
+  int64_t at = 0;  // the key's position in the source; its number is at + 1
+};
+
+struct Phonebook {
+  char query = 0;
+  std::vector<PhonebookEntry> entries;
+  std::optional<std::size_t> asked;  // the entry whose key is the query
+  bool additive = false;             // RNNsearch: no self-attention binds; the GRUs do
+  // The binding (transformers): the encoder head whose numbers look hardest at the key just before
+  // them, and each entry's number's weight on its key there.
+  int64_t bind_layer = 0, bind_head = 0;
+  std::vector<double> bind;
+  // The match: the cross-attention head whose first output step puts the most weight on one
+  // entry (its key and number); per entry, that weight, and the logit of the number.
+  int64_t match_layer = 0, match_head = 0;
+  Score score = Score::scaled_dot;  // of the match's layer
+  std::vector<double> weight, logit;
+  // The value read back: Σ weight·‖v‖ over the entry's two positions, ÷ the same over the source.
+  double asked_share = 0;
+  std::string answer;  // the model's output
+};
+
+// "? b a3 b7 c1" → its query and entries, positions filled; empty for anything else.
+std::optional<Phonebook> parse_phonebook(const std::string& source);
+// The phonebook of a lookup model's run (its source, encoder self- and cross-attention); empty
+// when the source is not a phonebook or the run lacks those blocks.
+std::optional<Phonebook> phonebook(const Run& run);
+
+// ---- what each of a Perceiver's latents gathers ----
+struct LatentGather {
+  std::vector<double> counted_share;  // per head: Σ of its weights on the counted symbol
+  double counted_mean = 0;            // the heads' mean of counted_share
+  // counted_mean ÷ the uniform look's share (Gathers::uniform_share): how many times what
+  // attending evenly would gather; none when the input lacks the counted symbol.
+  std::optional<double> times_uniform;
+  double effective_positions = 0;  // exp(entropy) of the heads' mean weights: how spread
+  std::vector<std::pair<int64_t, double>> top;  // positions by the heads' mean weight
+};
+
+struct Gathers {
+  int64_t count = 0;  // of the counted symbol in the input
+  int64_t heads = 0, latents = 0, length = 0;
+  // What a uniform look (1/length a position) puts on the counted symbol: count / length.
+  double uniform_share = 0;
+  std::vector<LatentGather> gathered;  // one a latent
+};
+// The latent block of a Perceiver's run (Run::counted the symbol), `top` positions a latent.
+Gathers gathers(const Run& run, int64_t top);
+
+}  // namespace qkv::explain

@@ -1,0 +1,204 @@
+// qkv/explain_run.h — one captured run (explain::Run): what every model hands to every view of
+// `qkv explain` (terminal, JSON, HTML, SVG, PNG, Python). A run holds the model's header, the
+// tokens it read, its attention as blocks (self-, cross- or latent attention, one
+// qkv::AttentionCapture a layer), the residual stream where the model keeps one and its output
+// (next tokens, classes or a decoded text). capture() is the one way a model makes one; the
+// readings (qkv/explain_readings.h) and the views (qkv/explain_views.h, qkv/explain_report.h) read
+// nothing else.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "qkv/attention.h"
+#include "qkv/model.h"
+#include "qkv/perceiver.h"
+#include "qkv/tensor.h"
+
+namespace qkv::explain {
+
+// One token a block's queries or keys are made of.
+struct TokenInfo {
+  std::string text;     // as the views show it: "animal", "##ing", "[CLS]", "␣", "latent 3"
+  std::string surface;  // the bytes of the input it came from ("" for [CLS]/[SEP], a latent)
+  // [begin, end): those bytes in the input they came from (Run::text, or text_b for segment 1 of
+  // a pair); begin = end = -1 for a token that came from no input (a latent, an output step).
+  int64_t begin = -1, end = -1;
+  int32_t id = 0;
+  // Index of the word it belongs to (pieces share one); -1 for specials. The words of B continue
+  // the count after A's, so a word index names one word of the whole sequence.
+  int64_t word = -1;
+  int segment = 0;           // 0: [CLS] A [SEP]; 1: B [SEP] of a pair
+  bool special = false;      // [CLS], [SEP], <s>, </s>, <|im_start|>
+  bool punctuation = false;  // a token of punctuation only
+};
+
+enum class BlockKind {
+  self_attention,   // the tokens attend to themselves (BERT, a decoder, a seq2seq's encoder)
+  cross_attention,  // output steps over a source (seq2seq; RNNsearch's additive attention)
+  latent,           // learned latent queries over a long input (the Perceiver)
+};
+
+// One attention of the model, every layer of it.
+struct Block {
+  BlockKind kind = BlockKind::self_attention;
+  std::string name;  // "self-attention", "cross-attention", "latents over the input", ...
+  std::string note;  // one line under the name: what asks and what answers
+  std::vector<TokenInfo> queries, keys;
+  bool same_tokens = true;  // queries and keys are the same tokens (self-attention)
+  bool causal = false;
+  // Per query head, the key/value head it reads (h / (heads / kv_heads)); the capture's k and v
+  // hold one copy a query head, so a view reads head h's k and v at h whatever this says.
+  std::vector<int64_t> kv_head;
+  // Names of the numbers of q and k (d of them) and of v (dv), where they mean something (a
+  // worked example's features: "j", "o", "oh", ...; "1st", ...); empty: learned, unnamed.
+  std::vector<std::string> key_features, value_features;
+  // One per layer, a batch of one: q [1, H, n, d], k and v [1, H, m, ·], scores, logits and
+  // weights [1, H, n, m], head_out [1, H, n, dv] (see AttentionCapture). The Perceiver's latent
+  // block keeps only the weights.
+  std::vector<AttentionCapture> layers;
+  int64_t heads() const { return layers.empty() ? 0 : layers.front().weights.dim(1); }
+  // The weight of query i on key j in layer l, head h.
+  double weight(int64_t l, int64_t h, int64_t i, int64_t j) const;
+};
+
+// What the model is, as a view titles and describes it.
+struct ModelHeader {
+  std::string name;    // "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "dates.safetensors"
+  std::string family;  // bert, llama, transformer, rnnsearch, perceiver
+  std::string task;    // a trained model's task ("dates", "lookup", "count"); else empty
+  int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0, d_model = 0;
+  double scale = 0;  // blocks[0]'s scale: 1/√head_dim, the scaled-dot default
+  // A trained model's metadata ("qkv.steps", "qkv.test_accuracy"), as its file holds it.
+  std::map<std::string, std::string> metadata;
+};
+
+// What the model made of the input, where it makes something.
+struct Output {
+  Tensor embedding;  // a sentence encoder: [1, hidden], the sentence embedding
+  // A decoder: the five most likely next tokens with their probabilities.
+  std::vector<std::pair<std::string, double>> next_tokens;
+  // A classifier (the Perceiver): the probability of each class, and the most likely.
+  std::vector<double> probabilities;
+  int32_t predicted = -1;
+  // An encoder-decoder: the decoded text (no end token) and its steps ("2", "0", …, "</s>").
+  std::string decoded;
+  std::vector<std::string> steps;
+  bool ended = false;  // the decoding produced its end token within the model's limit
+};
+
+struct Run {
+  ModelHeader model;
+  std::string text;    // the input (A of a pair)
+  std::string text_b;  // B of a pair, else empty
+  bool pair = false;
+  bool truncated = false;         // cut to the model's limit
+  std::vector<TokenInfo> tokens;  // the input's tokens (blocks[0]'s keys)
+  // BERT and decoders: one self-attention block; a transformer seq2seq: cross-, encoder self- and
+  // decoder self-attention; RNNsearch: its additive attention; the Perceiver: its latents.
+  std::vector<Block> blocks;
+  // The residual stream, where the model keeps it: the embedding layer's output and each layer's
+  // output, [1, n, hidden] (BERT); empty otherwise.
+  Tensor embeddings;
+  std::vector<Tensor> hidden;
+  Output output;
+  // A decoder's induction scores [layers, heads] (float64): readings::induction_scores on a
+  // random sequence repeated once, run when the run was captured.
+  Tensor induction;
+  // A Perceiver: the symbol its task counts.
+  char counted = 0;
+
+  bool causal() const { return !blocks.empty() && blocks.front().causal; }
+  int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+  // blocks[0]'s weight of query token i over key j in layer l, head h.
+  double weight(int64_t l, int64_t h, int64_t i, int64_t j) const;
+};
+
+// ---- capture: every model makes its run here ----
+// What a model reads: a sentence (a pair's first), a trained model's source, a Perceiver's input.
+struct Input {
+  std::string text;
+  std::optional<std::string> text_b;  // a sentence encoder's second sentence: the pair
+};
+// The one entry point: any model the registry opens (qkv/model.h; a decoder with its weights
+// loaded), on its input, through the family's capture below. A trained model's metadata numbers
+// the views show (qkv.steps, qkv.test_accuracy) are checked: one that is not a number in range
+// is a qkv::Error (Kind::invalid_argument) naming the file.
+Run capture(const Model& model, const Input& input);
+// The input a run takes when none is given: a sentence with a pronoun for a sentence model, a
+// held-out example of the task for a trained one.
+inline constexpr const char* kDefaultSentence =
+    "The animal didn't cross the street because it was too tired";
+Input default_input(const Model& model);
+// A trained seq2seq model's source, checked: a qkv::Error ("\"march\": ..." for a character
+// outside its vocabulary, "has 99 characters; the model reads at most 40") for one it cannot read.
+void check_source(const Seq2Seq& model, const std::string& source);
+
+// What capture(model, input) needs at its peak (qkv/memory.h), and with `json` what json_of
+// holds beside it, with `html` what a Perceiver's page holds (see the family's run_bytes below);
+// `what` says it: "explaining 12 tokens (every layer's scores, logits and weights kept)".
+struct RunCost {
+  int64_t bytes = 0;
+  std::string what;
+};
+RunCost run_cost(const Model& model, const Input& input, bool json, bool html);
+
+// Tokenizes and runs `text` with capture on (attention in float64 through the reference path);
+// with `text_b`, the pair [CLS] text [SEP] text_b [SEP] (token types 0 then 1), cut to the model's
+// max_length as BertTokenizer's 'longest_first' does.
+Run capture(const SentenceModel& model, std::string_view text,
+            std::optional<std::string_view> text_b = std::nullopt);
+// A decoder LLM on `text` (no BOS: as the model was trained), every layer captured, its next
+// tokens and its heads' induction scores.
+Run capture(const CausalLM& model, std::string_view text);
+// A model `qkv train` saved, greedy-decoding `source` with every attention captured. `name`
+// titles it ("dates.safetensors"); `metadata` is its file's.
+Run capture(Seq2Seq& model, const std::string& source, const std::string& name,
+            const std::map<std::string, std::string>& metadata = {});
+// A Perceiver on `input` (config.length symbols of the task's alphabet), its latents' weights kept.
+Run capture(Perceiver& model, const PerceiverTask& task, const std::string& input,
+            const std::string& name = "perceiver");
+
+// What capture() of `tokens` tokens needs at its peak (qkv/memory.h): the model's capture_bytes,
+// and with `json` what json_of(run) holds beside it — every q, k, v, score, logit, weight, head
+// output and hidden state as a JSON number, in the tree and in its text (measured: 48 to 66 bytes
+// a number; 80 counted). SmolLM2's --json on 400 tokens is 157 million numbers: 12 GB.
+int64_t run_bytes(const SentenceModel& model, int64_t tokens, bool json);
+int64_t run_bytes(const CausalLM& model, int64_t tokens, bool json);
+// capture() of a Perceiver: the cross-attention's weights of every head, latent and position
+// kept, with the reference path's working set (perceiver_explain_bytes), and with `html` what
+// the page of them holds (every weight as float32 in base64, beside the run).
+int64_t run_bytes(const PerceiverConfig& config, bool html);
+
+// ---- the focus: which query token a view starts from ----
+// The default focus: the first pronoun ("it", "he", "she", "they", ...; of A, then of B), else the
+// last word.
+int64_t default_focus(const Run& run);
+// A token by its text ("it", "##ing"; case-insensitive, the first match; "it:2" the second), or by
+// its 0-based index ("7"). Empty when nothing matches.
+std::optional<int64_t> find_token(const Run& run, std::string_view spec);
+// find_token of `spec`, else default_focus; a qkv::Error for a spec that names no token: "'x' is
+// not a token of the text; expected one of: the cat … (or an index 0-7)".
+int64_t focus(const Run& run, const std::optional<std::string>& spec);
+
+// Whether key j is another word for query i: not a piece of i's word, not special, not punctuation,
+// and not a decoder's first token (its attention sink).
+bool is_other_word(const Run& run, int64_t i, int64_t j);
+
+// What one head's query at the focus token picks.
+struct HeadPick {
+  int64_t layer = 0, head = 0;
+  std::vector<int64_t> top;  // key indices, largest weight first
+  bool other_word = false;   // the top key is another word
+};
+std::vector<HeadPick> picks(const Run& run, int64_t focus, int top_k);
+// The head to look at first: of those whose top key is another word, the deepest (later layers
+// carry more of the sentence's meaning), the strongest within its layer; else the first.
+HeadPick suggested_head(const Run& run, int64_t focus, const std::vector<HeadPick>& all);
+
+}  // namespace qkv::explain
