@@ -1,0 +1,28 @@
+// `qkv train`: options → the library's TrainPlan → one progress line → the summary (text or JSON).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace qkv::cli {
+
+// Unset optionals take the task's defaults (qkv::training_tasks()) or the machine's; a value
+// given, 0 included, must be in range and apply to the model.
+struct TrainArgs {
+  std::string task;
+  std::string model = "transformer";
+  std::optional<int64_t> steps, layers, heads, d_model, length, latents, eval_every;
+  int64_t batch = 64, test_examples = 1000;
+  double lr = 1e-3, target = 0.99;
+  uint64_t seed = 1;
+  std::string out, memory_limit;  // memory_limit empty: half the machine's memory
+  bool json = false;
+  std::optional<int> threads;  // $QKV_NUM_THREADS, else all cores
+};
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
+int run_train(const TrainArgs& args);
+
+}  // namespace qkv::cli

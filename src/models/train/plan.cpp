@@ -1,0 +1,159 @@
+// The tasks qkv trains, each listed once with the models that train it and its defaults, and
+// the plan of a run: the front end's choice checked field by field and sized, before anything
+// is allocated.
+#include <algorithm>
+
+#include "models/train/trainables.h"
+#include "qkv/train.h"
+
+namespace qkv {
+
+namespace {
+
+// Defaults that reach the tasks' targets on a 2-core machine (measured: see README).
+TaskInfo sequence_task(const std::string& name, int64_t steps) {
+  TaskInfo t{.name = name, .description = make_task(name).description()};
+  t.models = {"transformer", "rnnsearch"};
+  t.options.steps = steps;
+  return t;
+}
+
+// The Perceiver: no label smoothing, 500 held-out examples an evaluation (measured: 100% held-out
+// after 900 steps, chance 10%).
+TaskInfo count_task() {
+  const PerceiverTask task = make_perceiver_task("count");
+  TaskInfo t{.name = task.name, .description = task.description};
+  t.models = {"perceiver"};
+  t.options.steps = 1500;
+  t.options.label_smoothing = 0;
+  t.options.eval_examples = 500;
+  t.length = task.length;
+  t.latents = 16;
+  return t;
+}
+
+std::string names(const std::vector<TaskInfo>& tasks) {
+  std::string s;
+  for (const TaskInfo& t : tasks) s += (s.empty() ? "" : ", ") + t.name;
+  return s;
+}
+
+const std::vector<std::string> kModels = {"transformer", "rnnsearch", "perceiver"};
+
+// Sizes of another model than `model` (one qkv trains) are refused, not ignored.
+void refuse_others(const ModelChoice& c, const std::string& model) {
+  const std::string as = "{model=" + model + "}";
+  if (model != "perceiver" && (c.length || c.latents))
+    throw FieldError(c.length ? "length" : "latents",
+                     c.length ? "{length} applies to {model=perceiver} only (the length of its "
+                                "input); " +
+                                    as +
+                                    " takes its lengths from the task; expected no "
+                                    "{length}"
+                              : "{latents} applies to {model=perceiver} only (its latent "
+                                "queries); " +
+                                    as + " has none; expected no {latents}");
+  if (model == "rnnsearch" && (c.layers || c.heads))
+    throw FieldError(c.layers ? "layers" : "heads",
+                     std::string(c.layers ? "{layers}" : "{heads}") +
+                         " does not apply to {model=rnnsearch} (one bidirectional GRU encoder, "
+                         "one GRU decoder, one additive attention); expected only {d_model} to "
+                         "size it");
+}
+
+// A model qkv trains, and one that trains `task` (said before an unknown task is).
+void check_model(const std::string& task, const std::string& model) {
+  if (std::find(kModels.begin(), kModels.end(), model) == kModels.end())
+    throw FieldError("model", "{model} " + model +
+                                  " is not a model qkv trains; expected transformer, rnnsearch "
+                                  "or perceiver");
+  if (model == "perceiver" && task != "count")
+    throw FieldError("task", "{task} " + task + " is not a Perceiver task; expected count" +
+                                 (task.empty() ? ""
+                                               : " (the other tasks train {model=transformer} "
+                                                 "or rnnsearch)"));
+  if (model != "perceiver" && task == "count")
+    throw FieldError("task", "{task} count is the Perceiver's task, not the " + model +
+                                 "'s; expected {model=perceiver} {task=count}");
+}
+
+}  // namespace
+
+const std::vector<TaskInfo>& training_tasks() {
+  static const std::vector<TaskInfo> tasks = [] {
+    std::vector<TaskInfo> t;
+    for (const std::string& name : task_names())
+      t.push_back(sequence_task(name, name == "dates" || name == "lookup" ? 6000 : 4000));
+    t.push_back(count_task());
+    return t;
+  }();
+  return tasks;
+}
+
+const TaskInfo& training_task(const std::string& name) {
+  const std::vector<TaskInfo>& tasks = training_tasks();
+  for (const TaskInfo& t : tasks)
+    if (t.name == name) return t;
+  throw FieldError("task", "unknown task '" + name + "'; expected one of " + names(tasks));
+}
+
+TrainPlan plan_training(const std::string& task, const ModelChoice& c) {
+  TrainPlan plan;
+  plan.task = task;
+  plan.model = c.model.empty() ? training_task(task).models.front() : c.model;
+  check_model(task, plan.model);
+  refuse_others(c, plan.model);
+  const TaskInfo& info = training_task(task);
+  if (plan.model == "perceiver") {
+    const int64_t layers = c.layers.value_or(info.layers);
+    if (layers < 0 || layers > 64)
+      throw FieldError("layers",
+                       "{layers} " + std::to_string(layers) + " is out of range; expected 0 to 64");
+    const PerceiverTask t = make_perceiver_task(task, c.length.value_or(info.length));
+    plan.perceiver = PerceiverConfig{.length = t.length,
+                                     .vocab = static_cast<int64_t>(t.alphabet.size()),
+                                     .classes = t.classes,
+                                     .latents = c.latents.value_or(info.latents),
+                                     .d_model = c.d_model.value_or(info.d_model),
+                                     .heads = c.heads.value_or(info.heads),
+                                     .blocks = layers,
+                                     .task = t.name};
+    plan.perceiver->validate();
+    return plan;
+  }
+  const Task t = make_task(task);
+  const int64_t d_model = c.d_model.value_or(info.d_model);
+  plan.seq2seq = plan.model == "rnnsearch" ? rnnsearch_config_for(t, d_model)
+                                           : config_for(t, c.layers.value_or(info.layers),
+                                                        c.heads.value_or(info.heads), d_model);
+  plan.seq2seq->validate();
+  return plan;
+}
+
+int64_t TrainPlan::bytes(int64_t batch_size) const {
+  return seq2seq ? seq2seq_train_bytes(*seq2seq, batch_size)
+                 : perceiver_train_bytes(*perceiver, batch_size);
+}
+
+std::string TrainPlan::what(int64_t batch_size) const {
+  if (seq2seq)
+    return "training this " + model + " (" + grouped(seq2seq->layers) + " layers, d_model " +
+           grouped(seq2seq->d_model) + ", batch " + grouped(batch_size) + ")";
+  return "training this Perceiver (length " + grouped(perceiver->length) + ", latents " +
+         grouped(perceiver->latents) + ", d_model " + grouped(perceiver->d_model) + ", batch " +
+         grouped(batch_size) + ")";
+}
+
+std::vector<std::string> TrainPlan::smaller() const {
+  if (seq2seq) return {"layers", "d_model", "batch_size"};
+  return {"length", "latents", "layers", "d_model", "batch_size"};
+}
+
+std::unique_ptr<Trainable> TrainPlan::make(uint64_t seed) const {
+  if (seq2seq) return train_detail::owning_trainable(make_model(*seq2seq, seed), make_task(task));
+  nn::Rng init = train_detail::seed_stream(seed, train_detail::kInit);
+  return train_detail::owning_trainable(std::make_unique<Perceiver>(*perceiver, init),
+                                        make_perceiver_task(task, perceiver->length));
+}
+
+}  // namespace qkv
