@@ -664,8 +664,8 @@ def test_train_says_which_model_a_task_belongs_to():
         (dict(task="copy", model="rnnsearch", latents=4), "latents applies to model='perceiver' "
                                                           "only (its latent queries); "
                                                           "model='rnnsearch' has none"),
-        (dict(task="count", model="perceiver", length=8), "length 8 is out of range; expected "
-                                                          "16 to 65536"),
+        (dict(task="count", model="perceiver", length=8), "length 8 is out of range for the "
+                                                          "task count; expected 16 to 65536"),
         (dict(task="count", model="perceiver", latents=0), "latents 0 is out of range"),
         (dict(task="count", model="perceiver", layers=65), "layers 65 is out of range; expected "
                                                            "0 to 64"),
