@@ -132,30 +132,25 @@ void summary_text(const TrainArgs& a, const TrainOptions& o, const TrainSummary&
 }
 
 int train_planned(const TrainArgs& a) {
-  const TrainPlan plan = plan_training(a.task, {.model = a.model,
-                                                .layers = a.layers,
-                                                .heads = a.heads,
-                                                .d_model = a.d_model,
-                                                .length = a.length,
-                                                .latents = a.latents});
-  TrainOptions o = training_task(plan.task).options;
-  o.steps = a.steps.value_or(o.steps);
-  o.batch_size = a.batch;
-  o.lr = a.lr;
-  o.seed = a.seed;
-  o.target_accuracy = a.target;
-  o.eval_every = a.eval_every.value_or(0);  // 0: the loop's default
-  o.test_examples = a.test_examples;
-  o.validate();
+  const TrainPlan plan = plan_training({.task = a.task,
+                                        .model = a.model,
+                                        .layers = a.layers,
+                                        .heads = a.heads,
+                                        .d_model = a.d_model,
+                                        .length = a.length,
+                                        .latents = a.latents,
+                                        .steps = a.steps,
+                                        .batch_size = a.batch,
+                                        .eval_every = a.eval_every,
+                                        .test_examples = a.test_examples,
+                                        .lr = a.lr,
+                                        .target_accuracy = a.target,
+                                        .seed = a.seed});
+  const TrainOptions& o = plan.options;
   // Fails before training, not after minutes of it, when --out cannot be written or the model
   // and a batch's activations would not fit.
   check_outputs({{"--out", a.out}});
-  std::string smaller;
-  const std::vector<std::string> fields = plan.smaller();
-  for (std::size_t i = 0; i < fields.size(); ++i)
-    smaller += (i == 0 ? "" : i + 1 == fields.size() ? " or " : ", ") + flag(fields[i]);
-  require_memory(plan.bytes(o.batch_size), a.memory_limit, plan.what(o.batch_size),
-                 "a smaller " + smaller);
+  require_memory(plan.bytes(), a.memory_limit, plan.what(), plan.smaller(flag));
   // All of the work on `threads` threads: the process's pool and OpenBLAS's own.
   const int threads = resolve_num_threads(a.threads.value_or(0));
   qkv::set_num_threads(threads);

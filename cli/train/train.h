@@ -13,10 +13,10 @@ namespace qkv::cli {
 struct TrainArgs {
   std::string task;
   std::string model = "transformer";
-  std::optional<int64_t> steps, layers, heads, d_model, length, latents, eval_every;
-  int64_t batch = 64, test_examples = 1000;
-  double lr = 1e-3, target = 0.99;
-  uint64_t seed = 1;
+  std::optional<int64_t> steps, layers, heads, d_model, length, latents, eval_every, batch,
+      test_examples;
+  std::optional<double> lr, target;
+  std::optional<uint64_t> seed;
   std::string out, memory_limit;  // memory_limit empty: half the machine's memory
   bool json = false;
   std::optional<int> threads;  // $QKV_NUM_THREADS, else all cores

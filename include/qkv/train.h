@@ -143,29 +143,34 @@ const std::vector<TaskInfo>& training_tasks();
 // The task called `name`; otherwise a FieldError (field "task") listing the known ones.
 const TaskInfo& training_task(const std::string& name);
 
-// What a front end asks for; unset sizes take the task's defaults. Sizes of another model
-// (layers or heads of rnnsearch, length or latents of a sequence model) are refused.
-struct ModelChoice {
+// What a front end asks for; what it leaves unset takes the task's defaults. Sizes of another
+// model (layers or heads of rnnsearch, length or latents of a sequence model) are refused.
+struct TrainRequest {
+  std::string task;
   std::string model;  // empty: the task's default
   std::optional<int64_t> layers, heads, d_model, length, latents;
+  std::optional<int64_t> steps, batch_size, eval_every, test_examples;
+  std::optional<double> lr, target_accuracy;
+  std::optional<uint64_t> seed;
 };
 
 // A run checked and sized before anything is allocated.
 struct TrainPlan {
   std::string task, model;
+  TrainOptions options;  // the task's defaults with the request's values, checked
   std::optional<Seq2SeqConfig> seq2seq;
   std::optional<PerceiverConfig> perceiver;
-  // Peak bytes of training with batches of `batch_size` (qkv/memory.h); what that trains, for a
-  // message ("training this transformer (2 layers, d_model 64, batch 64)"); and the fields that
-  // need less memory when smaller.
-  int64_t bytes(int64_t batch_size) const;
-  std::string what(int64_t batch_size) const;
-  std::vector<std::string> smaller() const;
+  // Peak bytes of the training (qkv/memory.h); what it trains, for a message ("training this
+  // transformer (2 layers, d_model 64, batch 64)"); and the fields that need less when smaller.
+  int64_t bytes() const;
+  std::string what() const;
+  // "a smaller --layers, --d-model or --batch": the fields, as `name` spells them.
+  std::string smaller(const FieldError::Namer& name) const;
   // A fresh model of the plan, initialized from seed's initialization stream.
   std::unique_ptr<Trainable> make(uint64_t seed) const;
 };
-// FieldErrors name task, model, layers, heads, d_model, length or latents.
-TrainPlan plan_training(const std::string& task, const ModelChoice& choice);
+// FieldErrors name the request's fields (task, model, layers, ..., steps, batch_size, ...).
+TrainPlan plan_training(const TrainRequest& request);
 
 // Saves a trained model with what was trained in its metadata ("qkv.steps", "qkv.seed",
 // "qkv.test_accuracy": what `qkv explain --model` shows); trained_metadata() is that metadata.

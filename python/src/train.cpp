@@ -95,32 +95,26 @@ nb::dict train_task(const std::string& task, const std::string& model, Size step
                     Size heads, Size d_model, Size length, Size latents, int64_t batch_size,
                     double lr, uint64_t seed, double target, Size eval_every, int64_t test_examples,
                     const nb::bytes& out_path, const nb::object& progress, int64_t memory_limit) {
-  const TrainPlan plan = plan_training(task, {.model = model,
-                                              .layers = layers,
-                                              .heads = heads,
-                                              .d_model = d_model,
-                                              .length = length,
-                                              .latents = latents});
-  TrainOptions o = training_task(plan.task).options;
-  o.steps = steps.value_or(o.steps);
-  o.batch_size = batch_size;
-  o.lr = lr;
-  o.seed = seed;
-  o.target_accuracy = target;
-  o.eval_every = eval_every.value_or(0);
-  o.test_examples = test_examples;
-  o.validate();  // before the memory estimate, which reads batch_size
-  std::string smaller;
-  const std::vector<std::string> fields = plan.smaller();
-  for (std::size_t i = 0; i < fields.size(); ++i)
-    smaller += (i == 0 ? "" : i + 1 == fields.size() ? " or " : ", ") + argument(fields[i]);
-  check_memory_limit(plan.bytes(o.batch_size), memory_limit, plan.what(o.batch_size),
-                     "a smaller " + smaller);
+  const TrainPlan plan = plan_training({.task = task,
+                                        .model = model,
+                                        .layers = layers,
+                                        .heads = heads,
+                                        .d_model = d_model,
+                                        .length = length,
+                                        .latents = latents,
+                                        .steps = steps,
+                                        .batch_size = batch_size,
+                                        .eval_every = eval_every,
+                                        .test_examples = test_examples,
+                                        .lr = lr,
+                                        .target_accuracy = target,
+                                        .seed = seed});
+  check_memory_limit(plan.bytes(), memory_limit, plan.what(), plan.smaller(argument));
   Unlocked unlocked;
   std::unique_ptr<Trainable> trained;
   const TrainSummary s = unlocked.run([&] {
     trained = plan.make(seed);
-    return train(*trained, o, [&](const TrainProgress& p) {
+    return train(*trained, plan.options, [&](const TrainProgress& p) {
       unlocked.call([&] {
         if (!progress.is_none()) progress(progress_of(p));
       });

@@ -41,7 +41,7 @@ std::string names(const std::vector<TaskInfo>& tasks) {
 const std::vector<std::string> kModels = {"transformer", "rnnsearch", "perceiver"};
 
 // Sizes of another model than `model` (one qkv trains) are refused, not ignored.
-void refuse_others(const ModelChoice& c, const std::string& model) {
+void refuse_others(const TrainRequest& c, const std::string& model) {
   const std::string as = "{model=" + model + "}";
   if (model != "perceiver" && (c.length || c.latents))
     throw FieldError(c.length ? "length" : "latents",
@@ -97,13 +97,23 @@ const TaskInfo& training_task(const std::string& name) {
   throw FieldError("task", "unknown task '" + name + "'; expected one of " + names(tasks));
 }
 
-TrainPlan plan_training(const std::string& task, const ModelChoice& c) {
+TrainPlan plan_training(const TrainRequest& c) {
   TrainPlan plan;
+  const std::string& task = c.task;
   plan.task = task;
   plan.model = c.model.empty() ? training_task(task).models.front() : c.model;
   check_model(task, plan.model);
   refuse_others(c, plan.model);
   const TaskInfo& info = training_task(task);
+  TrainOptions& o = plan.options;
+  o = info.options;
+  o.steps = c.steps.value_or(o.steps);
+  o.batch_size = c.batch_size.value_or(o.batch_size);
+  o.eval_every = c.eval_every.value_or(o.eval_every);
+  o.test_examples = c.test_examples.value_or(o.test_examples);
+  o.lr = c.lr.value_or(o.lr);
+  o.target_accuracy = c.target_accuracy.value_or(o.target_accuracy);
+  o.seed = c.seed.value_or(o.seed);
   if (plan.model == "perceiver") {
     const int64_t layers = c.layers.value_or(info.layers);
     if (layers < 0 || layers > 64)
@@ -119,34 +129,40 @@ TrainPlan plan_training(const std::string& task, const ModelChoice& c) {
                                      .blocks = layers,
                                      .task = t.name};
     plan.perceiver->validate();
-    return plan;
+  } else {
+    const Task t = make_task(task);
+    const int64_t d_model = c.d_model.value_or(info.d_model);
+    plan.seq2seq = plan.model == "rnnsearch" ? rnnsearch_config_for(t, d_model)
+                                             : config_for(t, c.layers.value_or(info.layers),
+                                                          c.heads.value_or(info.heads), d_model);
+    plan.seq2seq->validate();
   }
-  const Task t = make_task(task);
-  const int64_t d_model = c.d_model.value_or(info.d_model);
-  plan.seq2seq = plan.model == "rnnsearch" ? rnnsearch_config_for(t, d_model)
-                                           : config_for(t, c.layers.value_or(info.layers),
-                                                        c.heads.value_or(info.heads), d_model);
-  plan.seq2seq->validate();
+  o.validate();
   return plan;
 }
 
-int64_t TrainPlan::bytes(int64_t batch_size) const {
-  return seq2seq ? seq2seq_train_bytes(*seq2seq, batch_size)
-                 : perceiver_train_bytes(*perceiver, batch_size);
+int64_t TrainPlan::bytes() const {
+  return seq2seq ? seq2seq_train_bytes(*seq2seq, options.batch_size)
+                 : perceiver_train_bytes(*perceiver, options.batch_size);
 }
 
-std::string TrainPlan::what(int64_t batch_size) const {
+std::string TrainPlan::what() const {
+  const std::string batch = ", batch " + grouped(options.batch_size) + ")";
   if (seq2seq)
     return "training this " + model + " (" + grouped(seq2seq->layers) + " layers, d_model " +
-           grouped(seq2seq->d_model) + ", batch " + grouped(batch_size) + ")";
+           grouped(seq2seq->d_model) + batch;
   return "training this Perceiver (length " + grouped(perceiver->length) + ", latents " +
-         grouped(perceiver->latents) + ", d_model " + grouped(perceiver->d_model) + ", batch " +
-         grouped(batch_size) + ")";
+         grouped(perceiver->latents) + ", d_model " + grouped(perceiver->d_model) + batch;
 }
 
-std::vector<std::string> TrainPlan::smaller() const {
-  if (seq2seq) return {"layers", "d_model", "batch_size"};
-  return {"length", "latents", "layers", "d_model", "batch_size"};
+std::string TrainPlan::smaller(const FieldError::Namer& name) const {
+  const std::vector<std::string> fields =
+      seq2seq ? std::vector<std::string>{"layers", "d_model", "batch_size"}
+              : std::vector<std::string>{"length", "latents", "layers", "d_model", "batch_size"};
+  std::string s = "a smaller";
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    s += (i == 0 ? " " : i + 1 == fields.size() ? " or " : ", ") + name(fields[i], {});
+  return s;
 }
 
 std::unique_ptr<Trainable> TrainPlan::make(uint64_t seed) const {
