@@ -1,12 +1,25 @@
 // `qkv train`'s options and help; the tasks and their defaults are qkv::training_tasks()'.
 #include "options.h"
 
+#include <algorithm>
+
 #include "memory.h"
 #include "qkv/train.h"
 #include "text.h"
 #include "train/train.h"
 
 namespace qkv::cli {
+
+// The flag that sets a field of the library's errors (batch_size → --batch, d_model → --d-model),
+// with the value of a setting it suggests ("--model perceiver").
+std::string flag_of(std::string_view field, std::string_view value) {
+  std::string f = field == "batch_size"        ? "--batch"
+                  : field == "target_accuracy" ? "--target"
+                  : field == "blocks"          ? "--layers"
+                                               : "--" + std::string(field);
+  std::replace(f.begin(), f.end(), '_', '-');
+  return value.empty() ? f : f + " " + std::string(value);
+}
 
 namespace {
 
@@ -20,24 +33,12 @@ std::string footer() {
                   78, 11) +
              "\n";
   }
+  std::string models;
+  for (const ModelInfo& m : training_models())
+    models += FieldError::render(m.description, flag_of) + "\n\n";
   return "\nTasks (the sequence tasks are character-level; 1 in 10 sources is held out and never\n"
          "trained on), each with its default steps:\n" +
-         tasks +
-         "\nThe transformer: a pre-norm encoder–decoder transformer, one character embedding,\n"
-         "sinusoidal positions; AdamW with warmup, cosine decay to lr/10 at --steps and\n"
-         "gradient clipping at 1; label smoothing 0.1. Accuracy is exact-sequence: the\n"
-         "whole output must match. Training stops early once a held-out evaluation shows\n"
-         "--target beyond doubt, so the progress line's time is to the --steps limit, an\n"
-         "upper bound. Same --seed and --threads, same numbers; on a machine shared with\n"
-         "other work, --threads 1 is often the fastest.\n\n"
-         "RNNsearch (--model rnnsearch, Bahdanau et al. 2014): a bidirectional GRU reads the\n"
-         "source into annotations h_j; a GRU decoder's state s_{i-1} is the query of an\n"
-         "additive attention, e_ij = v_a·tanh(W_a s_{i-1} + U_a h_j), whose keys and values\n"
-         "are both the h_j. --d-model sets the width (annotations and decoder state).\n"
-         "(measured: dates, 99.6% held-out after 500 steps, 15 s of CPU on one thread)\n\n"
-         "--model perceiver (Jaegle et al. 2021): --latents N learned queries cross-attend\n"
-         "to an input of --length symbols (keys and values from the input), then --layers\n"
-         "latent self-attention blocks; task count: how many '#' among the letters.\n\n"
+         tasks + "\n" + models +
          "Examples:\n"
          "  qkv train --task reverse\n"
          "  qkv train --task dates --out dates.safetensors\n"

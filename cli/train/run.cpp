@@ -2,7 +2,6 @@
 // flags, throttles one progress line and writes the summary as text or JSON.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,17 +20,6 @@
 namespace qkv::cli {
 
 namespace {
-
-// The flag that sets a field of the library's errors (batch_size → --batch, d_model → --d-model),
-// with the value of a setting it suggests ("--model perceiver").
-std::string flag(std::string_view field, std::string_view value = {}) {
-  std::string f = field == "batch_size"        ? "--batch"
-                  : field == "target_accuracy" ? "--target"
-                  : field == "blocks"          ? "--layers"
-                                               : "--" + std::string(field);
-  std::replace(f.begin(), f.end(), '_', '-');
-  return value.empty() ? f : f + " " + std::string(value);
-}
 
 std::string percent(double x, int digits = 1) { return fixed(100 * x, digits) + "%"; }
 
@@ -150,7 +138,7 @@ int train_planned(const TrainArgs& a) {
   // Fails before training, not after minutes of it, when --out cannot be written or the model
   // and a batch's activations would not fit.
   check_outputs({{"--out", a.out}});
-  require_memory(plan.bytes(), a.memory_limit, plan.what(), plan.smaller(flag));
+  require_memory(plan.bytes(), a.memory_limit, plan.what(), plan.smaller(flag_of));
   // All of the work on `threads` threads: the process's pool and OpenBLAS's own.
   const int threads = resolve_num_threads(a.threads.value_or(0));
   qkv::set_num_threads(threads);
@@ -178,7 +166,7 @@ int run_train(const TrainArgs& args) {
   try {
     return train_planned(args);
   } catch (const FieldError& e) {
-    throw Error(e.message(flag), e.kind());  // the library names fields, the command its flags
+    throw Error(e.message(flag_of), e.kind());  // the library names fields, the command its flags
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace qkv::cli {
 
@@ -21,6 +22,10 @@ struct TrainArgs {
   bool json = false;
   std::optional<int> threads;  // $QKV_NUM_THREADS, else all cores
 };
+
+// The flag that sets a field of the library's errors and texts (batch_size → --batch, d_model →
+// --d-model), with the value of a setting it suggests ("--model perceiver").
+std::string flag_of(std::string_view field, std::string_view value = {});
 
 CLI::App* add_train_command(CLI::App& app, TrainArgs& args);
 int run_train(const TrainArgs& args);

@@ -143,6 +143,13 @@ const std::vector<TaskInfo>& training_tasks();
 // The task called `name`; otherwise a FieldError (field "task") listing the known ones.
 const TaskInfo& training_task(const std::string& name);
 
+// The models qkv trains, each with a paragraph on what it is and how it trains. The paragraph
+// names fields as {field} (or {field=value}): FieldError::render spells them as a front end does.
+struct ModelInfo {
+  std::string name, description;
+};
+const std::vector<ModelInfo>& training_models();
+
 // What a front end asks for; what it leaves unset takes the task's defaults. Sizes of another
 // model (layers or heads of rnnsearch, length or latents of a sequence model) are refused.
 struct TrainRequest {

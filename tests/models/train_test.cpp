@@ -53,6 +53,19 @@ TEST(TrainingTasks, ListsEveryTaskOnceWithItsModelsAndDefaults) {
   EXPECT_EQ(field, "task");
 }
 
+TEST(TrainingModels, DescribeEachModelNamingFieldsNotFlags) {
+  std::vector<std::string> names;
+  for (const ModelInfo& m : training_models()) {
+    names.push_back(m.name);
+    EXPECT_EQ(m.description.find("--"), std::string::npos) << m.description;
+  }
+  EXPECT_THAT(names, ElementsAre("transformer", "rnnsearch", "perceiver"));
+  const std::string rnn = FieldError::render(training_models()[1].description, flag);
+  EXPECT_THAT(rnn, HasSubstr("RNNsearch (--model rnnsearch, Bahdanau et al. 2014)"));
+  EXPECT_THAT(rnn, HasSubstr("s_{i-1}"));  // braces that name no field stay
+  EXPECT_THAT(rnn, HasSubstr("--d_model sets the width"));
+}
+
 TEST(TrainPlan, FillsTheTasksDefaultsAndTheRequestsValues) {
   const TrainPlan p = plan_training({.task = "dates",
                                      .model = "rnnsearch",

@@ -97,6 +97,29 @@ const TaskInfo& training_task(const std::string& name) {
   throw FieldError("task", "unknown task '" + name + "'; expected one of " + names(tasks));
 }
 
+const std::vector<ModelInfo>& training_models() {
+  static const std::vector<ModelInfo> models = {
+      {"transformer",
+       "The transformer: a pre-norm encoder–decoder transformer, one character embedding,\n"
+       "sinusoidal positions; AdamW with warmup, cosine decay to lr/10 at {steps} and\n"
+       "gradient clipping at 1; label smoothing 0.1. Accuracy is exact-sequence: the\n"
+       "whole output must match. Training stops early once a held-out evaluation shows\n"
+       "{target_accuracy} beyond doubt, so the progress line's time is to the {steps} limit, "
+       "an\nupper bound. Same {seed} and {threads}, same numbers; on a machine shared with\n"
+       "other work, {threads=1} is often the fastest."},
+      {"rnnsearch",
+       "RNNsearch ({model=rnnsearch}, Bahdanau et al. 2014): a bidirectional GRU reads the\n"
+       "source into annotations h_j; a GRU decoder's state s_{i-1} is the query of an\n"
+       "additive attention, e_ij = v_a·tanh(W_a s_{i-1} + U_a h_j), whose keys and values\n"
+       "are both the h_j. {d_model} sets the width (annotations and decoder state).\n"
+       "(measured: dates, 99.6% held-out after 500 steps, 15 s of CPU on one thread)"},
+      {"perceiver",
+       "{model=perceiver} (Jaegle et al. 2021): {latents} N learned queries cross-attend\n"
+       "to an input of {length} symbols (keys and values from the input), then {layers}\n"
+       "latent self-attention blocks; task count: how many '#' among the letters."}};
+  return models;
+}
+
 TrainPlan plan_training(const TrainRequest& c) {
   TrainPlan plan;
   const std::string& task = c.task;
