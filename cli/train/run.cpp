@@ -83,8 +83,7 @@ nlohmann::json summary_json(const TrainArgs& a, const TrainOptions& o, const Tra
 
 void summary_text(const TrainArgs& a, const TrainOptions& o, const TrainSummary& s,
                   Trainable& model, int threads) {
-  std::cout << wrap("qkv train " + s.task + ": " + training_task(s.task).description, 80, 2)
-            << "\n\n"
+  std::cout << wrap("qkv train " + s.task + ": " + model.task_description(), 80, 2) << "\n\n"
             << "  model      " << model.description() << "\n  training   " << grouped(s.steps)
             << " steps × " << o.batch_size << " examples";
   const std::string target = percent(o.target_accuracy, 0);

@@ -99,7 +99,8 @@ class Trainable {
   };
   virtual ~Trainable() = default;
   virtual const std::string& task() const = 0;
-  virtual nn::Module& module() = 0;  // the parameters trained
+  virtual std::string task_description() const = 0;  // at the sizes it trains at
+  virtual nn::Module& module() = 0;                  // the parameters trained
   // Forward and backward of one batch of options.batch_size training examples drawn from `data`
   // (dropout from `noise`): accumulates every parameter's gradient.
   virtual Step step(nn::Rng& data, nn::Rng& noise, const TrainOptions& options) = 0;

@@ -159,6 +159,8 @@ TEST(TrainLoop, ThePerceiverRunsOnTheOneLoop) {
   ASSERT_TRUE(a.chance);
   EXPECT_DOUBLE_EQ(*a.chance, 0.1);
   EXPECT_EQ(a.test_examples, 20);
+  EXPECT_EQ(plan.make(5)->task_description(),
+            "count the '#' among 16 letters a–z: 0 to 9 of them, the class is how many");
   const TrainSummary b = train(*plan.make(5), plan.options);
   EXPECT_EQ(a.final_loss, b.final_loss);
   EXPECT_EQ(a.test_accuracy, b.test_accuracy);

@@ -30,6 +30,7 @@ class PerceiverTrainable : public Trainable {
                                    std::to_string(task_.classes));
   }
   const std::string& task() const override { return task_.name; }
+  std::string task_description() const override { return task_.description; }
   nn::Module& module() override { return model_; }
 
   Step step(nn::Rng& data, nn::Rng&, const TrainOptions& o) override {

@@ -71,6 +71,7 @@ class Seq2SeqTrainable : public Trainable {
           "task", "the model was made for task " + model_.config().task + ", not " + task_.name());
   }
   const std::string& task() const override { return task_.name(); }
+  std::string task_description() const override { return task_.description(); }
   nn::Module& module() override { return model_; }
 
   Step step(nn::Rng& data, nn::Rng& noise, const TrainOptions& o) override {
