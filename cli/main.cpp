@@ -24,7 +24,7 @@
 #include "qkv/memory.h"
 #include "qkv/tensor.h"
 #include "text.h"
-#include "train.h"
+#include "train/train.h"
 
 namespace {
 

@@ -53,8 +53,8 @@ struct PerceiverTask {
   std::vector<int32_t> encode(const std::string& input) const;
 };
 
-std::vector<std::string> perceiver_task_names();  // {"count"}
-// A usage error for an unknown name (listing the known ones) or a length out of 16…65,536.
+// A FieldError for a name other than count (field "task") or a length out of 16…65,536 (field
+// "length"). The task registry (qkv/train.h) lists it with its defaults.
 PerceiverTask make_perceiver_task(const std::string& name, int64_t length = 1024);
 
 // ---- the model ----
@@ -68,7 +68,7 @@ struct PerceiverConfig {
   int64_t heads = 4;
   int64_t blocks = 1;  // latent self-attention blocks after the cross-attention
   std::string task = "count";
-  void validate() const;  // a usage error naming the first field out of range
+  void validate() const;  // a FieldError naming the first field out of range
 };
 
 class Perceiver : public nn::Module {
@@ -108,48 +108,8 @@ class Perceiver : public nn::Module {
 };
 
 
-// ---- training ----
+// ---- its held-out sets (train() in qkv/train.h trains it) ----
 
-struct PerceiverTrainOptions {
-  int64_t steps = 1500;  // at most
-  int64_t batch_size = 32;
-  double lr = 1e-3;  // AdamW peak: warmup, then cosine to lr/10 at `steps`
-  uint64_t seed = 1;
-  double target_accuracy = 0.99;  // stop once held-out accuracy − 2 std. errors ≥ it; > 1: never
-  int64_t eval_every = 100;
-  int64_t eval_examples = 500;
-  int64_t test_examples = 1000;
-};
-
-struct PerceiverProgress {
-  int64_t step = 0, steps = 0;
-  double loss = 0, accuracy = 0;  // this step's batch
-  std::optional<double> eval_accuracy;
-  double seconds = 0;
-  bool evaluated = false;
-};
-
-struct PerceiverEvalPoint {
-  int64_t step = 0;
-  double accuracy = 0, loss = 0, seconds = 0;  // held-out; training loss since the last point
-};
-
-struct PerceiverTrainSummary {
-  std::string task;
-  int64_t steps = 0;
-  bool stopped_early = false;
-  double final_loss = 0;     // mean training loss of the last evaluation interval
-  double test_accuracy = 0;  // argmax on test_examples held-out examples
-  int64_t test_examples = 0;
-  double chance = 0;  // the best accuracy without reading the input: 1 / classes
-  double train_seconds = 0, wall_seconds = 0;
-  int64_t parameters = 0;
-  std::vector<PerceiverEvalPoint> history;
-};
-
-PerceiverTrainSummary train_perceiver(
-    Perceiver& model, const PerceiverTask& task, const PerceiverTrainOptions& options,
-    const std::function<void(const PerceiverProgress&)>& progress = {});
 // The fixed held-out sets (streams no training seed draws from).
 std::vector<PerceiverExample> perceiver_validation_set(const PerceiverTask& task, int64_t n);
 std::vector<PerceiverExample> perceiver_test_set(const PerceiverTask& task, int64_t n);
@@ -158,7 +118,7 @@ double perceiver_accuracy(Perceiver& model, const PerceiverTask& task,
 
 // ---- what the work needs ----
 // Peak bytes of the whole process (qkv/memory.h), float32 parameters, known from the config
-// before the model is made. train_perceiver() with batches of `batch_size`: parameters, gradients,
+// before the model is made. train() with batches of `batch_size`: parameters, gradients,
 // AdamW's moments, a batch's activations forward and backward over `length` positions, and the
 // evaluation's batches of 64.
 int64_t perceiver_train_bytes(const PerceiverConfig& config, int64_t batch_size);

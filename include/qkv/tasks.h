@@ -23,6 +23,10 @@ namespace qkv {
 //   dates     "march 3rd 2021", "03/03/21", "3 Mar 2021", "2021/3/3",
 //             "Wednesday, March 3, 2021"  → "2021-03-03"        (years 1950–2049)
 //   lookup    "? b a3 b7 c1"              → "7"                  (the phonebook, learned)
+//   follow    "c qwcxe"                   → "cx"                 (which letter follows c)
+//
+// Which model trains each task, and its default steps and sizes, are in the registry of
+// qkv/train.h (training_tasks()), with the Perceiver's task, count.
 //
 // Quality is measured as exact-sequence accuracy: the whole output, EOS included, must match.
 
@@ -56,11 +60,11 @@ struct Example {
   std::string source, target;
 };
 
-// Sizes of the sequence tasks (reverse, sort, copy); 0 keeps the task's default.
+// Sizes of a task (reverse, sort, copy, lookup, follow; dates has none); 0 keeps its default.
 struct TaskOptions {
-  int64_t min_length = 0;  // default 8 (lookup: pairs, default 3)
-  int64_t max_length = 0;  // default 16 (lookup: pairs, default 8)
-  int64_t symbols = 0;     // default 20 (the letters a, b, c, ...; at most 26)
+  int64_t min_length = 0;  // default 8 (lookup: pairs, default 3; follow: letters, default 3)
+  int64_t max_length = 0;  // default 16 (lookup: pairs, default 8; follow: letters, default 10)
+  int64_t symbols = 0;     // default 20, follow 16 (the letters a, b, c, ...; at most 26)
 };
 
 class Task {

@@ -3,15 +3,11 @@ results — a small encoder–decoder model (or the Perceiver) trained on a toy 
 questions about attention answered by training variants side by side. Training runs in qkv's C++
 (python/src/train.cpp) without the GIL; a progress callable and Ctrl-C are heard every step."""
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
 
 from . import _checks, _qkv
-
-# `qkv train`'s defaults (cli/train.cpp), which reach the tasks' targets on a 2-core machine.
-_DEFAULT_STEPS = {"dates": 6000, "lookup": 6000}  # the others: 4000
 
 
 def tasks() -> Dict[str, str]:
@@ -24,10 +20,9 @@ def tasks() -> Dict[str, str]:
     >>> qkv.tasks()["count"].split(": ")[0], qkv.tasks()["count"].endswith("(model='perceiver')")
     ("count the '#' among 1,024 letters a–z", True)
     """
-    listed = {name: _qkv.task_description(name) for name in _qkv.task_names()}
-    for name in _qkv.perceiver_task_names():
-        listed[name] = _qkv.perceiver_task_description(name) + " (model='perceiver')"
-    return listed
+    return {t["name"]: t["description"] + ("" if "transformer" in t["models"] else
+                                           f" (model={t['models'][0]!r})")
+            for t in _qkv.tasks()}
 
 
 def experiment_names() -> List[str]:
@@ -94,14 +89,13 @@ class ExperimentResult:
         return "\n".join([self.question, "", *lines, "", self.reading])
 
 
-_int, _number = _checks.integer, _checks.number
-
-
-_MODELS = ("transformer", "rnnsearch", "perceiver")
+def _int(x, name: str) -> Optional[int]:
+    """None, or x as an int (NumPy's too, never a bool): its range is the library's to check."""
+    return None if x is None else _checks.integer(x, name, -2**63, 2**63 - 1, "a 64-bit integer")
 
 
 def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[int] = None,
-          layers: Optional[int] = None, heads: Optional[int] = None, d_model: int = 64,
+          layers: Optional[int] = None, heads: Optional[int] = None, d_model: Optional[int] = None,
           batch_size: int = 64, lr: float = 1e-3,
           seed: int = 1, target: float = 0.99, eval_every: Optional[int] = None,
           test_examples: int = 1000, save: Union[str, "os.PathLike[str]", None] = None,
@@ -124,7 +118,7 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
 
     Training: AdamW at peak `lr`
     with warmup and cosine decay, gradient clipping at 1, label smoothing 0.1, batch_size
-    examples a step, for `steps` steps (default 4000; dates and lookup 6000; count 1500), stopping
+    examples a step, for `steps` steps (default: the task's, qkv.tasks()), stopping
     early once a held-out evaluation (every eval_every steps; default min(100, steps / 10), the
     Perceiver's 100) shows accuracy − 2 standard errors ≥ target (> 1: never). The summary's
     test_accuracy is greedy decoding's exact-sequence accuracy (the Perceiver's: the right
@@ -141,81 +135,21 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
     >>> s.steps, len(s.history), s.config["d_model"]
     (40, 4, 32)
     """
-    seq2seq_tasks, perceiver_tasks = list(_qkv.task_names()), list(_qkv.perceiver_task_names())
-    if not isinstance(task, str):
-        raise TypeError(f"task: {type(task).__name__}; expected str, one of "
-                        f"{', '.join(seq2seq_tasks + perceiver_tasks)}")
-    if _checks.text(task, "task") not in seq2seq_tasks + perceiver_tasks:
-        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(seq2seq_tasks)}, "
-                         f"or {', '.join(perceiver_tasks)} with model='perceiver'")
-    if not isinstance(model, str):
-        raise TypeError(f"model: {type(model).__name__}; expected str, 'transformer', "
-                        "'rnnsearch' or 'perceiver'")
-    if model not in _MODELS:
-        raise ValueError(f"model {_checks.text(model, 'model')!r} is not a model qkv trains; "
-                         "expected 'transformer', 'rnnsearch' or 'perceiver'")
-    perceiver = model == "perceiver"
-    if perceiver and task not in perceiver_tasks:
-        raise ValueError(f"task {task!r} is not a Perceiver task; expected "
-                         f"{' or '.join(map(repr, perceiver_tasks))} (the other tasks train "
-                         "model='transformer' or 'rnnsearch')")
-    if not perceiver and task in perceiver_tasks:
-        raise ValueError(f"task {task!r} is the Perceiver's; expected "
-                         f"qkv.train({task!r}, model='perceiver')")
-    for name, value, why in (("length", length, "takes its lengths from the task"),
-                             ("latents", latents, "has no latent queries")):
-        if value is not None and not perceiver:
-            raise ValueError(f"{name} applies to model='perceiver' only; model={model!r} {why}; "
-                             f"expected no {name}")
-    default_steps = 1500 if perceiver else _DEFAULT_STEPS.get(task, 4000)
-    steps = _int(default_steps if steps is None else steps, "steps", 1, 10**8, "1 to 10^8")
-    d_model = _int(d_model, "d_model", 1, 4096, "1 to 4096")
-    if model == "rnnsearch":
-        for name, value in (("layers", layers), ("heads", heads)):
-            if value is not None:
-                raise ValueError(f"{name} does not apply to model='rnnsearch' (one bidirectional "
-                                 "GRU encoder, one GRU decoder, one additive attention); expected "
-                                 "only d_model to size it")
-        if d_model % 2:
-            raise ValueError(f"d_model {d_model} is odd; expected an even width (rnnsearch's "
-                             "annotations are d_model/2 a direction)")
-    # The Perceiver may have no latent self-attention block after its cross-attention.
-    layers = _int(2 if layers is None else layers, "layers", 0 if perceiver else 1, 64,
-                  f"{0 if perceiver else 1} to 64")
-    heads = _int(4 if heads is None else heads, "heads", 1, 256, "1 to 256")
-    if model == "rnnsearch":
-        layers = heads = 1
-    if d_model % heads:
-        raise ValueError(f"d_model {d_model} is not divisible by heads {heads}; expected "
-                         f"d_model = heads · d_k, e.g. d_model={(d_model // heads + 1) * heads}")
-    if perceiver:
-        length = _int(1024 if length is None else length, "length", 16, 65536, "16 to 65536")
-        latents = _int(16 if latents is None else latents, "latents", 1, 4096, "1 to 4096")
-    batch_size = _int(batch_size, "batch_size", 1, 65536, "1 to 65536")
-    lr = _number(lr, "lr")
-    if not 0 < lr < 10:
-        raise ValueError(f"lr {lr:g} is out of range; expected 0 < lr < 10")
-    seed = _int(seed, "seed", 0, 2**64 - 1, "0 to 2^64 − 1")
-    target = _number(target, "target")
-    if not (math.isfinite(target) and 0 <= target <= 10):
-        raise ValueError(f"target {target:g} is out of range; expected 0 to 10 (> 1: never stop "
-                         "early)")
-    eval_every = 0 if eval_every is None else _int(eval_every, "eval_every", 1, 10**8,
-                                                   "1 to 10^8")
-    test_examples = _int(test_examples, "test_examples", 0, 10**6, "0 to 10^6")
+    _checks.text(task, "task")
+    _checks.text(model, "model")
     # Before minutes of training, not after: a directory, a missing or read-only folder.
     path = None if save is None else _checks.output_path(save, "save", prefix="save: ")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: {type(progress).__name__}; expected a callable")
     hear = None if progress is None else (lambda p: progress(TrainProgress(**p)))
-    limit = _checks.memory_limit(memory_limit)
-    out = b"" if path is None else os.fsencode(path)
-    if perceiver:
-        s = _qkv.train_perceiver(task, length, latents, layers, heads, d_model, steps, batch_size,
-                                 lr, seed, target, eval_every, test_examples, out, hear, limit)
-    else:
-        s = _qkv.train(task, model, steps, layers, heads, d_model, batch_size, lr, seed, target,
-                       eval_every, test_examples, out, hear, limit)
+    # The library checks every value (its messages name these arguments) and holds the defaults.
+    s = _qkv.train(task, model, _int(steps, "steps"), _int(layers, "layers"), _int(heads, "heads"),
+                   _int(d_model, "d_model"), _int(length, "length"), _int(latents, "latents"),
+                   _int(batch_size, "batch_size"), _checks.number(lr, "lr"),
+                   _checks.integer(seed, "seed", 0, 2**64 - 1, "0 to 2^64 − 1"),
+                   _checks.number(target, "target"), _int(eval_every, "eval_every"),
+                   _int(test_examples, "test_examples"), b"" if path is None else os.fsencode(path),
+                   hear, _checks.memory_limit(memory_limit))
     return TrainSummary(task=s["task"], steps=s["steps"], test_accuracy=s["test_accuracy"],
                         test_examples=s["test_examples"], final_loss=s["final_loss"],
                         reached_target=s["reached_target"], stopped_early=s["stopped_early"],
@@ -223,7 +157,7 @@ def train(task: str = "reverse", *, model: str = "transformer", steps: Optional[
                         train_seconds=s["train_seconds"], tokens=s["tokens"],
                         tokens_per_second=s["tokens_per_second"], history=s["history"],
                         mistakes=s["mistakes"], config=s["config"], seed=seed, path=path,
-                        chance=s.get("chance"))
+                        chance=s["chance"])
 
 
 def experiment(name: str, *, quick: bool = False,

@@ -69,9 +69,9 @@ TEST(FloatOptionsCli, TrainLrAndTargetMustBeFiniteNumbersInRange) {
   // Decimal notation only, as the integer options take: strtod read " 1", "+1", "1 " and
   // hexadecimal "0x1p-3" (issue 26's last sweep).
   for (const char* odd : {" 1", "+1", "1 ", "0x1", "0x1p-3"})
-    expect_usage_error(run_qkv({"train", "--task", "copy", "--lr", odd}),
-                       std::string("--lr: ") + odd +
-                           " is not a decimal number; expected a number in (0, 10)");
+    expect_usage_error(
+        run_qkv({"train", "--task", "copy", "--lr", odd}),
+        std::string("--lr: ") + odd + " is not a decimal number; expected a number in (0, 10)");
 }
 
 // A seed is 0 to 2⁶⁴ − 1, as Python's qkv.train takes it: "-1" wrapped to 2⁶⁴ − 1 and
@@ -116,7 +116,10 @@ TEST(TrainOptionsCli, ZeroIsAValueNotTheDefault) {
   expect_usage_error(run_qkv({"train", "--task", "copy", "--threads", "0"}),
                      "--threads: 0 is out of range; expected 1 to ");
   const auto help = run_qkv({"train", "--help"});
-  EXPECT_THAT(help.out, HasSubstr("steps at most, 1 to 10^8 (default 4000; dates, lookup 6000)"));
+  // The defaults are the task registry's (qkv::training_tasks()), listed with each task.
+  EXPECT_THAT(help.out, HasSubstr("steps at most, 1 to 10^8 (default: the task's, below)"));
+  EXPECT_THAT(help.out, HasSubstr("(years\n           1950–2049) — 6,000 steps\n"));
+  EXPECT_THAT(help.out, HasSubstr("how many — --model perceiver, 1,500 steps\n"));
 }
 
 // ---- thread counts (issue 26): `--threads 4096` was accepted by every command, and 50 threads
@@ -261,8 +264,8 @@ TEST(ThreadOptionsCli, EveryAddressSpaceLimitEndsInAResultOrOneLine) {
   const ScratchDir dir("qkv-limits");
   const std::string gguf = test::tiny_llama_gguf().write(dir.path("tiny.gguf"));
   const std::vector<std::vector<std::string>> commands = {
-      {"train", "--task", "copy", "--steps", "3", "--layers", "1", "--d-model", "16", "--heads", "2",
-       "--batch", "4", "--test-examples", "10", "--threads", "1", "--out",
+      {"train", "--task", "copy", "--steps", "3", "--layers", "1", "--d-model", "16", "--heads",
+       "2", "--batch", "4", "--test-examples", "10", "--threads", "1", "--out",
        dir.path("model.safetensors")},
       {"generate", "--model", gguf, "hello", "--max-tokens", "3"},
       // Mapping the installed model failed for want of address space, and that was reported

@@ -2,6 +2,7 @@
 // save/load round trip, and a short run that must learn to count (what each latent gathers:
 // tests/explain/readings_test.cpp).
 #include "qkv/perceiver.h"
+#include "qkv/train.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -162,13 +163,14 @@ TEST(PerceiverTraining, LearnsToCountOnAShortInput) {
   const PerceiverTask task = make_perceiver_task("count", 64);
   nn::Rng init(1);
   Perceiver model({.length = 64, .latents = 8, .d_model = 32, .heads = 4, .blocks = 1}, init);
-  const PerceiverTrainSummary s = train_perceiver(model, task,
-                                                  {.steps = 400,
-                                                   .batch_size = 32,
-                                                   .target_accuracy = 2,
-                                                   .eval_every = 100,
-                                                   .eval_examples = 200,
-                                                   .test_examples = 300});
+  const TrainSummary s = train(model, task,
+                               {.steps = 400,
+                                .batch_size = 32,
+                                .label_smoothing = 0,
+                                .target_accuracy = 2,
+                                .eval_every = 100,
+                                .eval_examples = 200,
+                                .test_examples = 300});
   EXPECT_EQ(s.steps, 400);
   std::cout << "[ final loss " << s.final_loss << ", held-out " << s.test_accuracy << " ]\n";
   EXPECT_LT(s.final_loss, 1.0) << "chance is 2.30";     // measured 0.58

@@ -161,7 +161,7 @@ TEST(RnnSearch, ConfigRefusesWhatItDoesNotHave) {
     c.validate();
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("--d-model 7 is out of range; expected an even width"));
+    EXPECT_THAT(e.what(), HasSubstr("d_model 7 is out of range; expected an even width"));
   }
   c = tiny_config(8);
   c.attention.score = Score::scaled_dot;

@@ -51,7 +51,7 @@ TEST(Seq2SeqConfig, RejectsBadSizes) {
     config_for(task, 2, 4, 30).validate();
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("--d-model 30 is not divisible by --heads 4"));
+    EXPECT_THAT(e.what(), HasSubstr("d_model 30 is not divisible by heads 4"));  // the fields, not flags
   }
   EXPECT_THROW(config_for(task, 0, 4, 64).validate(), Error);
   EXPECT_THROW(config_for(task, 2, 0, 64).validate(), Error);

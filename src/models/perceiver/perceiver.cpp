@@ -7,6 +7,7 @@
 
 #include "core/dispatch.h"
 #include "core/safetensors.h"
+#include "qkv/field_error.h"
 #include "qkv/json.h"
 
 namespace qkv {
@@ -158,8 +159,9 @@ PerceiverConfig config_from_json(const std::string& text, const std::string& pat
 void PerceiverConfig::validate() const {
   auto check = [](const char* name, int64_t value, int64_t lo, int64_t hi) {
     if (value < lo || value > hi)
-      throw Error(std::string(name) + " " + std::to_string(value) + " is out of range; expected " +
-                  std::to_string(lo) + " to " + std::to_string(hi));
+      throw FieldError(name, "{" + std::string(name) + "} " + std::to_string(value) +
+                                 " is out of range; expected " + std::to_string(lo) + " to " +
+                                 std::to_string(hi));
   };
   // The fields' own names: the command maps them to its flags, a model file's loader prefixes
   // its path.
@@ -171,8 +173,8 @@ void PerceiverConfig::validate() const {
   check("heads", heads, 1, d_model);
   check("blocks", blocks, 0, 64);
   if (d_model % heads != 0)
-    throw Error("d_model " + std::to_string(d_model) + " is not a multiple of heads " +
-                std::to_string(heads));
+    throw FieldError("d_model", "{d_model} " + std::to_string(d_model) +
+                                    " is not a multiple of {heads} " + std::to_string(heads));
 }
 
 Perceiver::Perceiver(const PerceiverConfig& config, nn::Rng& rng, DType dtype)

@@ -3,19 +3,19 @@
 #include <string>
 #include <vector>
 
+#include "qkv/field_error.h"
 #include "qkv/perceiver.h"
 
 namespace qkv {
 
-std::vector<std::string> perceiver_task_names() { return {"count"}; }
-
 PerceiverTask make_perceiver_task(const std::string& name, int64_t length) {
-  // Messages name the fields; the command maps them to its flags (cli/train_perceiver.cpp), a
-  // model file's loader prefixes its path.
-  if (name != "count") throw Error("task '" + name + "' is not a Perceiver task; expected count");
+  // FieldErrors: each front end names the field its way, a model file's loader prefixes its path.
+  if (name != "count")
+    throw FieldError("task", "{task} " + name + " is not a Perceiver task; expected count");
   if (length < 16 || length > 65536)
-    throw Error("length " + std::to_string(length) +
-                " is out of range for the task count; expected 16 to 65536 (room for 9 '#')");
+    throw FieldError("length", "{length} " + std::to_string(length) +
+                                   " is out of range for the task count; expected 16 to 65536 "
+                                   "(room for 9 '#')");
   PerceiverTask t;
   t.name = name;
   t.length = length;

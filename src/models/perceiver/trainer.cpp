@@ -1,18 +1,14 @@
-// Training the Perceiver on its task: AdamW with warmup and cosine decay, clipped gradients,
-// periodic held-out accuracy with early stopping, then the final test.
-#include <chrono>
+// The Perceiver as a Trainable of the one training loop (models/train/train.cpp): a step on a
+// batch of its task, the held-out accuracy, the final test; and its fixed held-out sets.
 #include <cmath>
 
+#include "models/train/trainables.h"
 #include "qkv/perceiver.h"
+#include "qkv/train.h"
 
 namespace qkv {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::vector<PerceiverExample> examples(const PerceiverTask& task, int64_t n, nn::Rng rng) {
   std::vector<PerceiverExample> out;
@@ -20,6 +16,74 @@ std::vector<PerceiverExample> examples(const PerceiverTask& task, int64_t n, nn:
   for (int64_t i = 0; i < n; ++i) out.push_back(task.generate(rng));
   return out;
 }
+
+class PerceiverTrainable : public Trainable {
+ public:
+  PerceiverTrainable(Perceiver& model, PerceiverTask task, std::unique_ptr<Perceiver> owned = {})
+      : owned_(std::move(owned)), model_(model), task_(std::move(task)) {
+    const PerceiverConfig& c = model_.config();
+    if (c.length != task_.length || c.classes != task_.classes ||
+        c.vocab != static_cast<int64_t>(task_.alphabet.size()))
+      throw FieldError("task", "the model reads " + std::to_string(c.length) + " symbols into " +
+                                   std::to_string(c.classes) + " classes but the {task} has " +
+                                   std::to_string(task_.length) + " and " +
+                                   std::to_string(task_.classes));
+  }
+  const std::string& task() const override { return task_.name; }
+  std::string task_description() const override { return task_.description; }
+  nn::Module& module() override { return model_; }
+
+  Step step(nn::Rng& data, nn::Rng&, const TrainOptions& o) override {
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<int32_t> labels;
+    for (int64_t i = 0; i < o.batch_size; ++i) {
+      const PerceiverExample e = task_.generate(data);
+      ids.push_back(task_.encode(e.input));
+      labels.push_back(e.label);
+    }
+    const nn::CrossEntropy ce = nn::cross_entropy(model_.forward(ids), labels, o.label_smoothing);
+    if (std::isfinite(ce.loss)) model_.backward(ce.dlogits);
+    return {ce.loss, ce.correct, ce.count, o.batch_size * task_.length};
+  }
+
+  double evaluate(int64_t n) override {
+    if (static_cast<int64_t>(validation_.size()) != n)
+      validation_ = perceiver_validation_set(task_, n);
+    return perceiver_accuracy(model_, task_, validation_);
+  }
+
+  void test(int64_t n, TrainSummary& s) override {
+    s.chance = 1.0 / static_cast<double>(task_.classes);
+    if (n > 0) s.test_accuracy = perceiver_accuracy(model_, task_, perceiver_test_set(task_, n));
+  }
+
+  void save(const std::string& path, const std::map<std::string, std::string>& extra) override {
+    model_.save(path, extra);
+  }
+
+  std::string architecture() const override { return "perceiver"; }
+  std::vector<std::pair<std::string, int64_t>> sizes() const override {
+    const PerceiverConfig& c = model_.config();
+    return {{"layers", c.blocks},   {"heads", c.heads},   {"d_model", c.d_model},
+            {"latents", c.latents}, {"length", c.length}, {"classes", c.classes},
+            {"vocab", c.vocab}};
+  }
+  std::string description() override {
+    const PerceiverConfig& c = model_.config();
+    return std::to_string(c.latents) + " latent queries (d " + std::to_string(c.d_model) + ", " +
+           std::to_string(c.heads) + " heads) cross-attend to " + grouped(c.length) +
+           " symbols,\n             then " + std::to_string(c.blocks) +
+           " latent self-attention block" + (c.blocks == 1 ? "" : "s") + "; " +
+           grouped(model_.parameter_count()) + " parameters";
+  }
+  std::optional<std::string> sample_input() const override { return std::nullopt; }
+
+ private:
+  std::unique_ptr<Perceiver> owned_;
+  Perceiver& model_;
+  PerceiverTask task_;
+  std::vector<PerceiverExample> validation_;
+};
 
 }  // namespace
 
@@ -49,82 +113,15 @@ double perceiver_accuracy(Perceiver& model, const PerceiverTask& task,
   return static_cast<double>(correct) / static_cast<double>(set.size());
 }
 
-PerceiverTrainSummary train_perceiver(
-    Perceiver& model, const PerceiverTask& task, const PerceiverTrainOptions& o,
-    const std::function<void(const PerceiverProgress&)>& progress) {
-  if (o.steps < 1 || o.batch_size < 1 || o.eval_every < 1 || o.eval_examples < 1 ||
-      o.test_examples < 0)
-    throw Error("train_perceiver: steps, batch size, eval_every and eval_examples must be ≥ 1");
-  if (model.config().length != task.length || model.config().classes != task.classes ||
-      model.config().vocab != static_cast<int64_t>(task.alphabet.size()))
-    throw Error("train_perceiver: the model reads " + std::to_string(model.config().length) +
-                " symbols into " + std::to_string(model.config().classes) +
-                " classes but the task has " + std::to_string(task.length) + " and " +
-                std::to_string(task.classes));
-  const auto t0 = Clock::now();
-  PerceiverTrainSummary s;
-  s.task = task.name;
-  s.chance = 1.0 / static_cast<double>(task.classes);
-  s.parameters = model.parameter_count();
-  nn::AdamW optimizer(model.parameters(),
-                      {.lr = o.lr,
-                       .warmup_steps = std::min<int64_t>(100, std::max<int64_t>(1, o.steps / 10)),
-                       .decay_steps = o.steps,
-                       .clip_norm = 1.0});
-  const std::vector<PerceiverExample> validation = perceiver_validation_set(task, o.eval_examples);
-  nn::Rng data(o.seed ^ 0xDA7A5EEDull);
-  double train_seconds = 0, interval_loss = 0;
-  int64_t interval_steps = 0;
-  std::optional<double> latest;
-  for (int64_t step = 1; step <= o.steps; ++step) {
-    const auto ts = Clock::now();
-    std::vector<std::vector<int32_t>> ids;
-    std::vector<int32_t> labels;
-    for (int64_t i = 0; i < o.batch_size; ++i) {
-      const PerceiverExample e = task.generate(data);
-      ids.push_back(task.encode(e.input));
-      labels.push_back(e.label);
-    }
-    model.zero_grad();
-    const nn::CrossEntropy ce = nn::cross_entropy(model.forward(ids), labels);
-    if (!std::isfinite(ce.loss))
-      throw Error("training diverged at step " + std::to_string(step) + " (loss " +
-                      std::to_string(ce.loss) + "); try a smaller --lr",
-                  Error::Kind::runtime);
-    model.backward(ce.dlogits);
-    optimizer.step();
-    train_seconds += since(ts);
-    interval_loss += ce.loss;
-    ++interval_steps;
-    s.steps = step;
-
-    PerceiverProgress p{.step = step,
-                        .steps = o.steps,
-                        .loss = ce.loss,
-                        .accuracy = static_cast<double>(ce.correct) / static_cast<double>(ce.count),
-                        .eval_accuracy = latest,
-                        .seconds = since(t0)};
-    if (step % o.eval_every == 0 || step == o.steps) {
-      const double acc = perceiver_accuracy(model, task, validation);
-      latest = p.eval_accuracy = acc;
-      p.evaluated = true;
-      s.final_loss = interval_loss / static_cast<double>(interval_steps);
-      s.history.push_back({step, acc, s.final_loss, since(t0)});
-      interval_loss = 0;
-      interval_steps = 0;
-      const double se = std::sqrt(acc * (1 - acc) / static_cast<double>(validation.size()));
-      if (acc - 2 * se >= o.target_accuracy) s.stopped_early = step < o.steps;
-    }
-    if (progress) progress(p);
-    if (s.stopped_early) break;
-  }
-  s.train_seconds = train_seconds;
-  if (o.test_examples > 0) {
-    s.test_examples = o.test_examples;
-    s.test_accuracy = perceiver_accuracy(model, task, perceiver_test_set(task, o.test_examples));
-  }
-  s.wall_seconds = since(t0);
-  return s;
+std::unique_ptr<Trainable> trainable(Perceiver& model, const PerceiverTask& task) {
+  return std::make_unique<PerceiverTrainable>(model, task);
 }
+
+namespace train_detail {
+std::unique_ptr<Trainable> owning_trainable(std::unique_ptr<Perceiver> model, PerceiverTask task) {
+  Perceiver& m = *model;
+  return std::make_unique<PerceiverTrainable>(m, std::move(task), std::move(model));
+}
+}  // namespace train_detail
 
 }  // namespace qkv

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "qkv/field_error.h"
 #include "qkv/json.h"
 #include "qkv/model.h"
 
@@ -156,26 +157,29 @@ void check_task(const Seq2SeqConfig& c, const std::string& path) {
 }  // namespace
 
 void Seq2SeqConfig::validate(const std::string& source) const {
-  // Each value out of range names what set it: qkv train's flag, or the model file's metadata.
-  auto bad = [&](const std::string& field, const std::string& flag, const std::string& value,
+  // Each value out of range names what set it: the field (a FieldError, which each front end
+  // names its way: qkv train's flag, Python's argument), or the model file's metadata.
+  auto bad = [&](const std::string& field, const std::string& name, const std::string& value,
                  const std::string& expected) {
-    if (source.empty()) throw Error(flag + " " + value + " is out of range; expected " + expected);
+    if (source.empty())
+      throw FieldError(name, "{" + name + "} " + value + " is out of range; expected " + expected);
     throw Error(source + ": the metadata's " + kConfigKey + " \"" + field + "\" is " + value +
                 "; expected " + expected);
   };
-  auto check = [&](const std::string& field, const std::string& flag, int64_t v, int64_t lo,
+  auto check = [&](const std::string& field, const std::string& name, int64_t v, int64_t lo,
                    int64_t hi) {
     if (v < lo || v > hi)
-      bad(field, flag, std::to_string(v), std::to_string(lo) + " to " + std::to_string(hi));
+      bad(field, name, std::to_string(v), std::to_string(lo) + " to " + std::to_string(hi));
   };
-  check("layers", "--layers", layers, 1, 64);
-  check("heads", "--heads", heads, 1, 256);
-  check("d_model", "--d-model", d_model, 1, 4096);
+  check("layers", "layers", layers, 1, 64);
+  check("heads", "heads", heads, 1, 256);
+  check("d_model", "d_model", d_model, 1, 4096);
   if (d_model % heads != 0) {
     if (source.empty())
-      throw Error("--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
-                  std::to_string(heads) + "; expected d_model = heads · d_k, e.g. --d-model " +
-                  std::to_string((d_model / heads + 1) * heads));
+      throw FieldError("d_model", "{d_model} " + std::to_string(d_model) +
+                                      " is not divisible by {heads} " + std::to_string(heads) +
+                                      "; expected d_model = heads · d_k, e.g. {d_model} " +
+                                      std::to_string((d_model / heads + 1) * heads));
     bad("d_model", "",
         std::to_string(d_model) + ", not a multiple of \"heads\" " + std::to_string(heads),
         "d_model = heads · d_k");
@@ -204,10 +208,10 @@ void Seq2SeqConfig::validate(const std::string& source) const {
           "distinct characters");
   if (architecture == Seq2SeqArchitecture::rnnsearch) {
     // One bidirectional GRU encoder, one GRU decoder, one additive attention between them.
-    check("layers", "--layers", layers, 1, 1);
-    check("heads", "--heads", heads, 1, 1);
+    check("layers", "layers", layers, 1, 1);
+    check("heads", "heads", heads, 1, 1);
     if (d_model % 2 != 0 || d_model < 2)
-      bad("d_model", "--d-model", std::to_string(d_model),
+      bad("d_model", "d_model", std::to_string(d_model),
           "an even width (rnnsearch's annotations are d_model/2 a direction)");
     if (attention.score != Score::additive || attention.tie_qk || attention.identity_v ||
         attention.kv_heads > 1)

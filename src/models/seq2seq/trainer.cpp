@@ -1,45 +1,15 @@
-// The training loop of `qkv train`, its evaluation and the final greedy-decoding test.
+// The encoder–decoder models as a Trainable of the one training loop (models/train/train.cpp):
+// a step on a batch of the task, the teacher-forced evaluation, the final greedy-decoding test.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 
+#include "models/train/trainables.h"
 #include "qkv/train.h"
 
 namespace qkv {
 
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// "0.001", "1e-05", "nan": a double as the user would type it.
-std::string number(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%g", x);
-  return buffer;
-}
-
-// Independent streams of one seed (SplitMix64 of distinct starting points).
-nn::Rng stream(uint64_t seed, uint64_t which) {
-  nn::Rng r(seed ^ (0x9E3779B97F4A7C15ull * (which + 1)));
-  return r.split();
-}
-
-// True when an accuracy measured on n examples is at `target` beyond reasonable doubt: its
-// lower 2-standard-error bound (a 95% interval's lower end) reaches it. Stopping the
-// moment a measurement touches the target would stop at a true accuracy just below it about half
-// the time; on 1,000 examples at 99.5% the bound is 99.05%.
-bool confidently_at(double accuracy, int64_t n, double target) {
-  const double se = std::sqrt(std::max(accuracy * (1 - accuracy), 0.0) / static_cast<double>(n));
-  return accuracy - 2 * se >= target;
-}
-
-}  // namespace
-
 std::unique_ptr<Seq2Seq> make_model(const Seq2SeqConfig& config, uint64_t seed, DType dtype) {
-  nn::Rng rng = stream(seed, 0);
+  nn::Rng rng = train_detail::seed_stream(seed, train_detail::kInit);
   return make_seq2seq(config, rng, dtype);
 }
 
@@ -90,100 +60,92 @@ double greedy_accuracy(Seq2Seq& model, const std::vector<Example>& examples,
   return accuracy;
 }
 
-TrainSummary train(Seq2Seq& model, const Task& task, const TrainOptions& o,
-                   const ProgressFn& progress) {
-  if (o.steps < 1 || o.steps > 100'000'000)
-    throw Error("--steps " + std::to_string(o.steps) + " is out of range; expected 1 to 10^8");
-  if (o.batch_size < 1 || o.batch_size > 65536)
-    throw Error("--batch " + std::to_string(o.batch_size) +
-                " is out of range; expected 1 to 65536");
-  if (!(o.lr > 0 && o.lr < 10))
-    throw Error("--lr " + number(o.lr) + " is out of range; expected 0 < lr < 10");
-  if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
-    throw Error("label smoothing " + number(o.label_smoothing) +
-                " is out of range; expected [0, 1)");
-  if (o.eval_examples < 1 || o.test_examples < 0) throw Error("evaluation sizes must be positive");
-  if (model.config().task != task.name())
-    throw Error("the model was made for task " + model.config().task + ", not " + task.name());
+namespace {
 
-  const double start = now_seconds();
-  TrainSummary s;
-  s.task = task.name();
-  s.parameters = model.parameter_count();
-  const int64_t eval_every =
-      o.eval_every > 0 ? o.eval_every : std::min<int64_t>(100, std::max<int64_t>(10, o.steps / 10));
-  const std::vector<Example> validation = validation_set(task, o.eval_examples);
+class Seq2SeqTrainable : public Trainable {
+ public:
+  Seq2SeqTrainable(Seq2Seq& model, Task task, std::unique_ptr<Seq2Seq> owned = nullptr)
+      : owned_(std::move(owned)), model_(model), task_(std::move(task)) {
+    if (model_.config().task != task_.name())
+      throw FieldError(
+          "task", "the model was made for task " + model_.config().task + ", not " + task_.name());
+  }
+  const std::string& task() const override { return task_.name(); }
+  std::string task_description() const override { return task_.description(); }
+  nn::Module& module() override { return model_; }
 
-  std::vector<nn::Parameter*> params = model.parameters();
-  nn::AdamW optimizer(
-      params, {.lr = o.lr,
-               .weight_decay = o.weight_decay,
-               .warmup_steps = o.warmup >= 0 ? o.warmup : std::min<int64_t>(200, o.steps / 10),
-               .decay_steps = o.steps,
-               .min_lr_ratio = 0.1,
-               .clip_norm = o.clip_norm});
-  nn::Rng data = stream(o.seed, 1), dropout = stream(o.seed, 2);
-  model.zero_grad();
-
-  TrainProgress p;
-  p.steps = o.steps;
-  double interval_loss = 0;
-  int64_t interval_steps = 0;
-  for (int64_t step = 1; step <= o.steps; ++step) {
-    const double t0 = now_seconds();
-    const Batch batch = make_batch(model.vocab(), task.batch(data, Split::train, o.batch_size));
-    const Tensor logits = model.forward(batch, true, dropout);
+  Step step(nn::Rng& data, nn::Rng& noise, const TrainOptions& o) override {
+    const Batch batch = make_batch(model_.vocab(), task_.batch(data, Split::train, o.batch_size));
+    const Tensor logits = model_.forward(batch, true, noise);
     const int64_t v = logits.dim(2);
     const nn::CrossEntropy ce = nn::cross_entropy(
         logits.reshape({batch.size * batch.target_length, v}), batch.target_out, o.label_smoothing);
-    if (!std::isfinite(ce.loss))
-      throw Error("training diverged at step " + std::to_string(step) + " (loss " +
-                      number(ce.loss) + "); try a smaller --lr",
-                  Error::Kind::runtime);
-    model.backward(ce.dlogits.reshape(logits.shape()));
-    optimizer.step();
-    model.zero_grad();
-    s.train_seconds += now_seconds() - t0;
-    s.tokens += batch.source_tokens + batch.target_tokens;
-    s.steps = step;
-    interval_loss += ce.loss;
-    ++interval_steps;
-
-    p.step = step;
-    p.loss = ce.loss;
-    p.token_accuracy = ce.count > 0 ? static_cast<double>(ce.correct) / ce.count : 0.0;
-    p.evaluated = false;
-    if (step % eval_every == 0 || step == o.steps) {
-      const double accuracy = teacher_forced_accuracy(model, validation);
-      p.eval_accuracy = accuracy;
-      p.evaluated = true;
-      s.final_loss = interval_loss / static_cast<double>(interval_steps);
-      s.history.push_back({step, accuracy, s.final_loss, now_seconds() - start});
-      interval_loss = 0;
-      interval_steps = 0;
-    }
-    p.seconds = now_seconds() - start;
-    if (progress) progress(p);
-    if (p.evaluated && !s.reached_target && *p.eval_accuracy >= o.target_accuracy)
-      s.reached_target = step;
-    if (p.evaluated && confidently_at(*p.eval_accuracy, o.eval_examples, o.target_accuracy)) {
-      s.stopped_early = true;
-      break;
-    }
+    if (std::isfinite(ce.loss)) model_.backward(ce.dlogits.reshape(logits.shape()));
+    return {ce.loss, ce.correct, ce.count, batch.source_tokens + batch.target_tokens};
   }
-  if (interval_steps > 0) s.final_loss = interval_loss / static_cast<double>(interval_steps);
 
-  if (o.test_examples > 0) {
-    const std::vector<Example> test = test_set(task, o.test_examples);
+  double evaluate(int64_t n) override {
+    if (static_cast<int64_t>(validation_.size()) != n) validation_ = validation_set(task_, n);
+    return teacher_forced_accuracy(model_, validation_);
+  }
+
+  void test(int64_t n, TrainSummary& s) override {
+    if (n <= 0) return;
+    const std::vector<Example> examples = test_set(task_, n);
     std::vector<std::string> outputs;
-    s.test_accuracy = greedy_accuracy(model, test, &outputs);
-    s.test_examples = o.test_examples;
-    for (std::size_t i = 0; i < test.size() && s.mistakes.size() < 3; ++i)
-      if (outputs[i] != test[i].target) s.mistakes.emplace_back(test[i], outputs[i]);
+    s.test_accuracy = greedy_accuracy(model_, examples, &outputs);
+    for (std::size_t i = 0; i < examples.size() && s.mistakes.size() < 3; ++i)
+      if (outputs[i] != examples[i].target) s.mistakes.emplace_back(examples[i], outputs[i]);
   }
-  s.wall_seconds = now_seconds() - start;
-  s.tokens_per_second = s.train_seconds > 0 ? static_cast<double>(s.tokens) / s.train_seconds : 0;
-  return s;
+
+  void save(const std::string& path, const std::map<std::string, std::string>& extra) override {
+    model_.save(path, extra);
+  }
+
+  std::string architecture() const override {
+    return std::string(to_string(model_.config().architecture));
+  }
+  std::vector<std::pair<std::string, int64_t>> sizes() const override {
+    const Seq2SeqConfig& c = model_.config();
+    return {{"layers", c.layers},
+            {"heads", c.heads},
+            {"d_model", c.d_model},
+            {"ffn_hidden", c.hidden()},
+            {"vocab", model_.vocab().size()}};
+  }
+  std::string description() override {
+    const Seq2SeqConfig& c = model_.config();
+    const std::string parameters = grouped(model_.parameter_count()) + " parameters";
+    if (c.architecture == Seq2SeqArchitecture::rnnsearch)
+      return "RNNsearch: bidirectional GRU encoder (" + std::to_string(c.d_model / 2) + " + " +
+             std::to_string(c.d_model / 2) + " units),\n             GRU decoder (" +
+             std::to_string(c.d_model) + "), additive attention, " + parameters;
+    return std::to_string(c.layers) + " encoder + " + std::to_string(c.layers) +
+           " decoder blocks, " + std::to_string(c.heads) + " heads, d_model " +
+           std::to_string(c.d_model) + ", " + parameters;
+  }
+  std::optional<std::string> sample_input() const override {
+    return test_set(task_, 1).front().source;
+  }
+
+ private:
+  std::unique_ptr<Seq2Seq> owned_;
+  Seq2Seq& model_;
+  Task task_;
+  std::vector<Example> validation_;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainable> trainable(Seq2Seq& model, const Task& task) {
+  return std::make_unique<Seq2SeqTrainable>(model, task);
 }
+
+namespace train_detail {
+std::unique_ptr<Trainable> owning_trainable(std::unique_ptr<Seq2Seq> model, Task task) {
+  Seq2Seq& m = *model;
+  return std::make_unique<Seq2SeqTrainable>(m, std::move(task), std::move(model));
+}
+}  // namespace train_detail
 
 }  // namespace qkv
