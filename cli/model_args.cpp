@@ -155,7 +155,9 @@ void rethrow_for_causal_lm(const std::string& model, const Error& e) {
 
 CausalLM open_causal_lm(const std::string& model) {
   try {
-    return open_model(model, {.load_weights = false}).causal_lm();
+    // The command asked for a decoder: whatever the path holds, it is read as one (a device or a
+    // BERT directory is then said to be no GGUF file), not as what the registry would call it.
+    return CausalLM::open(is_builtin_model(model) ? "smollm2" : model);
   } catch (const Error& e) {
     rethrow_for_causal_lm(model, e);
   }

@@ -18,6 +18,8 @@ run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer")
 if(NOT last_output MATCHES "out = 0\\.5 2\\.5"
    OR NOT last_output MATCHES "capture: 3 source tokens, heads 2, weights row sum 1\\.0000"
+   OR NOT last_output MATCHES "registry: seq2seq, family transformer, 1 layer, 2 heads, translate yes"
+   OR NOT last_output MATCHES "run: 3 blocks, 3 tokens, json yes"
    OR NOT last_output MATCHES "explain: html yes, steps yes")
   message(FATAL_ERROR "consumer printed an unexpected result:\n${last_output}")
 endif()
