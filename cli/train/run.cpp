@@ -1,6 +1,5 @@
 // `qkv train`: the library plans, trains and saves; this file maps the fields of its errors to
 // flags, throttles one progress line and writes the summary as text or JSON.
-#include <unistd.h>
 
 #include <cmath>
 #include <iostream>
@@ -23,23 +22,20 @@ namespace {
 
 std::string percent(double x, int digits = 1) { return fixed(100 * x, digits) + "%"; }
 
-// On a terminal, one line rewritten every 5 steps and after each evaluation; else (a log, a
-// pipe) a line at each tenth of the run. The time shown is to the step limit when the run may
-// stop early at its target.
+// On a terminal, one line rewritten (Progress::report's throttle, and at each evaluation); else
+// (a log, a pipe) a line at each tenth of the run. The time shown is to the step limit when the
+// run may stop early at its target.
 ProgressFn progress_line(Progress& bar, const std::string& accuracy, const TrainOptions& o) {
-  const bool tty = ::isatty(STDERR_FILENO) == 1, may_stop = o.target_accuracy <= 1;
+  const bool tty = bar.terminal(), may_stop = o.target_accuracy <= 1;
   return [&bar, accuracy, tty, may_stop,
           every = std::max<int64_t>(1, o.steps / 10)](const TrainProgress& p) {
-    if (tty ? !(p.step == 1 || p.step % 5 == 0 || p.evaluated) : p.step % every != 0) return;
-    const std::string line = step_counter(p.step, p.steps, tty) + "  loss " + fixed(p.loss, 3) +
-                             "  " + accuracy + " " + percent(p.token_accuracy) + "  held-out " +
-                             (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—")) +
-                             (may_stop ? rate_and_time_to_limit(p.step, p.steps, p.seconds)
-                                       : rate_and_eta(p.step, p.steps, p.seconds));
-    if (tty)
-      bar.show(line);
-    else
-      std::cerr << line << "\n";
+    const bool milestone = tty ? p.step == 1 || p.evaluated : p.step % every == 0;
+    bar.report(step_counter(p.step, p.steps, tty) + "  loss " + fixed(p.loss, 3) + "  " + accuracy +
+                   " " + percent(p.token_accuracy) + "  held-out " +
+                   (p.eval_accuracy ? percent(*p.eval_accuracy) : std::string("—")) +
+                   (may_stop ? rate_and_time_to_limit(p.step, p.steps, p.seconds)
+                             : rate_and_eta(p.step, p.steps, p.seconds)),
+               milestone);
   };
 }
 
