@@ -8,7 +8,7 @@
 #include <iostream>
 #include <new>
 
-#include "attend.h"
+#include "attend/attend.h"
 #include "bench/bench.h"
 #include "embed.h"
 #include "experiment.h"

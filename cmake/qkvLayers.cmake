@@ -16,7 +16,7 @@ set(QKV_PUBLIC_HEADERS_kernels attention_types.h blas.h)
 set(QKV_PUBLIC_HEADERS_attention attention.h)
 set(QKV_PUBLIC_HEADERS_nn nn.h)
 set(QKV_PUBLIC_HEADERS_models model.h train.h perceiver.h)
-set(QKV_PUBLIC_HEADERS_explain explain.h perceiver_report.h)
+set(QKV_PUBLIC_HEADERS_explain explain.h attend.h perceiver_report.h)
 set(QKV_PUBLIC_HEADERS_distributed distributed.h)
 
 # Every header of include/qkv/ must be given a layer above.
