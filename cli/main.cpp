@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "attend.h"
+#include "attend/attend.h"
 #include "bench/bench.h"
 #include "embed.h"
 #include "experiment.h"

@@ -31,6 +31,18 @@ std::string hyphens(std::string name) {
   return name;
 }
 
+// "scaled_dot, dot, ...": every score, from all_scores(), spelled as Python spells it.
+std::string score_names() {
+  std::string names;
+  for (const Score s : all_scores()) {
+    std::string name(to_string(s));
+    for (char& c : name)
+      if (c == '-') c = '_';
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
+
 struct Call {
   Tensor q, k, v;
   AttentionOptions options;
@@ -41,8 +53,7 @@ Call make_call(const Array& q, const Array& k, const Array& v, const std::option
                const std::string& normalize, const nb::dict& params) {
   Call c{tensor_of(q, "query"), tensor_of(k, "key"), tensor_of(v, "value"), {}};
   AttentionOptions& o = c.options;
-  o.score = parse(parse_score(hyphens(score)), "score", score,
-                  "scaled_dot, dot, general, additive, laplace, cosine, uniform");
+  o.score = parse(parse_score(hyphens(score)), "score", score, score_names());
   o.causal =
       parse(parse_causal(hyphens(causal)), "causal_alignment", causal, "top_left, bottom_right");
   o.normalize = parse(parse_normalize(hyphens(normalize)), "normalize", normalize, "softmax, none");

@@ -5,13 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "qkv/attend.h"
+
 namespace qkv::cli {
 
 struct AttendArgs {
-  std::string query, keys, values, mask, key_lengths, scale;
-  std::string score = "scaled-dot", normalize = "softmax", causal = "none", path = "auto";
-  std::vector<std::string> params;
-  std::string query_labels, key_labels;
+  explain::CallArguments call;  // the inputs and options, as typed
   std::string out, weights, lse;
   std::string html;  // the self-contained HTML report
   std::string example;

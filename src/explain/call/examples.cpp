@@ -1,12 +1,11 @@
 // Parsing the embedded worked examples into attention cases.
-#include "examples.h"
-
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "qkv/attend.h"
 #include "qkv/json.h"
 
-namespace qkv::cli {
+namespace qkv::explain {
 
 std::vector<std::string_view> embedded_examples();  // generated: build/generated/examples_data.cpp
 
@@ -55,7 +54,7 @@ Tensor matmul(const Tensor& x, const Tensor& w, const std::string& example) {
 }
 
 // Q, K and V of one run: given directly, or as inputs times projection matrices.
-void read_qkv(const json& run, const std::string& example, explain::AttentionCall& c) {
+void read_qkv(const json& run, const std::string& example, AttentionCall& c) {
   if (run.contains("q")) {
     c.q = matrix(run.at("q"), example, "q");
     c.k = matrix(run.at("k"), example, "k");
@@ -85,7 +84,7 @@ Example parse(std::string_view text) {
   e.story = j.at("story").get<std::vector<std::string>>();
   e.takeaway = j.value("takeaway", "");
   for (const json& run : j.at("runs")) {
-    explain::AttentionCall c;
+    AttentionCall c;
     c.caption = run.value("caption", "");
     c.query_labels = j.at("query_labels").get<std::vector<std::string>>();
     c.key_labels = j.at("key_labels").get<std::vector<std::string>>();
@@ -151,4 +150,4 @@ const Example& find_example(const std::string& name) {
               " (or list)");
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::explain

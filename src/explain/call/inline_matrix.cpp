@@ -1,14 +1,13 @@
 // Inline matrices: JSON nested lists → a tensor, with one-line errors that point at the entry.
-#include "inline_matrix.h"
-
 #include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "qkv/attend.h"
 #include "qkv/json.h"
 
-namespace qkv::cli {
+namespace qkv::explain {
 
 namespace {
 
@@ -148,4 +147,4 @@ Tensor parse_inline_matrix(const std::string& option, const std::string& text, I
   return mask;
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::explain
