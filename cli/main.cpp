@@ -32,7 +32,7 @@ namespace {
 constexpr std::size_t kMaxMessageBytes = 1000;
 
 int error(const std::string& message, int code) {
-  std::string shown = qkv::cli::printable(message);
+  std::string shown = qkv::printable(message);
   if (shown.size() > kMaxMessageBytes) {
     std::size_t cut = kMaxMessageBytes;
     while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
