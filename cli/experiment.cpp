@@ -1,33 +1,30 @@
 // `qkv experiment NAME`: train small models side by side and read the table.
 #include "experiment.h"
 
-
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "progress.h"
+#include "qkv/json.h"
 #include "qkv/train.h"
 #include "text.h"
 
 namespace qkv::cli {
 namespace {
 
-// The first column left-aligned, the others right-aligned, two spaces apart.
-std::string render_rows(const std::vector<std::string>& columns,
-                        const std::vector<std::vector<std::string>>& rows) {
-  std::vector<int> width(columns.size(), 0);
-  for (std::size_t c = 0; c < columns.size(); ++c) {
-    width[c] = display_width(columns[c]);
-    for (const auto& row : rows)
-      if (c < row.size()) width[c] = std::max(width[c], display_width(row[c]));
+// The first column left-aligned, the others right-aligned, two spaces apart, indented three.
+std::string table(const std::vector<std::string>& columns,
+                  const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::vector<std::string>> all{columns};
+  all.insert(all.end(), rows.begin(), rows.end());
+  std::vector<int> widths = column_widths(all);
+  widths.resize(columns.size());
+  std::string out;
+  for (auto row : all) {
+    row.resize(columns.size());
+    out += "   " + table_row(row, widths, 1, 2) + "\n";
   }
-  auto line = [&](std::vector<std::string> cells) {
-    cells.resize(columns.size());
-    return "   " + table_row(cells, width, 1, "  ") + "\n";
-  };
-  std::string out = line(columns);
-  for (const auto& row : rows) out += line(row);
   return out;
 }
 
@@ -45,20 +42,7 @@ std::string experiment_progress_line(const std::string& name, const ExperimentPr
          ", ETA " + duration_str(eta);
 }
 
-// A reading's paragraphs (separated by a blank line) each wrapped to 80 columns.
-std::string wrap_paragraphs(const std::string& text) {
-  std::string out;
-  for (std::size_t start = 0; start <= text.size();) {
-    std::size_t end = text.find("\n\n", start);
-    if (end == std::string::npos) end = text.size();
-    out += (out.empty() ? "" : "\n\n") + wrap(text.substr(start, end - start), 80, 0);
-    start = end + 2;
-  }
-  return out;
-}
-
 }  // namespace
-
 CLI::App* add_experiment_command(CLI::App& app, ExperimentArgs& args) {
   std::string names;
   for (const std::string& n : experiment_names()) names += (names.empty() ? "" : ", ") + n;
@@ -90,7 +74,9 @@ int run_experiment_command(const ExperimentArgs& args) {
   Progress progress;
   ExperimentOptions options{.quick = args.quick};
   options.step_progress = [&](const ExperimentProgress& p) {
-    progress.report(experiment_progress_line(args.name, p), p.step == 1);
+    if (p.step != 1 && !(progress.terminal() && p.step % 10 == 0)) return;
+    progress.show(experiment_progress_line(args.name, p));
+    if (!progress.terminal()) std::cerr << experiment_progress_line(args.name, p) << "\n";
   };
   const ExperimentResult r = run_experiment(args.name, options);
   progress.clear();
@@ -103,7 +89,7 @@ int run_experiment_command(const ExperimentArgs& args) {
     }
     std::cout << nlohmann::json{{"experiment", r.name}, {"question", r.question},
                                 {"setup", r.setup},     {"rows", rows},
-                                {"reading", r.reading}, {"seconds", r.seconds},
+                                {"reading", r.reading}, {"seconds", number_json(r.seconds)},
                                 {"quick", args.quick}}
                      .dump()
               << "\n";
@@ -112,8 +98,8 @@ int run_experiment_command(const ExperimentArgs& args) {
   std::cout << "qkv experiment " << r.name << "\n\n"
             << wrap(r.question, 80, 0) << "\n\n"
             << wrap("Setup: " + r.setup, 80, 2) << "\n\n"
-            << render_rows(r.columns, r.rows) << "\n"
-            << wrap_paragraphs(r.reading) << "\n\n"
+            << table(r.columns, r.rows) << "\n"
+            << wrap_paragraphs(r.reading, 80) << "\n\n"
             << "(" << fixed(r.seconds, 0) << " s)\n";
   return 0;
 }

@@ -5,17 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <exception>
-#include <functional>
 #include <iostream>
 #include <new>
-#include <utility>
-#include <vector>
 
 #include "attend/attend.h"
 #include "bench/bench.h"
 #include "embed.h"
 #include "experiment.h"
-#include "explain/explain.h"
+#include "explain.h"
 #include "generate.h"
 #include "options.h"
 #include "output.h"
@@ -24,7 +21,7 @@
 #include "qkv/memory.h"
 #include "qkv/tensor.h"
 #include "text.h"
-#include "train/train.h"
+#include "train.h"
 
 namespace {
 
@@ -35,7 +32,7 @@ namespace {
 constexpr std::size_t kMaxMessageBytes = 1000;
 
 int error(const std::string& message, int code) {
-  std::string shown = qkv::cli::printable(message);
+  std::string shown = qkv::printable(message);
   if (shown.size() > kMaxMessageBytes) {
     std::size_t cut = kMaxMessageBytes;
     while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
@@ -65,13 +62,48 @@ std::string address_space_bound() {
          qkv::bytes_str(static_cast<int64_t>(as.rlim_cur)) + ")";
 }
 
-// A parse that failed: help and version print; anything else is a usage error (exit 2) that says
-// what was expected.
-int parse_failure(CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
-  if (dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
-      dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr ||
-      dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr)
-    return printed(app.exit(e));
+// Every subcommand's arguments and its CLI11 app.
+struct Commands {
+  qkv::cli::AttendArgs attend_args;
+  qkv::cli::BenchArgs bench_args;
+  qkv::cli::ExplainArgs explain_args;
+  qkv::cli::EmbedArgs embed_args;
+  qkv::cli::SimilarityArgs similarity_args;
+  qkv::cli::SearchArgs search_args;
+  qkv::cli::TrainArgs train_args;
+  qkv::cli::GenerateArgs generate_args;
+  qkv::cli::ExperimentArgs experiment_args;
+  CLI::App *attend, *bench, *explain, *embed, *similarity, *search, *train, *generate, *experiment;
+
+  explicit Commands(CLI::App& app) {
+    attend = qkv::cli::add_attend_command(app, attend_args);
+    bench = qkv::cli::add_bench_command(app, bench_args);
+    explain = qkv::cli::add_explain_command(app, explain_args);
+    embed = qkv::cli::add_embed_command(app, embed_args);
+    similarity = qkv::cli::add_similarity_command(app, similarity_args);
+    search = qkv::cli::add_search_command(app, search_args);
+    train = qkv::cli::add_train_command(app, train_args);
+    generate = qkv::cli::add_generate_command(app, generate_args);
+    experiment = qkv::cli::add_experiment_command(app, experiment_args);
+    qkv::cli::refuse_empty_values(app);  // after every option is added
+  }
+
+  int run() const {
+    if (attend->parsed()) return qkv::cli::run_attend(attend_args);
+    if (bench->parsed()) return qkv::cli::run_bench(bench_args);
+    if (explain->parsed()) return qkv::cli::run_explain(explain_args);
+    if (embed->parsed()) return qkv::cli::run_embed(embed_args);
+    if (similarity->parsed()) return qkv::cli::run_similarity(similarity_args);
+    if (search->parsed()) return qkv::cli::run_search(search_args);
+    if (train->parsed()) return qkv::cli::run_train(train_args);
+    if (generate->parsed()) return qkv::cli::run_generate(generate_args);
+    if (experiment->parsed()) return qkv::cli::run_experiment_command(experiment_args);
+    return error("no subcommand ran; see qkv --help", 2);
+  }
+};
+
+// A command line CLI11 refused: an unknown subcommand by name, none at all with the help.
+int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "";
   bool known = false;
   std::string names;
@@ -102,10 +134,10 @@ std::string running_command(const CLI::App& app) {
   return command;
 }
 
-// Runs the command; every failure becomes one line and its exit code (2 for bad input, else 1).
-int run_guarded(const std::string& command, const std::function<int()>& run) {
+// Runs the parsed command and maps what it throws to an exit code and one line.
+int run(const Commands& commands, const std::string& command) {
   try {
-    const int code = run();
+    const int code = commands.run();
     qkv::cli::flush_stdout();  // what the command printed was written, or it failed
     return code;
   } catch (const qkv::Error& e) {
@@ -125,19 +157,6 @@ int run_guarded(const std::string& command, const std::function<int()>& run) {
   }
 }
 
-constexpr const char* kAbout =
-    "qkv — attention: queries, keys and values, exact and explained.\n\n"
-    "  qkv explain \"a sentence\"          a real model's attention (all-MiniLM-L6-v2), "
-    "explained\n"
-    "  qkv attend --example phonebook     attention worked through, step by step\n"
-    "  qkv search QUERY --corpus FILE     queries and keys as retrieval: rank lines by "
-    "similarity\n"
-    "  qkv generate \"The capital of\"     a decoder LLM (SmolLM2-135M) continues a text\n"
-    "  qkv train --task dates             train a small transformer on a toy task\n"
-    "  qkv experiment scale               why divide by √d_k? measured\n"
-    "  qkv attend --help                  every option, with examples\n"
-    "  qkv bench attention                GFLOP/s of the attention kernels on this machine";
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,42 +170,32 @@ int main(int argc, char** argv) {
   }
   qkv::cli::use_checked_stdout();   // so that a failed write is known, with its reason
   qkv::reserve_standard_streams();  // no output file may be the stdout the report goes to
-  CLI::App app{kAbout, "qkv"};
+  CLI::App app{
+      "qkv — attention: queries, keys and values, exact and explained.\n\n"
+      "  qkv explain \"a sentence\"          a real model's attention (all-MiniLM-L6-v2), "
+      "explained\n"
+      "  qkv attend --example phonebook     attention worked through, step by step\n"
+      "  qkv search QUERY --corpus FILE     queries and keys as retrieval: rank lines by "
+      "similarity\n"
+      "  qkv generate \"The capital of\"     a decoder LLM (SmolLM2-135M) continues a text\n"
+      "  qkv train --task dates             train a small transformer on a toy task\n"
+      "  qkv experiment scale               why divide by √d_k? measured\n"
+      "  qkv attend --help                  every option, with examples\n"
+      "  qkv bench attention                GFLOP/s of the attention kernels on this machine",
+      "qkv"};
   app.set_version_flag("--version", std::string("qkv ") + QKV_VERSION);
   app.require_subcommand(1);
-  // Each subcommand: its options, and what runs it once parsed (in --help's order).
-  std::vector<std::pair<CLI::App*, std::function<int()>>> commands;
-  const auto add = [&](auto& args, auto add_command, auto run) {
-    commands.emplace_back(add_command(app, args), [&args, run] { return run(args); });
-  };
-  qkv::cli::AttendArgs attend;
-  add(attend, qkv::cli::add_attend_command, qkv::cli::run_attend);
-  qkv::cli::BenchArgs bench;
-  add(bench, qkv::cli::add_bench_command, qkv::cli::run_bench);
-  qkv::cli::ExplainArgs explain;
-  add(explain, qkv::cli::add_explain_command, qkv::cli::run_explain);
-  qkv::cli::EmbedArgs embed;
-  add(embed, qkv::cli::add_embed_command, qkv::cli::run_embed);
-  qkv::cli::SimilarityArgs similarity;
-  add(similarity, qkv::cli::add_similarity_command, qkv::cli::run_similarity);
-  qkv::cli::SearchArgs search;
-  add(search, qkv::cli::add_search_command, qkv::cli::run_search);
-  qkv::cli::TrainArgs train;
-  add(train, qkv::cli::add_train_command, qkv::cli::run_train);
-  qkv::cli::GenerateArgs generate;
-  add(generate, qkv::cli::add_generate_command, qkv::cli::run_generate);
-  qkv::cli::ExperimentArgs experiment;
-  add(experiment, qkv::cli::add_experiment_command, qkv::cli::run_experiment_command);
-  qkv::cli::refuse_empty_values(app);  // after every option is added
-
+  Commands commands(app);  // not const: CLI11 writes the arguments while it parses
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return printed(app.exit(e));
+  } catch (const CLI::CallForAllHelp& e) {
+    return printed(app.exit(e));
+  } catch (const CLI::CallForVersion& e) {
+    return printed(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    return parse_failure(app, argc, argv, e);
+    return parse_error(app, e, argc, argv);
   }
-  return run_guarded(running_command(app), [&] {
-    for (const auto& [command, run] : commands)
-      if (command->parsed()) return run();
-    return error("no subcommand ran; see qkv --help", 2);
-  });
+  return run(commands, running_command(app));
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes src/models/text/unicode_tables.cpp, the Unicode data of the BERT tokenizer,
-src/models/text/unicode_widths.cpp, the terminal's column widths, and
-src/models/text/unicode_classes.cpp, the classes the byte-level BPE pre-tokenizer asks about.
+"""Writes src/core/text/unicode_tables.cpp, the Unicode data of the BERT tokenizer,
+src/core/text/unicode_widths.cpp, the terminal's column widths, and
+src/core/text/unicode_classes.cpp, the classes the byte-level BPE pre-tokenizer asks about.
 
-    python3 scripts/make_unicode_tables.py            # writes src/models/text/unicode_tables.cpp
+    python3 scripts/make_unicode_tables.py            # writes src/core/text/unicode_tables.cpp
     python3 scripts/make_unicode_tables.py --check    # compares the file with a fresh generation
 
 Hugging Face's slow BertTokenizer (BasicTokenizer) decides everything with Python: the categories
@@ -37,7 +37,7 @@ MAX_CP = 0x110000
 SIGMA = 0x3A3
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 
-# Bits of the property table; the same names and values are in src/models/text/unicode_tables.h.
+# Bits of the property table; the same names and values are in src/core/text/unicode_tables.h.
 DROPPED, WHITESPACE, OTHER_SEPARATOR, PUNCTUATION, NONSPACING_MARK, CASED, CASE_IGNORABLE = (
     1, 2, 4, 8, 16, 32, 64)
 
@@ -272,7 +272,7 @@ def cpp(ranges, folds, checked):
         f"// (Unicode {ud.unidata_version}); do not edit. Regenerate with",
         "//   python3 scripts/make_unicode_tables.py",
         f"// which first checks the tables against Python ({checked} words and texts agreed).",
-        '#include "models/text/unicode_tables.h"',
+        '#include "core/text/unicode_tables.h"',
         "",
         "#include <algorithm>",
         "#include <cstdint>",
@@ -365,7 +365,7 @@ def cpp_range_file(about, struct, field, table, entries, signature, result, extr
         "#include <cstdint>",
         "#include <iterator>",
         "",
-        '#include "models/text/unicode_tables.h"',
+        '#include "core/text/unicode_tables.h"',
         "",
         "namespace qkv::unicode {",
         "namespace {",
@@ -398,7 +398,7 @@ def cpp_range_file(about, struct, field, table, entries, signature, result, extr
 
 
 def cpp_widths():
-    """src/models/text/unicode_widths.cpp: unicode::columns(), the terminal's table, apart from the
+    """src/core/text/unicode_widths.cpp: unicode::columns(), the terminal's table, apart from the
     tokenizer's."""
     return cpp_range_file(
         ["The columns a terminal gives each code point", "// (unicode_tables.h, columns())."],
@@ -413,7 +413,7 @@ def cpp_widths():
 WHITE_SPACE = ([*range(0x9, 0xE), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
                 0x2029, 0x202F, 0x205F, 0x3000])
 
-# Classes of unicode_classes.cpp; the same values are in src/models/text/unicode_tables.h.
+# Classes of unicode_classes.cpp; the same values are in src/core/text/unicode_tables.h.
 CLASS_OTHER, CLASS_LETTER, CLASS_NUMBER, CLASS_SPACE = 0, 1, 2, 3
 
 
@@ -435,7 +435,7 @@ def class_ranges():
 
 
 def cpp_classes():
-    """src/models/text/unicode_classes.cpp: unicode::regex_class(), for the BPE pre-tokenizer."""
+    """src/core/text/unicode_classes.cpp: unicode::regex_class(), for the BPE pre-tokenizer."""
     return cpp_range_file(
         ["The class of each code point in the BPE pre-tokenizer's",
          "// regex: \\p{L}, \\p{N}, \\s (White_Space) or other (unicode_tables.h, regex_class())."],
@@ -502,11 +502,11 @@ int lower_nfd(char32_t cp, char32_t out[kMaxFoldLength]) {
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(root, "src/models/text/unicode_tables.cpp"))
+    parser.add_argument("--out", default=os.path.join(root, "src/core/text/unicode_tables.cpp"))
     parser.add_argument("--widths-out",
-                        default=os.path.join(root, "src/models/text/unicode_widths.cpp"))
+                        default=os.path.join(root, "src/core/text/unicode_widths.cpp"))
     parser.add_argument("--classes-out",
-                        default=os.path.join(root, "src/models/text/unicode_classes.cpp"))
+                        default=os.path.join(root, "src/core/text/unicode_classes.cpp"))
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when --out, --widths-out or --classes-out differs from what "
                         "this Python generates")

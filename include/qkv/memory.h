@@ -33,6 +33,12 @@ int64_t default_memory_limit();
 // What bounds the default below half the machine's memory, for a message ("3/4 of the 1.8 GiB of
 // address space ulimit -v leaves", "half the cgroup's limit of 4.0 GiB"); "" when nothing does.
 std::string default_memory_limit_bound();
+// What is wrong with `text` as a size a user typed ("8G", "512M", "1.5G", "4096K", or bytes, at
+// most 2⁶³ − 1): "lots is not a size; expected a positive number of bytes with K, M, G or T, e.g.
+// 8G"; empty when nothing is, and then `bytes` is the size. An integer is read exactly
+// (9223372036854775807 is 2⁶³ − 1 bytes, not a double's 2⁶³), a fraction as a double.
+std::string size_problem(const std::string& text, int64_t& bytes);
+
 // "9.7 GiB", "312 MiB", "4.0 KiB", "512 bytes".
 std::string bytes_str(int64_t bytes);
 // A size computed in floating point (products of lengths overflow int64 quickly) as bytes, at most

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -146,6 +147,53 @@ MemoryLimitError::MemoryLimitError(const std::string& work, int64_t need, int64_
 void check_memory(int64_t need, int64_t limit, const std::string& work, const std::string& knob,
                   const std::string& expected) {
   if (need > limit) throw MemoryLimitError(work, need, limit, knob, expected);
+}
+
+namespace {
+constexpr const char* kSizeExpected =
+    "expected a positive number of bytes with K, M, G or T, e.g. 8G";
+
+}  // namespace
+
+std::string size_problem(const std::string& text, int64_t& bytes) {
+  if (text.empty()) return "the value is empty; " + std::string(kSizeExpected);
+  const std::size_t number_end = text.find_first_not_of("0123456789.eE+-");
+  const std::string number = text.substr(0, number_end);
+  const std::string suffix = number_end == std::string::npos ? "" : text.substr(number_end);
+  int64_t unit = 0;
+  if (suffix.empty())
+    unit = 1;
+  else if (suffix == "K" || suffix == "KiB")
+    unit = int64_t{1} << 10;
+  else if (suffix == "M" || suffix == "MiB")
+    unit = int64_t{1} << 20;
+  else if (suffix == "G" || suffix == "GiB")
+    unit = int64_t{1} << 30;
+  else if (suffix == "T" || suffix == "TiB")
+    unit = int64_t{1} << 40;
+  const char* begin = number.data();
+  const char* end = begin + number.size();
+  const std::string too_large =
+      text + " is more than the largest size, 2^63 - 1 bytes (8 EiB); " + kSizeExpected;
+  if (unit > 0 && !number.empty() && number.find_first_not_of("0123456789") == std::string::npos) {
+    uint64_t n = 0;
+    const auto [at, ec] = std::from_chars(begin, end, n);
+    if (ec == std::errc::result_out_of_range ||
+        (ec == std::errc() && n > static_cast<uint64_t>(INT64_MAX / unit)))
+      return too_large;
+    if (ec == std::errc() && at == end && n >= 1) {
+      bytes = static_cast<int64_t>(n) * unit;
+      return "";
+    }
+  }
+  double x = 0;
+  const auto [at, ec] = std::from_chars(begin, end, x);
+  const double size = x * static_cast<double>(unit);
+  if (ec != std::errc() || at != end || unit == 0 || !(size >= 1))
+    return text + " is not a size; " + kSizeExpected;
+  if (size >= 9223372036854775808.0) return too_large;  // 2⁶³
+  bytes = static_cast<int64_t>(size);
+  return "";
 }
 
 }  // namespace qkv

@@ -89,7 +89,7 @@ TEST(TableRow, PadsByDisplayColumnsLeftThenRightAndDropsTrailingBlanks) {
   // "—" is one column of three bytes, "猫" two columns: padding counts columns, not bytes.
   EXPECT_EQ(table_row({"a", "—", "猫"}, {3, 4, 4}), "a      —   猫");
   EXPECT_EQ(table_row({"case", "x", "1.5"}, {6, 3, 5}, 2), "case   x     1.5");
-  EXPECT_EQ(table_row({"a", "b"}, {2, 3}, 1, "  "), "a     b");
+  EXPECT_EQ(table_row({"a", "b"}, {2, 3}, 1, 2), "a     b");
   EXPECT_EQ(table_row({"left", ""}, {6, 4}, 2), "left");  // nothing trails
   EXPECT_EQ(table_row({"toolong", "1"}, {3, 1}), "toolong 1");  // never cut
 }

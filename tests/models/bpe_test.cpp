@@ -14,7 +14,7 @@
 #include "core/gguf.h"
 #include "models/model_files.h"
 #include "models/smollm2.h"
-#include "models/text/utf8.h"
+#include "core/text/utf8.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

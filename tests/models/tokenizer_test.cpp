@@ -16,7 +16,7 @@
 
 #include "models/minilm.h"
 #include "models/model_files.h"
-#include "models/text/unicode_tables.h"
+#include "core/text/unicode_tables.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "core/gguf.h"
-#include "models/text/unicode_tables.h"
-#include "models/text/utf8.h"
+#include "core/text/unicode_tables.h"
+#include "core/text/utf8.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

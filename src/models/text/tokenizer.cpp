@@ -10,8 +10,8 @@
 #include <iterator>
 #include <utility>
 
-#include "models/text/unicode_tables.h"
-#include "models/text/utf8.h"
+#include "core/text/unicode_tables.h"
+#include "core/text/utf8.h"
 #include "qkv/tensor.h"
 
 namespace qkv {

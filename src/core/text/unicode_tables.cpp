@@ -2,7 +2,7 @@
 // (Unicode 14.0.0); do not edit. Regenerate with
 //   python3 scripts/make_unicode_tables.py
 // which first checks the tables against Python (489028 words and texts agreed).
-#include "models/text/unicode_tables.h"
+#include "core/text/unicode_tables.h"
 
 #include <algorithm>
 #include <cstdint>

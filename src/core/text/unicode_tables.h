@@ -1,4 +1,4 @@
-// models/text/unicode_tables.h — the Unicode data of the BERT tokenizer, the terminal's column
+// core/text/unicode_tables.h — the Unicode data of the BERT tokenizer, the terminal's column
 // widths and the classes of the byte-level BPE pre-tokenizer, per code point.
 //
 // Hugging Face's BasicTokenizer asks Python's unicodedata and str.lower(); the tables in

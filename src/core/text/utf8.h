@@ -1,4 +1,4 @@
-// models/text/utf8.h — UTF-8 checked, read and written, for the tokenizers of models/text.
+// core/text/utf8.h — UTF-8 checked, read and written, for the tokenizers of models/text.
 #pragma once
 
 #include <cstddef>

@@ -1,12 +1,18 @@
-// Text helpers for terminal output.
+// core/text/terminal.cpp — text for terminals (qkv/terminal.h).
+#include "qkv/terminal.h"
+
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <utility>
 
-#include "models/text/unicode_tables.h"
-#include "qkv/explain.h"
+#include "core/text/unicode_tables.h"
 
-namespace qkv::explain {
+namespace qkv {
 
 std::string fixed(double x, int digits) {
   if (std::isnan(x)) return "nan";
@@ -142,38 +148,42 @@ std::string clip(const std::string& s, int width) {
   return out + "…";
 }
 
+std::string render(const Table& t) {
+  constexpr int kMaxLabel = 12;
+  std::vector<std::vector<std::string>> rows(1 + t.cells.size());
+  rows[0].push_back("");
+  for (const std::string& label : t.column_labels) rows[0].push_back(clip(label, kMaxLabel));
+  for (std::size_t r = 0; r < t.cells.size(); ++r) {
+    rows[r + 1].push_back(clip(t.row_labels[r], kMaxLabel));
+    rows[r + 1].insert(rows[r + 1].end(), t.cells[r].begin(), t.cells[r].end());
+  }
+  const std::vector<int> widths = column_widths(rows);
+  std::string out;
+  for (const auto& row : rows)
+    out += std::string(t.indent, ' ') + table_row(row, widths, 1, 2) + '\n';
+  return out;
+}
+
 std::string table_row(const std::vector<std::string>& cells, const std::vector<int>& widths,
-                      int left, const std::string& gap) {
+                      int left, int gap) {
   std::string out;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const int width = i < widths.size() ? widths[i] : 0;
-    out += (i ? gap : "") +
+    out += (i ? std::string(gap, ' ') : "") +
            (static_cast<int>(i) < left ? pad_right(cells[i], width) : pad_left(cells[i], width));
   }
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 
-std::string render(const Table& t) {
-  constexpr int kMaxLabel = 12;
-  std::vector<int> widths{0};
-  for (const auto& r : t.row_labels)
-    widths[0] = std::max(widths[0], display_width(clip(r, kMaxLabel)));
-  std::vector<std::string> header{""};
-  for (std::size_t c = 0; c < t.column_labels.size(); ++c) {
-    header.push_back(clip(t.column_labels[c], kMaxLabel));
-    int w = display_width(header.back());
-    for (const auto& row : t.cells) w = std::max(w, display_width(row[c]));
-    widths.push_back(w);
-  }
-  const std::string indent(t.indent, ' ');
-  std::string out = indent + table_row(header, widths, 1, "  ") + '\n';
-  for (std::size_t r = 0; r < t.cells.size(); ++r) {
-    std::vector<std::string> cells{clip(t.row_labels[r], kMaxLabel)};
-    cells.insert(cells.end(), t.cells[r].begin(), t.cells[r].end());
-    out += indent + table_row(cells, widths, 1, "  ") + '\n';
-  }
-  return out;
+std::vector<int> column_widths(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<int> widths;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (c >= widths.size()) widths.push_back(0);
+      widths[c] = std::max(widths[c], display_width(row[c]));
+    }
+  return widths;
 }
 
 std::string wrap(const std::string& text, int width, int indent) {
@@ -192,6 +202,17 @@ std::string wrap(const std::string& text, int width, int indent) {
     start = space + 1;
   }
   return out + line;
+}
+
+std::string wrap_paragraphs(const std::string& text, int width) {
+  std::string out;
+  for (std::size_t start = 0; start <= text.size();) {
+    std::size_t end = text.find("\n\n", start);
+    if (end == std::string::npos) end = text.size();
+    out += (out.empty() ? "" : "\n\n") + wrap(text.substr(start, end - start), width, 0);
+    start = end + 2;
+  }
+  return out;
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -232,4 +253,112 @@ std::string heatmap_cell(double w, bool color) {
   return kShades[k];
 }
 
-}  // namespace qkv::explain
+// ---- the progress line ----
+
+std::string duration_str(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "—";
+  const long s = std::lround(seconds);
+  const auto two = [](long x) { return (x < 10 ? "0" : "") + std::to_string(x); };
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m" + two(s % 60) + "s";
+  return std::to_string(s / 3600) + "h" + two(s % 3600 / 60) + "m";
+}
+
+std::string step_counter(int64_t step, int64_t steps, bool with_bar) {
+  std::string line = "step " + std::to_string(step) + "/" + std::to_string(steps);
+  if (with_bar)
+    line +=
+        " ▕" + pad_right(bar(static_cast<double>(step) / static_cast<double>(steps), 20), 20) + "▏";
+  return line;
+}
+
+namespace {
+
+// Steps a second since the start, and the seconds the steps left take at that rate (NaN before
+// any rate is known).
+std::pair<double, double> rate_and_seconds_left(int64_t step, int64_t steps, double seconds) {
+  const double rate = seconds > 0 ? static_cast<double>(step) / seconds : 0;
+  return {rate, rate > 0 ? static_cast<double>(steps - step) / rate : NAN};
+}
+
+}  // namespace
+
+std::string rate_and_eta(int64_t step, int64_t steps, double seconds, const std::string& unit) {
+  const auto [rate, left] = rate_and_seconds_left(step, steps, seconds);
+  return "  " + fixed(rate, 1) + " " + unit + "/s  ETA " + duration_str(left);
+}
+
+std::string rate_and_time_to_limit(int64_t step, int64_t steps, double seconds) {
+  const auto [rate, left] = rate_and_seconds_left(step, steps, seconds);
+  return "  " + fixed(rate, 1) + " steps/s  ≤ " + duration_str(left) + " to the " + grouped(steps) +
+         "-step limit; may stop early";
+}
+
+Progress::Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
+Progress::~Progress() { clear(); }
+
+void Progress::show(const std::string& text) {
+  if (!enabled_) return;
+  std::cerr << "\r\033[K" << text << std::flush;
+  shown_ = true;
+}
+
+void Progress::clear() {
+  if (!enabled_ || !shown_) return;
+  std::cerr << "\r\033[K" << std::flush;
+  shown_ = false;
+}
+
+void Progress::report(const std::string& text, bool milestone) {
+  if (!enabled_) {
+    if (milestone) std::cerr << text << "\n" << std::flush;
+    return;
+  }
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (!milestone && now - last_shown_ < 0.1) return;  // ten redraws a second at most
+  last_shown_ = now;
+  show(text);
+}
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Two seconds of silence: a job that ends sooner needs no progress.
+constexpr double kQuietSeconds = 2.0;
+// The longest a log (stderr not a terminal) goes without a line while a job runs.
+constexpr double kLogSeconds = 30.0;
+
+}  // namespace
+
+CountProgress::CountProgress(std::string verb, std::string unit)
+    : verb_(std::move(verb)),
+      unit_(std::move(unit)),
+      terminal_(::isatty(STDERR_FILENO) == 1),
+      start_(now_seconds()) {}
+
+void CountProgress::update(int64_t done, int64_t all) {
+  const double now = now_seconds(), seconds = now - start_;
+  if (seconds < kQuietSeconds || all <= 0) return;
+  const std::string counted = verb_ + " " + grouped(done) + "/" + grouped(all) + " " + unit_;
+  if (terminal_) {
+    if (now - last_shown_ < 0.1 && done < all) return;  // ten redraws a second at most
+    last_shown_ = now;
+    line_.show(counted + " ▕" +
+               pad_right(bar(static_cast<double>(done) / static_cast<double>(all), 20), 20) + "▏" +
+               rate_and_eta(done, all, seconds, unit_));
+    return;
+  }
+  // A log: the first line once the job has run long enough to need one, then one a tenth or one
+  // every half minute, whichever comes first (a tenth of a million-line corpus is minutes).
+  const int64_t tenth = done * 10 / all;
+  if (tenth < next_tenth_ && now - last_shown_ < kLogSeconds) return;
+  next_tenth_ = tenth + 1;
+  last_shown_ = now;
+  std::cerr << counted + rate_and_eta(done, all, seconds, unit_) << "\n" << std::flush;
+}
+
+}  // namespace qkv

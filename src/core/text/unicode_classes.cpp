@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "models/text/unicode_tables.h"
+#include "core/text/unicode_tables.h"
 
 namespace qkv::unicode {
 namespace {

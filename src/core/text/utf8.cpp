@@ -1,5 +1,5 @@
 // UTF-8 for the tokenizers (utf8.h).
-#include "models/text/utf8.h"
+#include "core/text/utf8.h"
 
 #include <cstdio>
 
