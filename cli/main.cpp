@@ -12,7 +12,7 @@
 #include "bench/bench.h"
 #include "embed.h"
 #include "experiment.h"
-#include "explain.h"
+#include "explain/explain.h"
 #include "generate.h"
 #include "options.h"
 #include "output.h"
@@ -21,7 +21,7 @@
 #include "qkv/memory.h"
 #include "qkv/tensor.h"
 #include "text.h"
-#include "train.h"
+#include "train/train.h"
 
 namespace {
 
