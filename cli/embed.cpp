@@ -10,6 +10,7 @@
 #include "output.h"
 #include "progress.h"
 #include "qkv/files.h"
+#include "qkv/json.h"
 #include "qkv/npy.h"
 #include "text.h"
 
@@ -71,7 +72,8 @@ int run_embed(const EmbedArgs& args) {
       nlohmann::json tokens = nlohmann::json::array();
       for (const Token& t : model.tokenize(texts[static_cast<std::size_t>(i)]).tokens)
         tokens.push_back(t.text);
-      std::vector<float> v(e.data<float>() + i * d, e.data<float>() + (i + 1) * d);
+      nlohmann::json v = nlohmann::json::array();
+      for (int64_t j = 0; j < d; ++j) v.push_back(number_json(e.data<float>()[i * d + j]));
       std::cout << (i > 0 ? "," : "")
                 << nlohmann::json{{"text", texts[static_cast<std::size_t>(i)]},
                                   {"tokens", tokens},

@@ -11,6 +11,7 @@
 #include "memory.h"
 #include "options.h"
 #include "progress.h"
+#include "qkv/json.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -46,12 +47,11 @@ int run_search(const SearchArgs& args) {
   texts.insert(texts.begin(), args.query);
   const SentenceModel model = load_model(args.model);
   require_tokens(model, args.query, "the query");
-  note_cut_texts(model, {texts.data(), 1}, [](std::size_t) { return "the query"; }, "queries");
+  note_cut_texts(
+      model, {texts.data(), 1}, [](std::size_t) { return "the query"; }, "queries");
   note_cut_texts(
       model, {texts.data() + 1, texts.size() - 1},
-      [&texts](std::size_t i) {
-        return "the line \"" + clip(printable(texts[i + 1]), 24) + "\"";
-      },
+      [&texts](std::size_t i) { return "the line \"" + clip(printable(texts[i + 1]), 24) + "\""; },
       "lines");
   const std::size_t n = texts.size() - 1;
   // The corpus is in memory already; its ids, embeddings and a batch's activations, and a cosine,
@@ -66,8 +66,7 @@ int run_search(const SearchArgs& args) {
   // Counted in lines of the corpus: the query, embedded first, is not one of them (the log read
   // "1,000,001 lines" for a million, issue 26).
   const Tensor e = model.embed(texts, [&](std::size_t done, std::size_t all) {
-    progress.update(static_cast<int64_t>(done) - (done > 0 ? 1 : 0),
-                    static_cast<int64_t>(all) - 1);
+    progress.update(static_cast<int64_t>(done) - (done > 0 ? 1 : 0), static_cast<int64_t>(all) - 1);
   });
   progress.clear();
   require_finite_embeddings(e, texts);
@@ -99,10 +98,10 @@ int run_search(const SearchArgs& args) {
                 << nlohmann::json{{"rank", r + 1},
                                   {"line", order[r] + 1},
                                   {"text", line(order[r])},
-                                  {"cosine", cos[order[r]]},
-                                  {"weight", weight[order[r]]}}
+                                  {"cosine", number_json(cos[order[r]])},
+                                  {"weight", number_json(weight[order[r]])}}
                        .dump();
-    std::cout << "],\"temperature\":" << nlohmann::json(args.temperature).dump() << "}\n";
+    std::cout << "],\"temperature\":" << number_json(args.temperature).dump() << "}\n";
     return 0;
   }
   std::cout << "query: " << clip(printable(args.query), 72) << "\n"

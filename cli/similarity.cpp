@@ -5,6 +5,7 @@
 #include "embed.h"
 #include "finite.h"
 #include "options.h"
+#include "qkv/json.h"
 #include "text.h"
 
 namespace qkv::cli {
@@ -38,7 +39,8 @@ int run_similarity(const SimilarityArgs& args) {
   const double c = cosine(e, 0, e, 1);
   require_finite(c, "cos(a, b)");
   if (args.json) {
-    std::cout << nlohmann::json{{"a", args.a}, {"b", args.b}, {"cosine", c}}.dump() << "\n";
+    std::cout << nlohmann::json{{"a", args.a}, {"b", args.b}, {"cosine", number_json(c)}}.dump()
+              << "\n";
     return 0;
   }
   std::cout << "cos(a, b) = " << fixed(c, 4) << "  " << bar(c, 20) << "\n"

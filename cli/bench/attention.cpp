@@ -26,6 +26,7 @@
 #include "kernels/cpu/vec_ops.h"
 #include "output.h"
 #include "progress.h"
+#include "qkv/json.h"
 
 namespace qkv::cli {
 namespace {
@@ -348,7 +349,8 @@ class Bench {
   std::string fused_error_;
 };
 
-nlohmann::json num(std::optional<double> x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
+// An optional number: number_json (qkv/json.h) where measured, null where not.
+nlohmann::json num(std::optional<double> x) { return x ? number_json(*x) : nlohmann::json(); }
 
 // A case's name and shape, as both --list and every result row give them.
 nlohmann::json case_json(const Case& c) {
@@ -367,7 +369,7 @@ nlohmann::json to_json(const Row& r, const Settings& s) {
             {"quick", s.quick},
             {"fwd_gflops", num(r.fwd)},
             {"bwd_gflops", num(r.bwd)},
-            {"sgemm_gflops", sgemm},
+            {"sgemm_gflops", number_json(sgemm)},
             {"fwd_sgemm_ratio", num(bench::ratio(r.fwd, sgemm))},
             {"bwd_sgemm_ratio", num(bench::ratio(r.bwd, sgemm))},
             {"ref_gflops", num(r.ref)},

@@ -23,6 +23,7 @@
 #include "output.h"
 #include "progress.h"
 #include "qkv/blas.h"
+#include "qkv/json.h"
 #include "qkv/model.h"
 #include "qkv/threads.h"
 #include "text.h"
@@ -252,17 +253,18 @@ nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v) {
                       {"threads", s.threads},
                       {"runs", r.runs},
                       {"quick", s.quick},
-                      {"median_ms", r.seconds * 1e3},
-                      {"tokens_per_s", r.tokens_per_s()},
-                      {"gflop", r.flops / 1e9},
-                      {"gflops", r.gflops()},
-                      {"sgemm_gflops", r.sgemm},
-                      {"sgemm_ratio", r.gflops() / r.sgemm},
-                      {"cpu_share", r.cpu_share},
+                      {"median_ms", number_json(r.seconds * 1e3)},
+                      {"tokens_per_s", number_json(r.tokens_per_s())},
+                      {"gflop", number_json(r.flops / 1e9)},
+                      {"gflops", number_json(r.gflops())},
+                      {"sgemm_gflops", number_json(r.sgemm)},
+                      {"sgemm_ratio", number_json(r.gflops() / r.sgemm)},
+                      {"cpu_share", number_json(r.cpu_share)},
                       {"validated_tokens", v.tokens},
-                      {"max_error", v.max_error},
+                      {"max_error", number_json(v.max_error)},
                       {"max_error_relative", v.relative}};
-  if (r.weight_bytes > 0) j["weights_gb_per_s"] = r.weight_bytes * r.tokens_per_s() / 1e9;
+  if (r.weight_bytes > 0)
+    j["weights_gb_per_s"] = number_json(r.weight_bytes * r.tokens_per_s() / 1e9);
   return j;
 }
 

@@ -27,6 +27,7 @@
 #include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
+#include "qkv/json.h"
 #include "qkv/threads.h"
 #include "text.h"
 
@@ -268,19 +269,19 @@ nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v,
                       {"threads", s.threads},
                       {"runs", r.runs},
                       {"quick", s.quick},
-                      {"median_ms", r.seconds * 1e3},
-                      {"sentences_per_s", r.sentences_per_s()},
-                      {"tokens_per_s", r.tokens_per_s()},
-                      {"gflop", r.flops / 1e9},
-                      {"gflops", r.gflops()},
-                      {"sgemm_gflops", r.sgemm},
-                      {"sgemm_ratio", r.gflops() / r.sgemm},
-                      {"cpu_share", r.cpu_share},
+                      {"median_ms", number_json(r.seconds * 1e3)},
+                      {"sentences_per_s", number_json(r.sentences_per_s())},
+                      {"tokens_per_s", number_json(r.tokens_per_s())},
+                      {"gflop", number_json(r.flops / 1e9)},
+                      {"gflops", number_json(r.gflops())},
+                      {"sgemm_gflops", number_json(r.sgemm)},
+                      {"sgemm_ratio", number_json(r.gflops() / r.sgemm)},
+                      {"cpu_share", number_json(r.cpu_share)},
                       {"validated_texts", v.texts},
-                      {"max_error", v.max_error},
-                      {"max_norm_error", v.max_norm_error}};
+                      {"max_error", number_json(v.max_error)},
+                      {"max_norm_error", number_json(v.max_norm_error)}};
   if (!r.text.empty()) j["text"] = r.text;
-  if (r.tokenize_seconds) j["tokenize_ms"] = *r.tokenize_seconds * 1e3;
+  if (r.tokenize_seconds) j["tokenize_ms"] = number_json(*r.tokenize_seconds * 1e3);
   if (r.name == "throughput") j["corpus"] = corpus;
   return j;
 }

@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "qkv/attention.h"
 #include "qkv/blas.h"
+#include "qkv/json.h"
 
 namespace qkv::cli {
 
@@ -95,18 +96,18 @@ int run_bench_perceiver(const BenchPerceiverArgs& args) {
       std::cout << nlohmann::json{{"L", l},
                                   {"N", n},
                                   {"d", d},
-                                  {"cross_ms", cross.ms},
-                                  {"self_ms", self.ms},
-                                  {"cross_gflop", cross_gflop},
-                                  {"self_gflop", self_gflop},
-                                  {"cross_gflops", cross.gflops},
-                                  {"self_gflops", self.gflops},
-                                  {"flop_ratio", self_gflop / cross_gflop},
-                                  {"time_ratio", self.ms / cross.ms},
-                                  {"cross_weights_mib", cross_mib},
-                                  {"self_weights_mib", self_mib},
-                                  {"cross_scratch_mib", cross.peak_mib},
-                                  {"self_scratch_mib", self.peak_mib},
+                                  {"cross_ms", number_json(cross.ms)},
+                                  {"self_ms", number_json(self.ms)},
+                                  {"cross_gflop", number_json(cross_gflop)},
+                                  {"self_gflop", number_json(self_gflop)},
+                                  {"cross_gflops", number_json(cross.gflops)},
+                                  {"self_gflops", number_json(self.gflops)},
+                                  {"flop_ratio", number_json(self_gflop / cross_gflop)},
+                                  {"time_ratio", number_json(self.ms / cross.ms)},
+                                  {"cross_weights_mib", number_json(cross_mib)},
+                                  {"self_weights_mib", number_json(self_mib)},
+                                  {"cross_scratch_mib", number_json(cross.peak_mib)},
+                                  {"self_scratch_mib", number_json(self.peak_mib)},
                                   {"threads", s.threads},
                                   {"repeats", s.repeats}}
                        .dump()
