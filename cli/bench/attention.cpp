@@ -191,6 +191,46 @@ Timed validate_and_time(const Settings& s, Run&& run, Check&& check) {
   return t;
 }
 
+// The fused backward's dq, dk, dv: finite, dq on the slices' rows, and dk and dv (which sum over
+// every row) on the slices as problems of their own, through the public API. The largest error.
+double check_fused_backward(const Case& c, const std::vector<bench::Slice>& slices,
+                            const std::vector<float>& dq, const std::vector<float>& dk,
+                            const std::vector<float>& dv, int threads) {
+  bench::check_finite(c.name, "the fused backward's dq", dq.data(), dq.size());
+  bench::check_finite(c.name, "the fused backward's dk", dk.data(), dk.size());
+  bench::check_finite(c.name, "the fused backward's dv", dv.data(), dv.size());
+  double e = 0;
+  for (const bench::Slice& sl : slices) {
+    e = std::max(e, bench::check_dq_rows(c.name, "fused", sl, dq.data()));
+    AttentionOptions opt = sl.options;
+    opt.path = Path::fused, opt.num_threads = threads;
+    const AttentionGrads g = attention_backward(sl.dout, sl.q, sl.k, sl.v, opt);
+    e = std::max(e, bench::check_backward(c.name, "fused", sl, g.dq.data<float>(),
+                                          g.dk.data<float>(), g.dv.data<float>()));
+  }
+  return e;
+}
+
+// The unfused backward's dq, dk, dv: finite, dq on the slices' rows, dk and dv on each slice as a
+// problem of its own through the same kernel.
+void check_unfused_backward(const Case& c, const std::vector<bench::Slice>& slices,
+                            const std::vector<float>& dq, const std::vector<float>& dk,
+                            const std::vector<float>& dv, int threads) {
+  bench::check_finite(c.name, "the unfused backward's dq", dq.data(), dq.size());
+  bench::check_finite(c.name, "the unfused backward's dk", dk.data(), dk.size());
+  bench::check_finite(c.name, "the unfused backward's dv", dv.data(), dv.size());
+  for (const bench::Slice& sl : slices) {
+    bench::check_dq_rows(c.name, "unfused", sl, dq.data());
+    const cpu::FlashProblem sp = problem_of(sl.q, sl.k, sl.v, sl.options.causal);
+    std::vector<float> so(sl.rows * c.Dk), sl_lse(sl.rows);
+    std::vector<float> sdq(sl.rows * c.Dk), sdk(c.S * c.Dk), sdv(c.S * c.Dk);
+    cpu::unfused_forward(sp, so.data(), sl_lse.data(), threads);
+    cpu::unfused_backward(sp, sl.dout.data<float>(), sl_lse.data(), sdq.data(), sdk.data(),
+                          sdv.data(), threads);
+    bench::check_backward(c.name, "unfused", sl, sdq.data(), sdk.data(), sdv.data());
+  }
+}
+
 class Bench {
  public:
   explicit Bench(const Settings& s) : s_(s) {}
@@ -260,21 +300,7 @@ class Bench {
           cpu::flash_backward(p, o.data(), d.dout.data<float>(), stats, dq.data(), dk.data(),
                               dv.data(), &dscale, s_.threads);
         },
-        [&] {
-          bench::check_finite(c.name, "the fused backward's dq", dq.data(), dq.size());
-          bench::check_finite(c.name, "the fused backward's dk", dk.data(), dk.size());
-          bench::check_finite(c.name, "the fused backward's dv", dv.data(), dv.size());
-          double e = 0;
-          for (const bench::Slice& sl : slices) {
-            e = std::max(e, bench::check_dq_rows(c.name, "fused", sl, dq.data()));
-            AttentionOptions opt = sl.options;
-            opt.path = Path::fused, opt.num_threads = s_.threads;
-            const AttentionGrads g = attention_backward(sl.dout, sl.q, sl.k, sl.v, opt);
-            e = std::max(e, bench::check_backward(c.name, "fused", sl, g.dq.data<float>(),
-                                                  g.dk.data<float>(), g.dv.data<float>()));
-          }
-          row.bwd_error = e;
-        });
+        [&] { row.bwd_error = check_fused_backward(c, slices, dq, dk, dv, s_.threads); });
     row.bwd = gflops(cases::backward_flops(c), bwd.seconds), row.bwd_ms = ms(bwd.seconds);
   }
 
@@ -307,22 +333,7 @@ class Bench {
           cpu::unfused_backward(p, d.dout.data<float>(), lse.data(), dq.data(), dk.data(),
                                 dv.data(), s_.threads);
         },
-        [&] {
-          bench::check_finite(c.name, "the unfused backward's dq", dq.data(), dq.size());
-          bench::check_finite(c.name, "the unfused backward's dk", dk.data(), dk.size());
-          bench::check_finite(c.name, "the unfused backward's dv", dv.data(), dv.size());
-          for (const bench::Slice& sl : slices) {
-            bench::check_dq_rows(c.name, "unfused", sl, dq.data());
-            // The slice as its own problem, through the same kernel.
-            const cpu::FlashProblem sp = problem_of(sl.q, sl.k, sl.v, sl.options.causal);
-            std::vector<float> so(sl.rows * c.Dk), sl_lse(sl.rows);
-            std::vector<float> sdq(sl.rows * c.Dk), sdk(c.S * c.Dk), sdv(c.S * c.Dk);
-            cpu::unfused_forward(sp, so.data(), sl_lse.data(), s_.threads);
-            cpu::unfused_backward(sp, sl.dout.data<float>(), sl_lse.data(), sdq.data(), sdk.data(),
-                                  sdv.data(), s_.threads);
-            bench::check_backward(c.name, "unfused", sl, sdq.data(), sdk.data(), sdv.data());
-          }
-        });
+        [&] { check_unfused_backward(c, slices, dq, dk, dv, s_.threads); });
     row.unfused_bwd = gflops(cases::backward_flops(c), bwd.seconds),
     row.unfused_bwd_ms = ms(bwd.seconds);
   }
