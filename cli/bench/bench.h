@@ -1,6 +1,7 @@
 // `qkv bench`: benchmarks on this machine, one target a subcommand — `qkv bench attention` (the
-// kernels, on N(0, 1) data) and `qkv bench model` (all-MiniLM-L6-v2 or SmolLM2 end to end, on
-// text). Each target validates before it times, warms up, takes the median of several runs, and
+// kernels, on N(0, 1) data), `qkv bench model` (all-MiniLM-L6-v2 or SmolLM2 end to end, on text),
+// `qkv bench perceiver` (latent queries' cross-attention against self-attention) and
+// `qkv bench ring` (ring attention over MPI). Each target validates before it times, warms up, takes the median of several runs, and
 // reports GFLOP/s beside this machine's SGEMM rate measured in the same run
 // (docs/CONVENTIONS.md §4.2).
 #pragma once
@@ -62,7 +63,7 @@ struct BenchArgs {
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);
 
-// The targets (bench_<target>.cpp).
+// The targets (cli/bench/<target>.cpp; causal_lm.cpp for bench model --model smollm2).
 int run_bench_attention(const BenchAttentionArgs& args);
 int run_bench_model(const BenchModelArgs& args);      // a sentence encoder, or…
 int run_bench_causal_lm(const BenchModelArgs& args);  // …a decoder (--model smollm2 or a .gguf)

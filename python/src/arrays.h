@@ -17,8 +17,8 @@ namespace nb = nanobind;
 using Array = nb::ndarray<nb::ro, nb::device::cpu>;
 
 // A Tensor viewing a's memory (float32, float64 or bool; rank ≤ 4; strides ≥ 0 and whole
-// elements; python/qkv/_arrays.py makes any other layout so, by a copy). The array stays alive
-// while any view of it does. Errors name the argument: "q: int64 array; expected float32 ...".
+// elements; _array in python/qkv/_attention.py makes any other layout so, by a copy). The array
+// stays alive while any view of it does. Errors name the argument: "q: int64 array; expected float32 ...".
 Tensor tensor_of(const Array& a, const std::string& name);
 
 // A NumPy array viewing t's memory (None for an undefined tensor); the array keeps t alive.

@@ -1,4 +1,4 @@
-// Numbers as people read them; see format.h.
+// Numbers as people read them: grouped() (qkv/tensor.h).
 #include "qkv/tensor.h"
 
 namespace qkv {

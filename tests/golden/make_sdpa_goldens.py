@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch's scaled_dot_product_attention on fixed inputs: the goldens qkv.attention is compared
-with (python/tests/test_sdpa_goldens.py). Run with the venv of bench/setup_torch_venv.sh:
+with (python/tests/test_attention.py, test_matches_pytorch_sdpa_goldens_forward_and_backward). Run with the venv of bench/setup_torch_venv.sh:
 
     "$VENV/bin/python" tests/golden/make_sdpa_goldens.py   # writes tests/golden/sdpa/sdpa.npz
 

@@ -1,4 +1,6 @@
-// explain/call/rows.cpp — see rows.h.
+// explain/call/rows.cpp — the rows of a call: its sizes (weight_count, head_pairs, reference_bytes)
+// and first_rows, as a problem of its own (qkv/explain.h, "one call: what it computes and its
+// memory").
 #include <charconv>
 #include <cmath>
 #include <cstdio>
