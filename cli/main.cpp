@@ -46,7 +46,7 @@ int error(const std::string& message, int code) {
 // Help and version go to standard output as results do: checked the same way.
 int printed(int code) {
   try {
-    qkv::cli::flush_stdout();
+    qkv::flush_stdout();
   } catch (const qkv::Error& e) {
     return error(e.what(), 1);
   }
@@ -138,7 +138,7 @@ std::string running_command(const CLI::App& app) {
 int run(const Commands& commands, const std::string& command) {
   try {
     const int code = commands.run();
-    qkv::cli::flush_stdout();  // what the command printed was written, or it failed
+    qkv::flush_stdout();  // what the command printed was written, or it failed
     return code;
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     std::cerr.flush();
     std::_Exit(1);
   }
-  qkv::cli::use_checked_stdout();   // so that a failed write is known, with its reason
+  qkv::use_checked_stdout();        // so that a failed write is known, with its reason
   qkv::reserve_standard_streams();  // no output file may be the stdout the report goes to
   CLI::App app{
       "qkv — attention: queries, keys and values, exact and explained.\n\n"

@@ -1,23 +1,15 @@
-// Standard output, checked: what a command prints reaches its destination or the command fails.
-// `qkv explain --json > /dev/full` used to exit 0 having written nothing, and on a full disk it
-// wrote 48 KiB of 4.5 MB and exited 0 (issue 26): a stream that fails only sets a flag.
+// What the command says of the files it writes (the checked standard output it prints through is
+// qkv/files.h's).
 #pragma once
 
 #include <cstddef>
 #include <string>
 
+#include "qkv/files.h"
+
 namespace qkv::cli {
 
-// Gives std::cout a buffer of its own on file descriptor 1 that keeps the reason (errno) of the
-// first write that fails: C's stdio, beneath std::cout by default, loses it in the flushes
-// std::cout makes itself. Line-buffered on a terminal, as stdio is. cli/main.cpp calls it first.
-void use_checked_stdout();
-
-// Flushes std::cout; throws qkv::Error (Kind::runtime) when anything printed so far could not be
-// written: "cannot write to standard output: No space left on device". cli/main.cpp calls it
-// after every command; a command that streams its output (generate's tokens, bench's rows) calls
-// it after each piece, so that it stops at the first failure.
-void flush_stdout();
+// use_checked_stdout() and flush_stdout(), standard output checked, are qkv/files.h's (core).
 
 // What a command says of a report it wrote (--html), on standard error, where it stays out of
 // --json's way; every command and every kind of model says it the same way:
