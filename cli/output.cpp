@@ -7,23 +7,27 @@
 
 #include "qkv/files.h"
 #include "qkv/tensor.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 
-std::string json_path(const std::string& path) {
-  std::string shown;
-  std::string_view rest = path;
-  for (std::size_t at; (at = invalid_utf8_at(rest)) != std::string_view::npos;) {
-    shown.append(rest.substr(0, at)).append("\xEF\xBF\xBD");  // U+FFFD
-    rest.remove_prefix(at + 1);
-  }
-  return shown.append(rest);
+void note(const std::string& line) {
+  if (!line.empty()) std::cerr << "qkv: note: " << line << "\n";
 }
 
 void report_written(const std::string& path, std::size_t bytes) {
   std::cerr << "wrote " << printable(path) << " (" << (bytes + 1023) / 1024
             << " KB, self-contained: open it in any browser, offline)\n";
+}
+
+void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
+  write_outputs(outputs);
+  for (const auto& [output, bytes] : outputs)
+    if (output.option == "--html")
+      report_written(output.path, bytes.size());
+    else
+      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
+                << " KB)\n";
 }
 
 }  // namespace qkv::cli

@@ -4,8 +4,11 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "qkv/files.h"
+#include "qkv/json.h"  // path_json: a file name as --json shows it
 
 namespace qkv::cli {
 
@@ -16,9 +19,11 @@ namespace qkv::cli {
 //   "wrote x.html (38 KB, self-contained: open it in any browser, offline)"
 void report_written(const std::string& path, std::size_t bytes);
 
-// A file name as --json shows it. JSON holds only UTF-8, and a Linux file name is bytes: one that
-// is not UTF-8 (qkv train --out $'\xff.st' --json) made the JSON writer throw after the work was
-// done. Its bytes that are not UTF-8 become U+FFFD (�) there; messages and the file keep them.
-std::string json_path(const std::string& path);
+// Writes the files as one set (write_outputs: a failure in any leaves none of them) and says each:
+// "wrote x.png (12 KB)", and a page's report_written line.
+void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs);
+
+// A note on stderr before the work, "qkv: note: LINE", when `line` is not empty.
+void note(const std::string& line);
 
 }  // namespace qkv::cli

@@ -12,7 +12,7 @@
 #include "output.h"
 #include "qkv/files.h"
 #include "qkv/npy.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 

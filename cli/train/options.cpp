@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "memory.h"
+#include "qkv/terminal.h"
 #include "qkv/train.h"
-#include "text.h"
 #include "train/train.h"
 
 namespace qkv::cli {
@@ -58,7 +58,7 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                                      "toy task; watch attention form");
   const auto n = [&](const char* flag, std::optional<int64_t>& value, const std::string& help,
                      int64_t lo, int64_t hi, const char* text) {
-    cmd->add_option(flag, value, help)->transform(integer({.lo = lo, .hi = hi}))->option_text(text);
+    cmd->add_option(flag, value, help)->transform(integer({.lo = lo, .hi = static_cast<uint64_t>(hi)}))->option_text(text);
   };
   const auto d = [](int64_t v, const char* more = "") {
     return " (default " + std::to_string(v) + more + ")";
