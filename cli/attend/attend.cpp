@@ -83,7 +83,7 @@ int run_example(const AttendArgs& a) {
                 explain::html_report(
                     explain::report_of(e.name + " — " + e.title, e.story, e.runs, results))}});
   if (a.json)
-    std::cout << explain::to_json(e, results).dump(2) << "\n";
+    std::cout << explain::json_of(e, results, 2) << "\n";
   else
     std::cout << explain::explain_example(e, results, {.digits = a.digits, .top = a.top});
   return 0;
@@ -228,9 +228,7 @@ int run_attend(const AttendArgs& a) {
                            {c}, {run.result}))});
   write_all(outputs);  // every file or none, before anything is printed
   if (a.json) {
-    nlohmann::json j = explain::to_json(c, run.result);
-    j["path"] = to_string(run.path);
-    std::cout << j.dump() << "\n";
+    std::cout << explain::json_of(c, run.result, {.path = run.path}) << "\n";
     return 0;
   }
   print_attend(a, c, run);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 namespace qkv::explain {
 namespace {
@@ -154,9 +155,10 @@ TEST(AttendLibrary, ExampleTextAndJsonCoverEveryRun) {
   for (std::size_t i = 0; i < e.runs.size(); ++i)
     EXPECT_NE(text.find("━━ Run " + std::to_string(i + 1) + " of " + std::to_string(e.runs.size())),
               std::string::npos);
-  const nlohmann::json j = to_json(e, results);
+  const nlohmann::json j = nlohmann::json::parse(json_of(e, results));
   EXPECT_EQ(j.at("example"), "tied");
   EXPECT_EQ(j.at("runs").size(), e.runs.size());
+  EXPECT_EQ(json_of(e, results, 2), j.dump(2));
 }
 
 TEST(AttendLibrary, SameInputsSeesAChangedValue) {

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "qkv/npy.h"
+#include "qkv/terminal.h"
 
 namespace qkv::explain {
 
@@ -272,17 +273,6 @@ std::string explain_example(const Example& e, const std::vector<AttentionResult>
   }
   if (!e.takeaway.empty()) text += "\n" + wrap("What it shows: " + e.takeaway, 96, 2) + "\n";
   return text;
-}
-
-nlohmann::json to_json(const Example& e, const std::vector<AttentionResult>& results) {
-  nlohmann::json runs = nlohmann::json::array();
-  for (std::size_t i = 0; i < e.runs.size() && i < results.size(); ++i)
-    runs.push_back(to_json(e.runs[i], results[i]));
-  return {{"example", e.name},
-          {"title", e.title},
-          {"story", e.story},
-          {"runs", runs},
-          {"takeaway", e.takeaway}};
 }
 
 std::string example_list() {
