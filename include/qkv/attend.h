@@ -4,8 +4,9 @@
 // library (examples/attend/*.json); its run, with every intermediate kept where it is shown; the
 // checks around a run (NaN in, overflow out); and what is shown of it: every step, a summary, its
 // memory, the HTML report's blocks, JSON. The command parses options and prints; everything between
-// lives here (src/explain/call/). Messages name the command's options ("--query", "--scale"),
-// because these functions take the command's arguments.
+// lives here (src/explain/call/). An argument at fault is a FieldError (qkv/field_error.h) naming
+// its field of CallArguments (query, keys, key_lengths, ...): each front end spells it its way (the
+// command: --query, --key-lengths).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 #include "qkv/attention.h"
 #include "qkv/explain_report.h"
+#include "qkv/field_error.h"
 #include "qkv/tensor.h"
 
 namespace qkv::explain {
@@ -48,7 +50,7 @@ AttentionResult run_case(const AttentionCall& c);
 // ---- the call the user typed, inline matrices: `qkv attend --query "[[1, 0], [0, 1]]"` ----
 
 // The arguments of one call, as typed: paths or inline matrices, names of options. Empty strings
-// are options not given.
+// are options not given. Each member is the field its errors name.
 struct CallArguments {
   std::string query, keys, values, mask, key_lengths, scale;
   std::string score = "scaled-dot", normalize = "softmax", causal = "none", path = "auto";
@@ -57,10 +59,10 @@ struct CallArguments {
 };
 
 // Reads the inputs (read_npy or parse_inline_matrix), parses the options and checks the call
-// (check_attention, labels one per row). Throws qkv::Error (usage) naming the option at fault:
-//   "--score 'dott' is unknown; expected scaled-dot, dot, general, additive, ..."
+// (check_attention, labels one per row). Throws a FieldError (usage) naming the field at fault:
+//   "{score} 'dott' is unknown; expected scaled-dot, dot, general, additive, ..."
 AttentionCall call_from(const CallArguments& a);
-// The inputs given as files (not inline), as {option, path}: what the outputs must not replace.
+// The inputs given as files (not inline), as {field, path}: what the outputs must not replace.
 std::vector<std::pair<std::string, std::string>> input_files(const CallArguments& a);
 
 // Whether an argument is an inline matrix, so that a learner can try "what if" numbers in the
@@ -68,15 +70,15 @@ std::vector<std::pair<std::string, std::string>> input_files(const CallArguments
 // path (a path that starts with '[' can be given as ./[name]).
 bool is_inline_matrix(const std::string& argument);
 enum class InlineUse {
-  tensor,  // --query, --keys, --values: numbers; a flat list is one row, [1, D]
-  mask,    // --mask: numbers (added to the logits) or true/false (may attend), not mixed
-  param,   // --params: numbers; a flat list stays a vector (additive's v is [A])
+  tensor,  // query, keys, values: numbers; a flat list is one row, [1, D]
+  mask,    // mask: numbers (added to the logits) or true/false (may attend), not mixed
+  param,   // params: numbers; a flat list stays a vector (additive's v is [A])
 };
 // Parses JSON nested lists of one depth — [D], [L, D] or [H, L, D] — into a float64 (or, for a
-// mask of true/false, bool) tensor. Throws qkv::Error naming `option` for text over 64 KiB,
+// mask of true/false, bool) tensor. Throws a FieldError naming `field` for text over 64 KiB,
 // invalid JSON, NaN or ∞ (JSON has neither; a .npy file can hold them), an empty list, ragged
 // rows, a deeper nesting or an entry that is not a number.
-Tensor parse_inline_matrix(const std::string& option, const std::string& text, InlineUse use);
+Tensor parse_inline_matrix(const std::string& field, const std::string& text, InlineUse use);
 // The argument as shown in messages: a path as it is, inline text shortened to 40 characters.
 std::string shown_argument(const std::string& argument);
 
@@ -96,10 +98,10 @@ Attended attend(const AttentionCall& c, bool whole);
 
 // The first element of t that is NaN or ±∞, as "[i, j, ...]"; empty when every one is finite.
 std::string first_non_finite(const Tensor& t);
-// "note: NaN or ∞ in --query (first at [0, 3]): the rows that read them are NaN (NaN in, NaN
-// out)\n", or "" when every input is finite (a mask's −∞ only masks). NaN in, NaN out is a result
-// (docs/CONVENTIONS.md §1.4).
-std::string non_finite_note(const AttentionCall& c);
+// "note: NaN or ∞ in query (first at [0, 3]): the rows that read them are NaN (NaN in, NaN
+// out)\n", each input named by `name` (a field, "params W"), or "" when every input is finite (a
+// mask's −∞ only masks). NaN in, NaN out is a result (docs/CONVENTIONS.md §1.4).
+std::string non_finite_note(const AttentionCall& c, const FieldError::Namer& name);
 // NaN from finite inputs is an overflow (qkv/attention.h), never a result: throws qkv::Error
 // (runtime) "the scores overflow float32: output row [0, 0, 1] has a score or logit beyond ...".
 void check_overflow(const AttentionCall& c, const AttentionResult& r);
@@ -174,7 +176,8 @@ struct Example {
 
 // Every shipped example, in name order. Throws qkv::Error if an embedded file is malformed.
 const std::vector<Example>& examples();
-// The example called `name`; throws qkv::Error (usage) listing the names when there is none.
+// The example called `name`; throws a FieldError (field "example") listing the names when there
+// is none.
 const Example& find_example(const std::string& name);
 // Whether two runs of an example start from the same Q, K, V (and the same projections).
 bool same_inputs(const AttentionCall& a, const AttentionCall& b);
