@@ -10,10 +10,10 @@
 #include "fields.h"
 #include "memory.h"
 #include "options.h"
-#include "output.h"
 #include "qkv/files.h"
 #include "qkv/npy.h"
 #include "text.h"
+#include "written.h"
 
 namespace qkv::cli {
 
@@ -33,21 +33,6 @@ constexpr const char* kFooter =
     "             --params Wq.npy Wk.npy v.npy --json\n";
 
 [[noreturn]] void usage(const std::string& message) { throw Error(message); }
-
-// "eight": a count in the help, taken from the list it counts (a literal "seven" outlived the
-// eighth example).
-std::string count_word(std::size_t n) {
-  static const char* const words[] = {"zero",  "one",   "two",  "three", "four",   "five",  "six",
-                                      "seven", "eight", "nine", "ten",   "eleven", "twelve"};
-  return n < std::size(words) ? words[n] : std::to_string(n);
-}
-
-// Writes the outputs as one set: a failure in any leaves none of them.
-void write_all(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
-  write_outputs(outputs);
-  for (const auto& [output, bytes] : outputs)
-    if (output.option == "--html") report_written(output.path, bytes.size());
-}
 
 // The .npy outputs of a run: --out, --weights and --lse, those asked for.
 std::vector<std::pair<OutputPath, std::string>> npy_outputs(const AttendArgs& a,
@@ -89,9 +74,9 @@ int run_example(const AttendArgs& a) {
   check_outputs({{"--html", a.html}});
   const std::vector<AttentionResult> results = explain::run_example(e);
   if (!a.html.empty())
-    write_all({{{"--html", a.html},
-                explain::html_report(
-                    explain::report_of(e.name + " — " + e.title, e.story, e.runs, results))}});
+    write_and_say({{{"--html", a.html},
+                    explain::html_report(
+                        explain::report_of(e.name + " — " + e.title, e.story, e.runs, results))}});
   if (a.json)
     std::cout << explain::json_of(e, results, 2) << "\n";
   else
@@ -242,7 +227,8 @@ int run_attend(const AttendArgs& a) {
                            {"queries " + shown(a.call.query) + ", keys " + shown(a.call.keys) +
                             ", values " + shown(a.call.values)},
                            {c}, {run.result}))});
-  write_all(outputs);  // every file or none, before anything is printed
+  // Every file or none, before anything is printed; the .npy files are said with their shapes.
+  write_and_say(outputs, {"--out", "--weights", "--lse"});
   if (a.json) {
     std::cout << explain::json_of(c, run.result, {.path = run.path}) << "\n";
     return 0;

@@ -55,6 +55,13 @@ TEST(Printable, IsIdempotentAndCountsAsItsShownWidth) {
             static_cast<int>(std::string("x\\x1b[31m\\u009b\\xff\\n").size()) + 2);
 }
 
+TEST(CountWord, SpellsOutToTwelveThenDigits) {
+  EXPECT_EQ(count_word(0), "zero");
+  EXPECT_EQ(count_word(8), "eight");
+  EXPECT_EQ(count_word(12), "twelve");
+  EXPECT_EQ(count_word(13), "13");
+}
+
 // Columns as a terminal draws them: CJK, kana, Hangul and most emoji take two, combining marks
 // and joiners none, so tables of such tokens line up.
 TEST(DisplayWidth, WideCharactersTakeTwoColumnsAndMarksNone) {
@@ -90,7 +97,7 @@ TEST(TableRow, PadsByDisplayColumnsLeftThenRightAndDropsTrailingBlanks) {
   EXPECT_EQ(table_row({"a", "—", "猫"}, {3, 4, 4}), "a      —   猫");
   EXPECT_EQ(table_row({"case", "x", "1.5"}, {6, 3, 5}, 2), "case   x     1.5");
   EXPECT_EQ(table_row({"a", "b"}, {2, 3}, 1, 2), "a     b");
-  EXPECT_EQ(table_row({"left", ""}, {6, 4}, 2), "left");  // nothing trails
+  EXPECT_EQ(table_row({"left", ""}, {6, 4}, 2), "left");        // nothing trails
   EXPECT_EQ(table_row({"toolong", "1"}, {3, 1}), "toolong 1");  // never cut
 }
 
