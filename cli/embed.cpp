@@ -4,15 +4,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "finite.h"
 #include "memory.h"
 #include "options.h"
 #include "output.h"
-#include "progress.h"
 #include "qkv/files.h"
+#include "qkv/finite.h"
 #include "qkv/json.h"
 #include "qkv/npy.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 
@@ -46,9 +45,9 @@ int run_embed(const EmbedArgs& args) {
   check_outputs({{"--npy", args.npy}}, inputs);
   const SentenceModel model = load_model(args.model, {.batch_size = args.batch_size});
   for (std::size_t i = 0; i < texts.size(); ++i)  // bad UTF-8, or no tokens → error
-    require_tokens(model, texts[i], "text " + std::to_string(i + 1));
-  note_cut_texts(
-      model, texts, [](std::size_t i) { return "text " + std::to_string(i + 1); }, "texts");
+    model.require_tokens(texts[i], "text " + std::to_string(i + 1));
+  note(model.cut_note(
+      texts, [](std::size_t i) { return "text " + std::to_string(i + 1); }, "texts"));
   // The texts are in memory already; their ids, the embeddings (twice with --npy: the file's
   // bytes are built whole) and a batch's activations are to come.
   const int64_t n_texts = static_cast<int64_t>(texts.size()), in = texts_bytes(texts);
@@ -61,7 +60,9 @@ int run_embed(const EmbedArgs& args) {
     progress.update(static_cast<int64_t>(done), static_cast<int64_t>(all));
   });
   progress.clear();
-  require_finite_embeddings(e, texts);  // before --npy is written or anything printed
+  require_finite_rows(e, [&](int64_t i) {
+    return text_label(texts, i);
+  });  // before --npy is written or anything printed
   const int64_t n = e.dim(0), d = e.dim(1);
   if (!args.npy.empty()) write_outputs({{{"--npy", args.npy}, encode_npy(e)}});
   if (args.json) {
@@ -80,7 +81,7 @@ int run_embed(const EmbedArgs& args) {
                                   {"vector", v}}
                        .dump();
     }
-    std::cout << "],\"model\":" << nlohmann::json(json_path(model.dir())).dump() << "}\n";
+    std::cout << "],\"model\":" << nlohmann::json(path_json(model.dir())).dump() << "}\n";
     return 0;
   }
   if (!args.npy.empty()) {

@@ -7,42 +7,10 @@
 #include "model_args.h"
 #include "options.h"
 #include "output.h"
-#include "progress.h"
 #include "qkv/model.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
-namespace {
-
-// Bytes of `s` that end on a whole UTF-8 character: a token may stop inside one (an emoji's
-// four bytes can be two tokens), and half a character would print as garbage.
-std::size_t whole_characters(const std::string& s) {
-  std::size_t end = s.size(), back = 0;
-  while (back < 3 && back < end && (static_cast<unsigned char>(s[end - 1 - back]) & 0xC0) == 0x80)
-    ++back;
-  if (back == end) return end;
-  const auto lead = static_cast<unsigned char>(s[end - 1 - back]);
-  const std::size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  return need > back + 1 ? end - 1 - back : end;
-}
-
-// Generated text for the terminal: its line breaks and tabs as they are, everything else that a
-// terminal would act on spelled out (printable).
-std::string shown(const std::string& text) {
-  std::string out, piece;
-  for (const char c : text) {
-    if (c == '\n' || c == '\t') {
-      out += printable(piece) + c;
-      piece.clear();
-    } else {
-      piece += c;
-    }
-  }
-  return out + printable(piece);
-}
-
-}  // namespace
-
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "generate", "continue a text with a decoder LLM (SmolLM2-135M), token by token");
@@ -118,22 +86,25 @@ int run_generate(const GenerateArgs& args) {
   // nothing on stdout but the error.
   bool started = false;
   const auto start = [&] {
-    if (!started && !args.chat) std::cout << shown(args.prompt);
+    if (!started && !args.chat) std::cout << printable_lines(args.prompt);
     started = true;
   };
   std::string pending;
-  const std::vector<int32_t> out = model.generate(
-      prompt, {.max_tokens = args.max_tokens, .temperature = args.temperature, .seed = args.seed.value_or(1)},
-      [&](int32_t id) {
-        start();
-        pending += model.generated_text(id);
-        const std::size_t cut = whole_characters(pending);
-        std::cout << shown(pending.substr(0, cut));
-        flush_stdout();
-        pending.erase(0, cut);
-      });
+  const std::vector<int32_t> out =
+      model.generate(prompt,
+                     {.max_tokens = args.max_tokens,
+                      .temperature = args.temperature,
+                      .seed = args.seed.value_or(1)},
+                     [&](int32_t id) {
+                       start();
+                       pending += model.generated_text(id);
+                       const std::size_t cut = whole_characters(pending);
+                       std::cout << printable_lines(pending.substr(0, cut));
+                       flush_stdout();
+                       pending.erase(0, cut);
+                     });
   start();
-  std::cout << shown(pending) << "\n";
+  std::cout << printable_lines(pending) << "\n";
   flush_stdout();
   // Generation stops at a token that ends the text (<|im_end|>, <|endoftext|>, ...), at
   // --max-tokens, or when the prompt and the text fill the model's context; the last is not the

@@ -1,7 +1,5 @@
 // qkv — the command line: one file per subcommand; this one parses and maps errors to exit codes
 // (2: the input was wrong, 1: the work failed), each error one line on stderr.
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <exception>
@@ -13,7 +11,6 @@
 #include "embed.h"
 #include "experiment.h"
 #include "explain/explain.h"
-#include "fields.h"
 #include "generate.h"
 #include "options.h"
 #include "output.h"
@@ -22,7 +19,7 @@
 #include "qkv/files.h"
 #include "qkv/memory.h"
 #include "qkv/tensor.h"
-#include "text.h"
+#include "qkv/terminal.h"
 #include "train/train.h"
 
 namespace {
@@ -34,34 +31,18 @@ namespace {
 constexpr std::size_t kMaxMessageBytes = 1000;
 
 int error(const std::string& message, int code) {
-  std::string shown = qkv::printable(message);
-  if (shown.size() > kMaxMessageBytes) {
-    std::size_t cut = kMaxMessageBytes;
-    while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
-    const std::size_t more = shown.size() - cut;
-    shown = shown.substr(0, cut) + "… (" + std::to_string(more) + " more bytes)";
-  }
-  std::cerr << "qkv: error: " << shown << "\n";
+  std::cerr << "qkv: error: " << qkv::printable_line(message, kMaxMessageBytes) << "\n";
   return code;
 }
 
 // Help and version go to standard output as results do: checked the same way.
 int printed(int code) {
   try {
-    qkv::cli::flush_stdout();
+    qkv::flush_stdout();
   } catch (const qkv::Error& e) {
     return error(e.what(), 1);
   }
   return code;
-}
-
-// For the out-of-memory line: the bound on the address space, where ulimit -v sets one
-// (" (ulimit -v limits the address space to 439 MiB)"); "" where nothing does.
-std::string address_space_bound() {
-  rlimit as{};
-  if (::getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return "";
-  return " (ulimit -v limits the address space to " +
-         qkv::bytes_str(static_cast<int64_t>(as.rlim_cur)) + ")";
 }
 
 // Every subcommand's arguments and its CLI11 app.
@@ -140,7 +121,7 @@ std::string running_command(const CLI::App& app) {
 int run(const Commands& commands, const std::string& command) {
   try {
     const int code = commands.run();
-    qkv::cli::flush_stdout();  // what the command printed was written, or it failed
+    qkv::flush_stdout();  // what the command printed was written, or it failed
     return code;
   } catch (const qkv::FieldError& e) {  // the library names a field, the command its option
     return error(e.message(qkv::cli::option_of),
@@ -152,7 +133,7 @@ int run(const Commands& commands, const std::string& command) {
     // --memory-limit before it starts; what still fails to allocate (a ulimit, other processes
     // taking the memory) says which work it was, not just "std::bad_alloc".
     return error(command + " ran out of memory (std::bad_alloc): the memory it could get" +
-                     address_space_bound() +
+                     qkv::address_space_bound() +
                      " was less than this work needs; expected less work (a shorter input, a "
                      "smaller model or batch, fewer threads), a --memory-limit it is refused "
                      "past, or more memory free",
@@ -173,7 +154,7 @@ int main(int argc, char** argv) {
     std::cerr.flush();
     std::_Exit(1);
   }
-  qkv::cli::use_checked_stdout();   // so that a failed write is known, with its reason
+  qkv::use_checked_stdout();        // so that a failed write is known, with its reason
   qkv::reserve_standard_streams();  // no output file may be the stdout the report goes to
   CLI::App app{
       "qkv — attention: queries, keys and values, exact and explained.\n\n"

@@ -1,10 +1,5 @@
 #include "model_args.h"
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -171,137 +166,9 @@ void load_weights(CausalLM& lm, const std::string& model) {
   }
 }
 
-namespace {
-
-// Texts on stdin: far more than a person pastes, and a bound for /dev/zero or an endless pipe.
-constexpr uint64_t kMaxStdinBytes = uint64_t{64} << 20;
-// A --corpus file: a million lines of text is about 100 MB.
-constexpr InputSpec kTextInput{.expected = "a regular text file, one text a line",
-                               .max_bytes = uint64_t{256} << 20,
-                               .noun = "the file"};
-
-// One entry a line: \n ends a line, a \r before it is dropped, a last line needs no \n.
-std::vector<std::string> split_lines(const std::string& bytes) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < bytes.size()) {
-    std::size_t end = bytes.find('\n', start);
-    if (end == std::string::npos) end = bytes.size();
-    std::string line = bytes.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(std::move(line));
-    start = end + 1;
-  }
-  return lines;
-}
-
-// Every line UTF-8, checked here where the file and the line are known: the tokenizer, which
-// would find a bad byte later, knows neither ("text is not valid UTF-8: byte 0xff at offset 6").
-// `where` names the source: "--corpus docs.txt line", "stdin line", "text".
-void check_utf8(const std::vector<std::string>& lines, const std::string& where) {
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const std::size_t at = invalid_utf8_at(lines[i]);
-    if (at == std::string::npos) continue;
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(lines[i][at]));
-    throw Error(where + " " + std::to_string(i + 1) + " is not valid UTF-8 (byte " +
-                std::to_string(at + 1) + " of the line is " + byte + "); expected UTF-8 text");
-  }
-}
-
-}  // namespace
-
-std::vector<std::string> texts_or_stdin(const std::vector<std::string>& args, const char* what) {
-  if (!args.empty()) {
-    check_utf8(args, "text");
-    return args;
-  }
-  if (::isatty(STDIN_FILENO) == 1)
-    throw Error(std::string("no ") + what +
-                " given; pass them as arguments or one a line on stdin");
-  std::vector<std::string> lines = split_lines(read_stream(STDIN_FILENO, "stdin", kMaxStdinBytes));
-  if (lines.empty()) throw Error(std::string("stdin is empty; expected ") + what + ", one a line");
-  check_utf8(lines, "stdin line");
-  // A blank line is no text, refused as a blank argument is; not skipped, which would shift every
-  // later row of the output away from its line.
-  for (std::size_t i = 0; i < lines.size(); ++i)
-    if (lines[i].find_first_not_of(" \t\f\v") == std::string::npos)
-      throw Error("stdin line " + std::to_string(i + 1) + " is " +
-                  (lines[i].empty() ? "empty" : "only white space") + "; expected " + what +
-                  ", one a line");
-  return lines;
-}
-
-std::vector<std::string> read_lines(const std::string& option, const std::string& path) {
-  std::string bytes;
-  try {
-    bytes = read_input_file(path, kTextInput);
-  } catch (const Error& e) {
-    throw Error(option + " " + e.what(), e.kind());
-  }
-  std::vector<std::string> all = split_lines(bytes);
-  check_utf8(all, option + " " + path + " line");
-  std::vector<std::string> lines;
-  for (std::string& line : all)
-    if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
-  if (lines.empty())
-    throw Error(option + " " + path + " has no non-empty lines; expected one text a line");
-  return lines;
-}
-
-int64_t longest_text(const std::vector<std::string>& texts) {
-  std::size_t longest = 0;
-  for (const std::string& t : texts) longest = std::max(longest, t.size());
-  return static_cast<int64_t>(longest);
-}
-
-void require_tokens(const SentenceModel& model, const std::string& text, const std::string& what) {
-  if (model.tokenize(text).tokens.size() > 2) return;
-  // The characters by code point: U+200B shows as nothing on a terminal. (Valid UTF-8 here:
-  // tokenize refused anything else.)
-  std::string points;
-  for (std::size_t i = 0, shown = 0; i < text.size() && shown < 4; ++shown) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    const int n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-    char32_t c = n == 1 ? b : b & (0x7F >> n);
-    for (int k = 1; k < n && i + k < text.size(); ++k)
-      c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(c));
-    points += (points.empty() ? "" : " ") + std::string(buf);
-    i += static_cast<std::size_t>(n);
-    if (shown == 3 && i < text.size()) points += " …";
-  }
-  throw Error(what + " (" + points +
-              ") has no tokens: the model drops every character in it (zero-width or control "
-              "characters), so it would embed as a blank text; expected a text with words");
-}
-
-void note_cut_texts(const SentenceModel& model, std::span<const std::string> texts,
-                    const std::function<std::string(std::size_t)>& label, const std::string& kind) {
-  // A token covers at least one byte, so only texts of more bytes than the tokens that fit between
-  // [CLS] and [SEP] need tokenizing here.
-  const std::size_t fit = model.options().max_length - 2;
-  std::size_t cut = 0, first = 0;
-  for (std::size_t i = 0; i < texts.size(); ++i)
-    if (texts[i].size() > fit && model.tokenize(texts[i]).truncated && cut++ == 0) first = i;
-  if (cut == 0) return;
-  const std::string limit = std::to_string(model.options().max_length) + " tokens";
-  if (texts.size() == 1 || cut == 1)
-    std::cerr << "qkv: note: " << label(first) << " is longer than the model's " << limit
-              << " and was cut to them; the rest of it is not in its embedding\n";
-  else
-    std::cerr << "qkv: note: " << grouped(static_cast<int64_t>(cut)) << " of "
-              << grouped(static_cast<int64_t>(texts.size())) << " " << kind
-              << " are longer than the model's " << limit
-              << " and were cut to them (the first: " << label(first)
-              << "); the rest of each is not in its embedding\n";
-}
-
-int64_t texts_bytes(const std::vector<std::string>& texts) {
-  int64_t bytes = 0;
-  for (const std::string& t : texts) bytes += static_cast<int64_t>(sizeof(std::string) + t.size());
-  return bytes;
+std::string text_label(const std::vector<std::string>& texts, int64_t i) {
+  return "text " + std::to_string(i + 1) + " (\"" + clip(texts[static_cast<std::size_t>(i)], 30) +
+         "\")";
 }
 
 }  // namespace qkv::cli

@@ -1,16 +1,15 @@
-// What the model commands (embed, similarity, search, explain) share: the --model option, loading
-// the model with a clear error, reading texts from arguments or stdin, and a progress line.
+// What the model commands (embed, similarity, search, explain) share: the --model option and
+// loading the model with a clear error. (Texts from arguments or stdin: qkv/lines.h.)
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <functional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "qkv/files.h"
+#include "qkv/lines.h"
 #include "qkv/model.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 
@@ -57,27 +56,7 @@ void load_weights(CausalLM& lm, const std::string& model);
 // What a decoder's faults become once loaded (its chat template, say): the same rule.
 [[noreturn]] void rethrow_for_causal_lm(const std::string& model, const Error& e);
 
-// The texts given as arguments, else one text per line of stdin (a final newline ends the last
-// line; \r\n is accepted). `what` names them in errors.
-std::vector<std::string> texts_or_stdin(const std::vector<std::string>& args, const char* what);
-
-// Reads a text file one line per entry, skipping empty lines; errors name `option` and the file.
-std::vector<std::string> read_lines(const std::string& option, const std::string& path);
-
-// Bytes `texts` hold in memory: their characters and each string's own object.
-int64_t texts_bytes(const std::vector<std::string>& texts);
-// The longest text's bytes.
-int64_t longest_text(const std::vector<std::string>& texts);
-
-// Throws a usage error when `text` has no tokens of its own ([CLS] and [SEP] only): characters the
-// tokenizer drops (U+200B, controls) read as a text but embed as if blank, and a blank text is
-// refused. `what` names it ("text 2", "the query").
-void require_tokens(const SentenceModel& model, const std::string& text, const std::string& what);
-
-// Says on stderr, before the work, which of `texts` the model will cut to its max_length tokens
-// (the rest of such a text is not in its embedding): "qkv: note: 2 of 1,000 lines are longer than
-// …". `label(i)` names text i ("line 17", "the query", "text 2"); `kind` names them all ("lines").
-void note_cut_texts(const SentenceModel& model, std::span<const std::string> texts,
-                    const std::function<std::string(std::size_t)>& label, const std::string& kind);
+// "text 2 (\"one\")": text i of `texts` as the commands' messages name it.
+std::string text_label(const std::vector<std::string>& texts, int64_t i);
 
 }  // namespace qkv::cli

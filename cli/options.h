@@ -8,29 +8,15 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
-#include <limits>
 #include <string>
+#include <string_view>
+
+#include "qkv/parse.h"
 
 namespace qkv::cli {
 
-struct Bounds {
-  double lo = -std::numeric_limits<double>::max(), hi = std::numeric_limits<double>::max();
-  bool lo_open = false, hi_open = false;  // whether lo / hi themselves are excluded
-};
-
-// A finite number within `bounds` (default: any finite number).
+// A finite number within `bounds` (default: any finite number); qkv::number_problem.
 CLI::Validator finite_number(Bounds bounds = {});
-
-// The range of an integer option, lo to hi inclusive. `expected` says it in messages where
-// "LO to HI" would not say enough ("1 to 8 (4 × this machine's 2 cores)"); empty: range_text.
-struct IntegerRange {
-  int64_t lo = 0;
-  uint64_t hi = std::numeric_limits<int64_t>::max();
-  std::string expected;
-};
-
-// "1 to 10^8", "0 to 12": powers of ten from 10^6 up written as such.
-std::string range_text(int64_t lo, uint64_t hi);
 
 // Every integer option of every subcommand takes this, added with transform(): decimal digits
 // only, with a leading '-' where the range has negatives, and within the range. CLI11's own
@@ -59,6 +45,12 @@ std::string thread_count_help();
 CLI::Validator text(const std::string& expected);
 // Text that may be anything but must be valid UTF-8 (labels).
 CLI::Validator utf8_text();
+
+// The library's fields as the command spells them: its errors name the fields of its arguments
+// (qkv::FieldError: key_lengths, input); the command shows each as its option, "--" and the field
+// with '_' as '-', then " value" where the message suggests a setting ({score=general}: "--score
+// general"). qkv train renames a few (flag_of in train/train.h: batch_size is --batch).
+std::string option_of(std::string_view field, std::string_view value = {});
 
 // Adds to every option of `app` and of its subcommands, at any depth, that takes a value, a check
 // that the value is not empty: an empty value is never a choice of its own (a path '' wrote

@@ -1,18 +1,16 @@
 // `qkv search QUERY --corpus FILE`: the corpus lines ranked by cosine to the query — retrieval,
 // the picture behind the words "query" and "key".
 #include <algorithm>
-#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "embed.h"
-#include "finite.h"
 #include "memory.h"
 #include "options.h"
-#include "progress.h"
+#include "output.h"
+#include "qkv/finite.h"
 #include "qkv/json.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 
@@ -46,13 +44,13 @@ int run_search(const SearchArgs& args) {
   std::vector<std::string> texts = read_lines("--corpus", args.corpus);
   texts.insert(texts.begin(), args.query);
   const SentenceModel model = load_model(args.model);
-  require_tokens(model, args.query, "the query");
-  note_cut_texts(
-      model, {texts.data(), 1}, [](std::size_t) { return "the query"; }, "queries");
-  note_cut_texts(
-      model, {texts.data() + 1, texts.size() - 1},
+  model.require_tokens(args.query, "the query");
+  note(model.cut_note(
+      {texts.data(), 1}, [](std::size_t) { return "the query"; }, "queries"));
+  note(model.cut_note(
+      {texts.data() + 1, texts.size() - 1},
       [&texts](std::size_t i) { return "the line \"" + clip(printable(texts[i + 1]), 24) + "\""; },
-      "lines");
+      "lines"));
   const std::size_t n = texts.size() - 1;
   // The corpus is in memory already; its ids, embeddings and a batch's activations, and a cosine,
   // a weight and a rank a line are to come.
@@ -69,24 +67,9 @@ int run_search(const SearchArgs& args) {
     progress.update(static_cast<int64_t>(done) - (done > 0 ? 1 : 0), static_cast<int64_t>(all) - 1);
   });
   progress.clear();
-  require_finite_embeddings(e, texts);
+  require_finite_rows(e, [&](int64_t i) { return text_label(texts, i); });
   const auto line = [&](std::size_t i) -> const std::string& { return texts[i + 1]; };
-  std::vector<double> cos(n), weight(n);
-  for (std::size_t i = 0; i < n; ++i) cos[i] = cosine(e, 0, e, static_cast<int64_t>(i + 1));
-  // softmax(cos/τ), computed stably: attention's weights if these lines were its keys.
-  const double top_cos = *std::max_element(cos.begin(), cos.end());
-  double total = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    total += weight[i] = std::exp((cos[i] - top_cos) / args.temperature);
-  for (double& w : weight) w /= total;
-  for (std::size_t i = 0; i < n; ++i) {
-    require_finite(cos[i], "cos(q, k) of line " + std::to_string(i + 1));
-    require_finite(weight[i], "the softmax weight of line " + std::to_string(i + 1));
-  }
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return cos[a] > cos[b]; });
+  const auto [cos, weight, order] = rank_by_cosine(e, args.temperature);
   const std::size_t shown = std::min(n, static_cast<std::size_t>(args.top));
 
   if (args.json) {

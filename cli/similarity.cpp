@@ -3,10 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include "embed.h"
-#include "finite.h"
 #include "options.h"
+#include "output.h"
+#include "qkv/finite.h"
 #include "qkv/json.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 
@@ -29,13 +30,13 @@ CLI::App* add_similarity_command(CLI::App& app, SimilarityArgs& args) {
 
 int run_similarity(const SimilarityArgs& args) {
   const SentenceModel model = load_model(args.model);
-  require_tokens(model, args.a, "text a");
-  require_tokens(model, args.b, "text b");
+  model.require_tokens(args.a, "text a");
+  model.require_tokens(args.b, "text b");
   const std::vector<std::string> texts = {args.a, args.b};
-  note_cut_texts(
-      model, texts, [](std::size_t i) { return i == 0 ? "text a" : "text b"; }, "texts");
-  const Tensor e = model.embed({args.a, args.b});
-  require_finite_embeddings(e, {args.a, args.b});
+  note(model.cut_note(
+      texts, [](std::size_t i) { return i == 0 ? "text a" : "text b"; }, "texts"));
+  const Tensor e = model.embed(texts);
+  require_finite_rows(e, [&](int64_t i) { return text_label(texts, i); });
   const double c = cosine(e, 0, e, 1);
   require_finite(c, "cos(a, b)");
   if (args.json) {

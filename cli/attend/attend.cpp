@@ -7,13 +7,12 @@
 #include <string_view>
 #include <tuple>
 
-#include "fields.h"
 #include "memory.h"
 #include "options.h"
+#include "output.h"
 #include "qkv/files.h"
 #include "qkv/npy.h"
-#include "text.h"
-#include "written.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 

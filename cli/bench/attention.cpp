@@ -25,8 +25,8 @@
 #include "kernels/cpu/unfused_attention.h"
 #include "kernels/cpu/vec_ops.h"
 #include "output.h"
-#include "progress.h"
 #include "qkv/json.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 namespace {

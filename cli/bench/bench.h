@@ -1,9 +1,9 @@
 // `qkv bench`: benchmarks on this machine, one target a subcommand — `qkv bench attention` (the
 // kernels, on N(0, 1) data), `qkv bench model` (all-MiniLM-L6-v2 or SmolLM2 end to end, on text),
 // `qkv bench perceiver` (latent queries' cross-attention against self-attention) and
-// `qkv bench ring` (ring attention over MPI). Each target validates before it times, warms up, takes the median of several runs, and
-// reports GFLOP/s beside this machine's SGEMM rate measured in the same run
-// (docs/CONVENTIONS.md §4.2).
+// `qkv bench ring` (ring attention over MPI). Each target validates before it times, warms up,
+// takes the median of several runs, and reports GFLOP/s beside this machine's SGEMM rate measured
+// in the same run (docs/CONVENTIONS.md §4.2).
 #pragma once
 
 #include <CLI/CLI.hpp>

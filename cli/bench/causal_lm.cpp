@@ -21,12 +21,11 @@
 #include "model_args.h"
 #include "models/llama/llama.h"
 #include "output.h"
-#include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/json.h"
 #include "qkv/model.h"
+#include "qkv/terminal.h"
 #include "qkv/threads.h"
-#include "text.h"
 
 namespace qkv::cli {
 namespace {

@@ -24,12 +24,11 @@
 #include "memory.h"
 #include "model_args.h"
 #include "output.h"
-#include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
 #include "qkv/json.h"
+#include "qkv/terminal.h"
 #include "qkv/threads.h"
-#include "text.h"
 
 namespace qkv::cli {
 namespace {
@@ -412,7 +411,7 @@ int run_bench_model(const BenchModelArgs& args) {
   auto emit = [&](const Row& r) {
     progress.clear();
     if (s.json)
-      std::cout << to_json(r, s, v, json_path(corpus_name)).dump() << "\n";
+      std::cout << to_json(r, s, v, path_json(corpus_name)).dump() << "\n";
     else
       print_row(r);
     flush_stdout();

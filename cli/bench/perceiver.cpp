@@ -9,10 +9,10 @@
 #include "bench/bench.h"
 #include "bench/common.h"
 #include "core/aligned.h"
-#include "progress.h"
 #include "qkv/attention.h"
 #include "qkv/blas.h"
 #include "qkv/json.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 

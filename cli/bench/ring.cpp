@@ -33,7 +33,7 @@ int run_bench_ring(const BenchRingArgs&) {
 #include "qkv/attention.h"
 #include "qkv/distributed.h"
 #include "qkv/json.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 namespace {

@@ -9,12 +9,11 @@
 #include <filesystem>
 #include <iostream>
 
-#include "finite.h"
 #include "memory.h"
 #include "options.h"
 #include "output.h"
 #include "qkv/files.h"
-#include "text.h"
+#include "qkv/terminal.h"
 
 namespace qkv::cli {
 
@@ -126,8 +125,8 @@ explain::Input sentence_input(const ExplainArgs& args, const Model& model, std::
     check_index("--head", args.head, model.info().heads, "heads");
     if (args.text_b && args.text_b->find_first_not_of(" \t\r\n") == std::string::npos)
       throw Error("the second text is empty; expected a sentence, e.g. qkv explain \"A\" \"B\"");
-    require_tokens(model.sentence_model(), text, "the text");
-    if (args.text_b) require_tokens(model.sentence_model(), *args.text_b, "the second text");
+    model.sentence_model().require_tokens(text, "the text");
+    if (args.text_b) model.sentence_model().require_tokens(*args.text_b, "the second text");
   }
   return {.text = std::move(text), .text_b = args.text_b};
 }
@@ -164,7 +163,6 @@ void check_svg_size(const ExplainArgs& args, const explain::Run& run) {
 int show_sentence(const ExplainArgs& args, const Model& model, const explain::Run& run) {
   check_index("--layer", args.layer, run.model.layers, "layers");
   check_index("--head", args.head, run.model.heads, "heads");
-  require_finite_capture(run);  // before any file is written or anything printed
   int64_t focus = 0;
   try {
     focus = explain::focus(run, args.token.empty() ? std::nullopt : std::optional(args.token));
@@ -187,7 +185,7 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
     outputs.push_back({{"--png", args.png},
                        args.layer ? explain::png_heatmap(run, *args.layer, *args.head)
                                   : explain::png_model_grid(run)});
-  write_written(outputs);
+  write_and_say(outputs);
   if (args.json) {
     std::cout << explain::json_of(run, {.focus = focus}) << "\n";
     return 0;
@@ -203,16 +201,6 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
 }
 
 }  // namespace
-
-void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
-  write_outputs(outputs);
-  for (const auto& [output, bytes] : outputs)
-    if (output.option == "--html")
-      report_written(output.path, bytes.size());
-    else
-      std::cerr << "wrote " << printable(output.path) << " (" << (bytes.size() + 1023) / 1024
-                << " KB)\n";
-}
 
 int run_explain(const ExplainArgs& args) {
   const ModelKind kind = model_kind(args.model.dir);
@@ -230,6 +218,7 @@ int run_explain(const ExplainArgs& args) {
   if (trained) input = trained_input(args, model);
   if (kind == ModelKind::causal_lm) load_weights(model.causal_lm(), args.model.dir);
   const explain::Run run = explain::capture(model, input);
+  explain::require_finite(run);  // before any file is written or anything printed
   return trained ? show_trained(args, run) : show_sentence(args, model, run);
 }
 

@@ -41,9 +41,6 @@ void check_trained_args(const ExplainArgs& args, ModelKind kind);
 Model open_trained(const std::string& path);
 explain::Input trained_input(const ExplainArgs& args, const Model& model);
 int show_trained(const ExplainArgs& args, const explain::Run& run);
-// Writes the files as one set and says each: "wrote x.png (12 KB)", and a page's
-// report_written line.
-void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs);
 
 // Throws a usage error "--layer 9 is out of range; this model has layers 0–5" when `index` is
 // given and outside [0, count); `what` names the count ("layers", "decoder layers", "heads").

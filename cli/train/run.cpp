@@ -1,19 +1,15 @@
 // `qkv train`: the library plans, trains and saves; this file maps the fields of its errors to
 // flags, throttles one progress line and writes the summary as text or JSON.
 
-#include <cmath>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "memory.h"
 #include "output.h"
-#include "progress.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
-#include "qkv/json.h"
+#include "qkv/terminal.h"
 #include "qkv/threads.h"
 #include "qkv/train.h"
-#include "text.h"
 #include "train/train.h"
 
 namespace qkv::cli {
@@ -37,81 +33,6 @@ ProgressFn progress_line(Progress& bar, const std::string& accuracy, const Train
                              : rate_and_eta(p.step, p.steps, p.seconds)),
                milestone);
   };
-}
-
-nlohmann::json summary_json(const TrainArgs& a, const TrainOptions& o, const TrainSummary& s,
-                            const Trainable& model, int threads) {
-  nlohmann::json history = nlohmann::json::array(), sizes = nlohmann::json::object();
-  for (const EvalPoint& e : s.history)
-    history.push_back({{"step", e.step},
-                       {"accuracy", number_json(e.accuracy)},
-                       {"loss", number_json(e.loss)},
-                       {"seconds", number_json(e.seconds)}});
-  for (const auto& [name, value] : model.sizes()) sizes[name] = value;
-  sizes["parameters"] = s.parameters;
-  nlohmann::json j = {{"task", s.task}};
-  if (model.architecture() == "perceiver")
-    j["model"] = "perceiver", j["config"] = sizes;
-  else
-    j["model"] = nlohmann::json{{"architecture", model.architecture()}}, j["model"].update(sizes);
-  j["training"] = {{"steps", s.steps},
-                   {"max_steps", o.steps},
-                   {"batch", o.batch_size},
-                   {"lr", number_json(o.lr)},
-                   {"seed", o.seed},
-                   {"threads", threads},
-                   {"target", number_json(o.target_accuracy)},
-                   {"reached_target_step",
-                    s.reached_target ? nlohmann::json(*s.reached_target) : nlohmann::json()},
-                   {"stopped_early", s.stopped_early},
-                   {"final_loss", number_json(s.final_loss)}};
-  j["test_accuracy"] = number_json(s.test_accuracy);
-  j["test_examples"] = s.test_examples;
-  if (s.chance) j["chance"] = number_json(*s.chance);
-  j["wall_seconds"] = number_json(s.wall_seconds);
-  j["train_seconds"] = number_json(s.train_seconds);
-  j["tokens"] = s.tokens;
-  j["tokens_per_second"] = number_json(s.tokens_per_second);
-  j["history"] = history;
-  j["out"] = a.out.empty() ? nlohmann::json() : nlohmann::json(json_path(a.out));
-  return j;
-}
-
-void summary_text(const TrainArgs& a, const TrainOptions& o, const TrainSummary& s,
-                  Trainable& model, int threads) {
-  std::cout << wrap("qkv train " + s.task + ": " + model.task_description(), 80, 2) << "\n\n"
-            << "  model      " << model.description() << "\n  training   " << grouped(s.steps)
-            << " steps × " << o.batch_size << " examples";
-  const std::string target = percent(o.target_accuracy, 0);
-  if (s.stopped_early)
-    std::cout << ", stopped early: held-out ≥ " << target << " beyond doubt\n"
-              << "             (accuracy − 2 standard errors; first ≥ " << target << " at step "
-              << grouped(*s.reached_target) << ")";
-  else if (o.target_accuracy <= 1)
-    std::cout << (s.reached_target ? "; reached " + target + " at step " +
-                                         grouped(*s.reached_target) + ", not yet beyond doubt"
-                                   : "; did not reach " + target + " held-out (more --steps?)");
-  std::cout << "\n  loss       " << fixed(s.final_loss, 3) << " (cross-entropy"
-            << (o.label_smoothing > 0 ? ", label smoothing " + fixed(o.label_smoothing, 1) : "")
-            << (s.chance ? "; chance " + fixed(std::log(1 / *s.chance), 3) : "") << ")\n";
-  if (s.test_examples > 0)
-    std::cout << "  held-out   " << percent(s.test_accuracy)
-              << (s.chance ? " accuracy on " + grouped(s.test_examples) +
-                                 " test examples (chance " + percent(*s.chance) + ")\n"
-                           : " exact-sequence accuracy (" + grouped(s.test_examples) +
-                                 " test examples, greedy decoding)\n");
-  std::cout << "  time       " << fixed(s.wall_seconds, 1) << " s wall ("
-            << fixed(s.train_seconds, 1) << " s in training steps), "
-            << grouped(std::llround(s.tokens_per_second)) << " tokens/s, " << threads
-            << (threads == 1 ? " thread\n" : " threads\n");
-  if (!s.mistakes.empty()) std::cout << "\n  wrong on, e.g.:\n";
-  for (const auto& [e, got] : s.mistakes)
-    std::cout << "    " << pad_right("\"" + e.source + "\"", 30) << " → \"" << got
-              << "\" (expected \"" << e.target << "\")\n";
-  if (a.out.empty()) return;
-  const std::optional<std::string> input = model.sample_input();
-  std::cout << "\nwrote " << printable(a.out) << "; see its attention with\n  qkv explain --model "
-            << printable(a.out) << (input ? " --input \"" + *input + "\"" : "") << "\n";
 }
 
 int train_planned(const TrainArgs& a) {
@@ -148,10 +69,8 @@ int train_planned(const TrainArgs& a) {
   } catch (const Error& e) {
     throw Error("--out " + std::string(e.what()), e.kind());  // the message starts with the path
   }
-  if (a.json)
-    std::cout << summary_json(a, o, s, *model, threads).dump() << "\n";
-  else
-    summary_text(a, o, s, *model, threads);
+  std::cout << (a.json ? summary_json(s, o, *model, threads, a.out) + "\n"
+                       : summary_text(s, o, *model, threads, a.out));
   return 0;
 }
 

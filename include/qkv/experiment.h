@@ -45,4 +45,13 @@ std::vector<std::string> experiment_names();
 // Throws qkv::Error (usage) for an unknown name, listing the known ones.
 ExperimentResult run_experiment(const std::string& name, const ExperimentOptions& options);
 
+// What `qkv experiment` shows: the result as text (the question, the setup, the table, the
+// reading, the time) and as one line of JSON ({experiment, question, setup, rows (an object a row,
+// keyed by column), reading, seconds, quick}); and a run's progress, "experiment heads: run 3/8,
+// 4 head(s) (seed 1), step 400/1000, ETA 1m20s" (the ETA assumes the runs left take as long a
+// step as the ones done: rough, the widths and scores differ).
+std::string experiment_text(const ExperimentResult& result);
+std::string experiment_json(const ExperimentResult& result, bool quick);
+std::string experiment_progress_line(const std::string& name, const ExperimentProgress& progress);
+
 }  // namespace qkv

@@ -130,6 +130,12 @@ struct Input {
 // the views show (qkv.steps, qkv.test_accuracy) are checked: one that is not a number in range
 // is a qkv::Error (Kind::invalid_argument) naming the file.
 Run capture(const Model& model, const Input& input);
+// Every number of a run checked finite before a view shows it (qkv/finite.h): the embedding
+// layer's output; each block's layers' q, k, v, scores, weights, head outputs and each layer's
+// output; the sentence embedding, next-token and class probabilities. The first that is not is a
+// qkv::Error (Kind::runtime): "layer 5's output came out +∞; ...", a block other than a sentence's
+// self-attention named after it ("layer 0's attention weights (cross-attention)").
+void require_finite(const Run& run);
 // The input a run takes when none is given: a sentence with a pronoun for a sentence model, a
 // held-out example of the task for a trained one.
 inline constexpr const char* kDefaultSentence =

@@ -126,6 +126,20 @@ void check_outputs(const std::vector<OutputPath>& outputs,
 // prints nothing may write to /dev/stdout as to any file.
 void reserve_standard_streams();
 
+// Standard output, checked: what a program prints reaches its destination or it fails.
+// `qkv explain --json > /dev/full` used to exit 0 having written nothing, and on a full disk it
+// wrote 48 KiB of 4.5 MB and exited 0 (issue 26): a stream that fails only sets a flag.
+// Gives std::cout a buffer of its own on file descriptor 1 that keeps the reason (errno) of the
+// first write that fails: C's stdio, beneath std::cout by default, loses it in the flushes
+// std::cout makes itself. Line-buffered on a terminal, as stdio is. The qkv command calls it first.
+void use_checked_stdout();
+
+// Flushes std::cout; throws qkv::Error (Kind::runtime) when anything printed so far could not be
+// written: "cannot write to standard output: No space left on device". The qkv command calls it
+// after every command; a command that streams its output (generate's tokens, bench's rows) calls
+// it after each piece, so that it stops at the first failure.
+void flush_stdout();
+
 // write_files_atomically for a command: each error names the option before the path.
 void write_outputs(const std::vector<std::pair<OutputPath, std::string>>& outputs);
 

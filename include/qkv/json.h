@@ -80,5 +80,9 @@ Json parse_json(std::string_view text, typename Json::parser_callback_t callback
 nlohmann::json number_json(double x);
 // A tensor as nested arrays in C order, each element through number_json; undefined is null.
 nlohmann::json tensor_json(const Tensor& t);
+// A file name as JSON shows it. JSON holds only UTF-8, and a Linux file name is bytes: one that is
+// not UTF-8 (qkv train --out $'\xff.st' --json) made the writer throw after the work was done.
+// Its bytes that are not UTF-8 become U+FFFD (�) here; messages and the file keep them.
+std::string path_json(const std::string& path);
 
 }  // namespace qkv

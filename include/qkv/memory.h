@@ -30,6 +30,9 @@ int64_t address_space_room();
 // `ulimit -v` leaves, so that a limited shell refuses the work with its size rather than ending in
 // std::bad_alloc halfway.
 int64_t default_memory_limit();
+// " (ulimit -v limits the address space to 439 MiB)" where ulimit -v sets a bound, else "": for
+// the message of an allocation that failed anyway.
+std::string address_space_bound();
 // What bounds the default below half the machine's memory, for a message ("3/4 of the 1.8 GiB of
 // address space ulimit -v leaves", "half the cgroup's limit of 4.0 GiB"); "" when nothing does.
 std::string default_memory_limit_bound();
@@ -70,6 +73,22 @@ class MemoryLimitError : public Error {
 
 // Throws MemoryLimitError when need > limit.
 void check_memory(int64_t need, int64_t limit, const std::string& work, const std::string& knob,
+                  const std::string& expected);
+
+// A limit as a front end takes it: the bytes the user set (0: not set, the default applies) and
+// the front end's name for it ("--memory-limit", Python's "memory_limit"), so that a refusal
+// says which knob to turn.
+struct MemoryLimit {
+  int64_t bytes = 0;
+  std::string knob = "memory_limit";
+  // bytes, or default_memory_limit() when not set.
+  int64_t value() const;
+  // The knob as a refusal names it; where it was not set, with what bounds the default:
+  // "--memory-limit not given: half the machine's memory" (default_memory_limit_bound()).
+  std::string named() const;
+};
+// check_memory against limit.value(), naming limit.named().
+void check_memory(int64_t need, const MemoryLimit& limit, const std::string& work,
                   const std::string& expected);
 
 }  // namespace qkv

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,18 @@ class SentenceModel {
   // everything captured (float64 attention); returns its mean-pooled, unit-length embedding.
   Tensor encode_captured(const Encoding& encoding, BertCapture& capture) const;
 
+  // Throws a usage error when `text` has no tokens of its own ([CLS] and [SEP] only): characters
+  // the tokenizer drops (U+200B, controls) read as a text but embed as if blank. `what` names it
+  // ("text 2", "the query"); the message lists its first code points.
+  void require_tokens(std::string_view text, const std::string& what) const;
+  // "" when no text of `texts` is longer than max_length tokens; else the note to give before the
+  // work: "line 17 is longer than the model's 256 tokens and was cut to them; ...", or "2 of
+  // 1,000 lines are longer than ... (the first: line 17); ...". `label(i)` names text i, `kind`
+  // names them all ("lines").
+  std::string cut_note(std::span<const std::string> texts,
+                       const std::function<std::string(std::size_t)>& label,
+                       const std::string& kind) const;
+
   // What the work needs at its peak, in bytes: the whole process, this model as loaded included
   // (qkv/memory.h says what an estimate covers). embed() of `texts` texts of `text_bytes` bytes in
   // all, the longest `longest_text` bytes (a text has at most as many tokens as bytes, plus [CLS]
@@ -102,5 +115,16 @@ class SentenceModel {
 
 // cos(a, b) of two embedding rows: 0 when a row is all zeros, NaN when either holds NaN or ∞.
 double cosine(const Tensor& a, int64_t row_a, const Tensor& b, int64_t row_b);
+
+// A query over lines as attention reads it (qkv search): row 0 of `embeddings` [1 + N, d] the
+// query, rows 1..N the keys. cosine[i] = cos(q, k_i); weight = softmax(cosine / temperature),
+// computed stably (the query's attention weights if the lines were its keys); order: the lines
+// by cosine, highest first, ties in line order. A cosine or weight that is not finite is a
+// runtime error naming the line (qkv/finite.h).
+struct Ranking {
+  std::vector<double> cosine, weight;
+  std::vector<std::size_t> order;
+};
+Ranking rank_by_cosine(const Tensor& embeddings, double temperature);
 
 }  // namespace qkv

@@ -31,6 +31,15 @@ std::string count_word(std::size_t n);
 // as \u202e — and every byte that is not part of valid UTF-8 as \xNN. Everything else, backslashes
 // included, is kept as it is. JSON and HTML output have their own escaping and do not use this.
 std::string printable(std::string_view s);
+// printable(s) as one line of at most about `max_bytes`: cut on a character boundary and ended
+// "… (N more bytes)", so that a quoted argument of 100 KB cannot bury the message it is in.
+std::string printable_line(std::string_view s, std::size_t max_bytes);
+// printable, but line breaks and tabs kept as they are: a model's generated text.
+std::string printable_lines(std::string_view s);
+// The length of the longest prefix of `s` that does not end inside a UTF-8 character: a token
+// may stop inside one (an emoji's four bytes can be two tokens), and half a character would print
+// as garbage. Bytes that are no character's start or end count as whole.
+std::size_t whole_characters(std::string_view s);
 
 // Columns a string takes on a terminal: unicode::columns of each UTF-8 code point (CJK and most
 // emoji 2, combining marks 0), 1 for a byte that is not UTF-8.

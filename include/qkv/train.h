@@ -185,6 +185,15 @@ TrainPlan plan_training(const TrainRequest& request);
 std::map<std::string, std::string> trained_metadata(const TrainSummary& summary);
 void save_trained(Trainable& model, const std::string& path, const TrainSummary& summary);
 
+// ---- what a finished run shows (qkv train's output) ----
+// The summary `qkv train` prints: as text (the model, the steps and whether the target was
+// reached, loss, held-out accuracy, time, a few mistakes, and how to explain the model saved at
+// `out`), and as one line of JSON. `threads` ran it; `out` is "" when nothing was saved.
+std::string summary_text(const TrainSummary& summary, const TrainOptions& options, Trainable& model,
+                         int threads, const std::string& out);
+std::string summary_json(const TrainSummary& summary, const TrainOptions& options,
+                         const Trainable& model, int threads, const std::string& out);
+
 // ---- the sequence models' pieces ----
 
 // A fresh model for `config`, initialized from seed's initialization stream.

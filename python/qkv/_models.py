@@ -379,26 +379,10 @@ def _spelled(values: np.ndarray) -> str:
 
 
 def _finite(x: "Explanation") -> "Explanation":
-    """x, if its hidden states and attention weights are finite; else the RuntimeError `qkv
-    explain` exits 1 with (NaN weights were returned as a result, issue 26's last sweep). Read
-    a layer at a time: stacking every layer's weights only to check them would hold a second
-    copy of the capture, which memory_limit did not count."""
-    e = x._e
-    outputs = [("the embedding layer's output", e.embeddings)] if e.embeddings is not None else []
-    if e.embeddings is not None:
-        outputs += [(f"layer {l}'s output", e.layer(l)["hidden"]) for l in range(x.layers)]
-    for where, a in outputs:
-        if not np.isfinite(a).all():
-            raise RuntimeError(f"{where} came out {_spelled(a)}{_NON_FINITE}")
-    for l in range(x.layers):
-        a = e.layer(l)["weights"]
-        if not np.isfinite(a).all():
-            raise RuntimeError(f"layer {l}'s attention weights came out {_spelled(a)}{_NON_FINITE}")
-    if e.embedding is not None and not np.isfinite(e.embedding).all():
-        raise RuntimeError(f"the sentence embedding came out {_spelled(e.embedding)}{_NON_FINITE}")
-    p = np.array([q for _, q in e.next_tokens], dtype=np.float64)
-    if not np.isfinite(p).all():
-        raise RuntimeError(f"the next-token probabilities came out {_spelled(p)}{_NON_FINITE}")
+    """x, if every number it captured is finite; else the RuntimeError `qkv explain` exits 1
+    with (NaN weights were returned as a result, issue 26's last sweep): the library's one check
+    of a run, explain::require_finite."""
+    x._e.require_finite()
     return x
 
 

@@ -17,12 +17,7 @@ namespace nb = nanobind;
 // memory): a qkv::MemoryLimitError, which the module raises as MemoryError naming both sizes.
 inline void check_memory_limit(int64_t need, int64_t memory_limit, const std::string& work,
                                const std::string& expected) {
-  const std::string bound = memory_limit > 0 ? "" : default_memory_limit_bound();
-  check_memory(need, memory_limit > 0 ? memory_limit : default_memory_limit(), work,
-               memory_limit > 0 ? "memory_limit"
-                                : "memory_limit not given: " +
-                                      (bound.empty() ? "half the machine's memory" : bound),
-               expected);
+  check_memory(need, MemoryLimit{.bytes = memory_limit, .knob = "memory_limit"}, work, expected);
 }
 
 void bind_attention(nanobind::module_& m);  // attention.cpp: qkv::attention and its backward

@@ -108,6 +108,10 @@ void bind_explain(nb::module_& m) {
           "embedding",
           [](const explain::Run& e) { return array_of(explain::unbatch(e.output.embedding)); })
       .def_prop_ro("induction", [](const explain::Run& e) { return array_of(e.induction); })
+      .def(
+          "require_finite", [](const explain::Run& e) { explain::require_finite(e); },
+          "Raises RuntimeError naming the first number of the run that is not finite "
+          "(explain::require_finite), as `qkv explain` exits 1 with.")
       .def_prop_ro("next_tokens",
                    [](const explain::Run& e) {
                      nb::list out;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "qkv/files.h"
+
 namespace qkv {
 namespace {
 
@@ -49,6 +51,16 @@ void check_json_depth(std::string_view text, int max_depth) {
       --depth;
     }
   }
+}
+
+std::string path_json(const std::string& path) {
+  std::string shown;
+  std::string_view rest = path;
+  for (std::size_t at; (at = invalid_utf8_at(rest)) != std::string_view::npos;) {
+    shown.append(rest.substr(0, at)).append("\xEF\xBF\xBD");  // U+FFFD
+    rest.remove_prefix(at + 1);
+  }
+  return shown.append(rest);
 }
 
 }  // namespace qkv

@@ -149,6 +149,27 @@ void check_memory(int64_t need, int64_t limit, const std::string& work, const st
   if (need > limit) throw MemoryLimitError(work, need, limit, knob, expected);
 }
 
+std::string address_space_bound() {
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return "";
+  return " (ulimit -v limits the address space to " + bytes_str(static_cast<int64_t>(as.rlim_cur)) +
+         ")";
+}
+
+int64_t MemoryLimit::value() const { return bytes > 0 ? bytes : default_memory_limit(); }
+
+std::string MemoryLimit::named() const {
+  if (bytes > 0) return knob;
+  const std::string bound = default_memory_limit_bound();
+  return knob + " not given: " + (bound.empty() ? "half the machine's memory" : bound);
+}
+
+void check_memory(int64_t need, const MemoryLimit& limit, const std::string& work,
+                  const std::string& expected) {
+  if (const int64_t value = limit.value(); need > value)
+    throw MemoryLimitError(work, need, value, limit.named(), expected);
+}
+
 namespace {
 constexpr const char* kSizeExpected =
     "expected a positive number of bytes with K, M, G or T, e.g. 8G";

@@ -47,6 +47,30 @@ TEST(Printable, SpellsOutBytesThatAreNotUtf8) {
   EXPECT_EQ(printable("\xff\xfe"), "\\xff\\xfe");
 }
 
+TEST(Printable, LinesKeepTheirBreaksAndTabsButNothingElse) {
+  EXPECT_EQ(printable_lines("a\n\tb\x1b[2Jc\r\n"), "a\n\tb\\x1b[2Jc\\r\n");
+  EXPECT_EQ(printable_lines(""), "");
+  EXPECT_EQ(printable_lines("\n"), "\n");
+}
+
+TEST(Printable, OneLineIsCutOnACharacterBoundaryAndSaysHowMuchMore) {
+  EXPECT_EQ(printable_line("short\n", 100), "short\\n");
+  EXPECT_EQ(printable_line("abcdef", 4), "abcd… (2 more bytes)");
+  // "aé": the cut at byte 2 would fall inside é (2 bytes), so it comes before it.
+  EXPECT_EQ(printable_line("a\xC3\xA9zz", 2), "a… (4 more bytes)");
+}
+
+TEST(Printable, WholeCharactersStopsBeforeACutCharacter) {
+  const std::string emoji = "\xF0\x9F\x98\x80";  // U+1F600, four bytes
+  EXPECT_EQ(whole_characters("ab" + emoji), 6u);
+  EXPECT_EQ(whole_characters("ab" + emoji.substr(0, 3)), 2u);
+  EXPECT_EQ(whole_characters("ab" + emoji.substr(0, 1)), 2u);
+  EXPECT_EQ(whole_characters("\xC3\xA9"), 2u);  // é
+  EXPECT_EQ(whole_characters("x\xC3"), 1u);     // half of é
+  EXPECT_EQ(whole_characters("\x80\x80"), 2u);  // no start byte at all: whole
+  EXPECT_EQ(whole_characters(""), 0u);
+}
+
 TEST(Printable, IsIdempotentAndCountsAsItsShownWidth) {
   const std::string hostile = "x\x1b[31m\xc2\x9b\xff\n東";
   EXPECT_EQ(printable(printable(hostile)), printable(hostile));

@@ -118,6 +118,37 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+std::string printable_line(std::string_view s, std::size_t max_bytes) {
+  std::string shown = printable(s);
+  if (shown.size() <= max_bytes) return shown;
+  std::size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  const std::size_t more = shown.size() - cut;
+  return shown.substr(0, cut) + "… (" + std::to_string(more) + " more bytes)";
+}
+
+std::string printable_lines(std::string_view s) {
+  std::string out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == '\n' || s[i] == '\t') {
+      out += printable(s.substr(start, i - start));
+      if (i < s.size()) out += s[i];
+      start = i + 1;
+    }
+  return out;
+}
+
+std::size_t whole_characters(std::string_view s) {
+  std::size_t end = s.size(), back = 0;
+  while (back < 3 && back < end && (static_cast<unsigned char>(s[end - 1 - back]) & 0xC0) == 0x80)
+    ++back;
+  if (back == end) return end;
+  const auto lead = static_cast<unsigned char>(s[end - 1 - back]);
+  const std::size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return need > back + 1 ? end - 1 - back : end;
+}
+
 int display_width(const std::string& s) {
   int n = 0;
   for (std::size_t i = 0; i < s.size();) {
