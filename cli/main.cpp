@@ -15,6 +15,7 @@
 #include "options.h"
 #include "output.h"
 #include "qkv/blas.h"
+#include "qkv/field_error.h"
 #include "qkv/files.h"
 #include "qkv/memory.h"
 #include "qkv/tensor.h"
@@ -122,6 +123,9 @@ int run(const Commands& commands, const std::string& command) {
     const int code = commands.run();
     qkv::flush_stdout();  // what the command printed was written, or it failed
     return code;
+  } catch (const qkv::FieldError& e) {  // the library names a field, the command its option
+    return error(e.message(qkv::cli::option_of),
+                 e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
   } catch (const qkv::Error& e) {
     return error(e.what(), e.kind() == qkv::Error::Kind::invalid_argument ? 2 : 1);
   } catch (const std::bad_alloc&) {

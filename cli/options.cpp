@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -58,6 +59,12 @@ CLI::Validator text(const std::string& expected) {
 
 CLI::Validator utf8_text() {
   return CLI::Validator([](std::string& input) { return utf8_text_problem(input); }, "");
+}
+
+std::string option_of(std::string_view field, std::string_view value) {
+  std::string option = "--" + std::string(field);
+  std::replace(option.begin(), option.end(), '_', '-');
+  return value.empty() ? option : option + " " + std::string(value);
 }
 
 void refuse_empty_values(CLI::App& app) {

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "qkv/parse.h"
 
@@ -44,6 +45,12 @@ std::string thread_count_help();
 CLI::Validator text(const std::string& expected);
 // Text that may be anything but must be valid UTF-8 (labels).
 CLI::Validator utf8_text();
+
+// The library's fields as the command spells them: its errors name the fields of its arguments
+// (qkv::FieldError: key_lengths, input); the command shows each as its option, "--" and the field
+// with '_' as '-', then " value" where the message suggests a setting ({score=general}: "--score
+// general"). qkv train renames a few (flag_of in train/train.h: batch_size is --batch).
+std::string option_of(std::string_view field, std::string_view value = {});
 
 // Adds to every option of `app` and of its subcommands, at any depth, that takes a value, a check
 // that the value is not empty: an empty value is never a choice of its own (a path '' wrote

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,9 +20,12 @@ namespace qkv::cli {
 //   "wrote x.html (38 KB, self-contained: open it in any browser, offline)"
 void report_written(const std::string& path, std::size_t bytes);
 
-// Writes the files as one set (write_outputs: a failure in any leaves none of them) and says each:
-// "wrote x.png (12 KB)", and a page's report_written line.
-void write_written(const std::vector<std::pair<OutputPath, std::string>>& outputs);
+// Writes `outputs` as one set (qkv::write_outputs: a failure in any leaves none of them), then says
+// each on standard error, where it stays out of --json's way: a report (--html) as report_written
+// says it, any other file "wrote r.svg (12 KB)"; the files of the options in `said_elsewhere` are
+// left for the command to describe (qkv attend prints each .npy with its shape and dtype).
+void write_and_say(const std::vector<std::pair<OutputPath, std::string>>& outputs,
+                   const std::vector<std::string_view>& said_elsewhere = {});
 
 // A note on stderr before the work, "qkv: note: LINE", when `line` is not empty.
 void note(const std::string& line);

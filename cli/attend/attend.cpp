@@ -33,21 +33,6 @@ constexpr const char* kFooter =
 
 [[noreturn]] void usage(const std::string& message) { throw Error(message); }
 
-// "eight": a count in the help, taken from the list it counts (a literal "seven" outlived the
-// eighth example).
-std::string count_word(std::size_t n) {
-  static const char* const words[] = {"zero",  "one",   "two",  "three", "four",   "five",  "six",
-                                      "seven", "eight", "nine", "ten",   "eleven", "twelve"};
-  return n < std::size(words) ? words[n] : std::to_string(n);
-}
-
-// Writes the outputs as one set: a failure in any leaves none of them.
-void write_all(const std::vector<std::pair<OutputPath, std::string>>& outputs) {
-  write_outputs(outputs);
-  for (const auto& [output, bytes] : outputs)
-    if (output.option == "--html") report_written(output.path, bytes.size());
-}
-
 // The .npy outputs of a run: --out, --weights and --lse, those asked for.
 std::vector<std::pair<OutputPath, std::string>> npy_outputs(const AttendArgs& a,
                                                             const AttentionResult& r) {
@@ -63,6 +48,15 @@ std::vector<std::pair<OutputPath, std::string>> npy_outputs(const AttendArgs& a,
 constexpr std::array<std::string_view, 4> kExampleTakes = {"--example", "--json", "--html",
                                                            "--digits"};
 
+// --example NAME: "list" is the command's own, every other name the library's.
+const explain::Example& example_named(const std::string& name) {
+  try {
+    return explain::find_example(name);
+  } catch (const FieldError& e) {
+    usage(e.message(option_of) + " (or list)");
+  }
+}
+
 int run_example(const AttendArgs& a) {
   // An example fixes its own inputs, score, scale, mask and normalization and is always shown
   // step by step, so everything but the views (--json, --html, --digits) would be ignored.
@@ -75,15 +69,15 @@ int run_example(const AttendArgs& a) {
     std::cout << explain::example_list();
     return 0;
   }
-  const explain::Example& e = explain::find_example(a.example);
+  const explain::Example& e = example_named(a.example);
   check_outputs({{"--html", a.html}});
   const std::vector<AttentionResult> results = explain::run_example(e);
   if (!a.html.empty())
-    write_all({{{"--html", a.html},
-                explain::html_report(
-                    explain::report_of(e.name + " — " + e.title, e.story, e.runs, results))}});
+    write_and_say({{{"--html", a.html},
+                    explain::html_report(
+                        explain::report_of(e.name + " — " + e.title, e.story, e.runs, results))}});
   if (a.json)
-    std::cout << explain::to_json(e, results).dump(2) << "\n";
+    std::cout << explain::json_of(e, results, 2) << "\n";
   else
     std::cout << explain::explain_example(e, results, {.digits = a.digits, .top = a.top});
   return 0;
@@ -193,7 +187,7 @@ void print_attend(const AttendArgs& a, const explain::AttentionCall& c,
                   const explain::Attended& run) {
   const explain::StepOptions o{.digits = a.digits, .top = a.top};
   const AttentionResult& r = run.result;
-  std::cout << explain::call_heading(c, run.path) << explain::non_finite_note(c)
+  std::cout << explain::call_heading(c, run.path) << explain::non_finite_note(c, option_of)
             << (run.first.empty() ? explain_steps(c, r, o) : summarize(c, run.first, o));
   for (const auto& [file, tensor] :
        {std::pair{a.out, &r.out}, std::pair{a.weights, &r.weights}, std::pair{a.lse, &r.logsumexp}})
@@ -206,10 +200,16 @@ void print_attend(const AttendArgs& a, const explain::AttentionCall& c,
 
 int run_attend(const AttendArgs& a) {
   if (!a.example.empty()) return run_example(a);
+  if (a.call.query.empty() || a.call.keys.empty() || a.call.values.empty())
+    usage(
+        "expected --query, --keys and --values (.npy files or inline matrices such as "
+        "\"[[1, 0], [0, 1]]\"), or --example NAME; see qkv attend --help");
   // Every output can be written, no two are one file and none replaces an input (--keys k.npy
-  // --out k.npy), before any input is read.
+  // --out k.npy), before any input is read. The library's errors name fields, shown as options
+  // (cli/main.cpp).
   std::vector<InputPath> inputs;
-  for (const auto& [option, path] : explain::input_files(a.call)) inputs.push_back({option, path});
+  for (const auto& [field, path] : explain::input_files(a.call))
+    inputs.push_back({option_of(field), path});
   check_outputs({{"--out", a.out}, {"--weights", a.weights}, {"--lse", a.lse}, {"--html", a.html}},
                 inputs);
   const explain::AttentionCall c = explain::call_from(a.call);
@@ -226,11 +226,10 @@ int run_attend(const AttendArgs& a) {
                            {"queries " + shown(a.call.query) + ", keys " + shown(a.call.keys) +
                             ", values " + shown(a.call.values)},
                            {c}, {run.result}))});
-  write_all(outputs);  // every file or none, before anything is printed
+  // Every file or none, before anything is printed; the .npy files are said with their shapes.
+  write_and_say(outputs, {"--out", "--weights", "--lse"});
   if (a.json) {
-    nlohmann::json j = explain::to_json(c, run.result);
-    j["path"] = to_string(run.path);
-    std::cout << j.dump() << "\n";
+    std::cout << explain::json_of(c, run.result, {.path = run.path}) << "\n";
     return 0;
   }
   print_attend(a, c, run);

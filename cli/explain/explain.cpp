@@ -185,7 +185,7 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
     outputs.push_back({{"--png", args.png},
                        args.layer ? explain::png_heatmap(run, *args.layer, *args.head)
                                   : explain::png_model_grid(run)});
-  write_written(outputs);
+  write_and_say(outputs);
   if (args.json) {
     std::cout << explain::json_of(run, {.focus = focus}) << "\n";
     return 0;

@@ -110,7 +110,7 @@ std::string perceiver_input(const ExplainArgs& args, const Model& model) {
 }
 
 void write_page(const std::string& path, const std::string& html) {
-  if (!path.empty()) write_written({{{"--html", path}, html}});
+  if (!path.empty()) write_and_say({{{"--html", path}, html}});
 }
 
 int show_seq2seq(const ExplainArgs& args, const explain::Run& run) {

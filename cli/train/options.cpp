@@ -1,8 +1,6 @@
 // `qkv train`'s options and help; the tasks and their defaults are qkv::training_tasks()'.
 #include "options.h"
 
-#include <algorithm>
-
 #include "memory.h"
 #include "qkv/terminal.h"
 #include "qkv/train.h"
@@ -13,12 +11,11 @@ namespace qkv::cli {
 // The flag that sets a field of the library's errors (batch_size → --batch, d_model → --d-model),
 // with the value of a setting it suggests ("--model perceiver").
 std::string flag_of(std::string_view field, std::string_view value) {
-  std::string f = field == "batch_size"        ? "--batch"
-                  : field == "target_accuracy" ? "--target"
-                  : field == "blocks"          ? "--layers"
-                                               : "--" + std::string(field);
-  std::replace(f.begin(), f.end(), '_', '-');
-  return value.empty() ? f : f + " " + std::string(value);
+  return option_of(field == "batch_size"        ? "batch"
+                   : field == "target_accuracy" ? "target"
+                   : field == "blocks"          ? "layers"
+                                                : field,
+                   value);
 }
 
 namespace {
@@ -58,7 +55,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                                      "toy task; watch attention form");
   const auto n = [&](const char* flag, std::optional<int64_t>& value, const std::string& help,
                      int64_t lo, int64_t hi, const char* text) {
-    cmd->add_option(flag, value, help)->transform(integer({.lo = lo, .hi = static_cast<uint64_t>(hi)}))->option_text(text);
+    cmd->add_option(flag, value, help)
+        ->transform(integer({.lo = lo, .hi = static_cast<uint64_t>(hi)}))
+        ->option_text(text);
   };
   const auto d = [](int64_t v, const char* more = "") {
     return " (default " + std::to_string(v) + more + ")";

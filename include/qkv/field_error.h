@@ -34,15 +34,30 @@ class FieldError : public Error {
   // name(field, value).
   std::string message(const Namer& name) const { return render(text_, name); }
 
+  // `text` as a part of a message that renders as itself: every '{' doubled.
+  static std::string literal(std::string_view text) {
+    std::string out;
+    for (const char c : text) out += c == '{' ? "{{" : std::string(1, c);
+    return out;
+  }
+
   static std::string render(const std::string& text, const Namer& name) {
     std::string out;
     for (std::size_t at = 0; at < text.size();) {
-      const std::size_t open = text.find('{', at), close = text.find('}', open);
-      if (open == std::string::npos || close == std::string::npos) {
+      const std::size_t open = text.find('{', at);
+      if (open == std::string::npos) {
         out += text.substr(at);
         break;
       }
-      const std::string_view inside = std::string_view(text).substr(open + 1, close - open - 1);
+      if (open + 1 < text.size() && text[open + 1] == '{') {  // "{{": one '{', from literal()
+        out += text.substr(at, open + 1 - at);
+        at = open + 2;
+        continue;
+      }
+      const std::size_t close = text.find('}', open);
+      const std::string_view inside =
+          close == std::string::npos ? std::string_view()
+                                     : std::string_view(text).substr(open + 1, close - open - 1);
       const std::size_t equals = inside.find('=');
       if (!is_field(inside.substr(0, equals)) ||
           inside.find_first_of("{ ") != std::string_view::npos) {  // text, not a field: as is

@@ -48,8 +48,8 @@ struct PerceiverTask {
   // One example: every count equally likely, the counted symbols at distinct uniform positions,
   // the other positions uniform letters a–z.
   PerceiverExample generate(nn::Rng& rng) const;
-  // The ids of `input` (its symbols' places in the alphabet); a usage error names the first
-  // symbol not in the alphabet, or the length when it is not `length`.
+  // The ids of `input` (its symbols' places in the alphabet); a FieldError (field "input") names
+  // the first symbol not in the alphabet, or the length when it is not `length`.
   std::vector<int32_t> encode(const std::string& input) const;
 };
 
@@ -107,7 +107,6 @@ class Perceiver : public nn::Module {
   int64_t batch_ = 0;
 };
 
-
 // ---- its held-out sets (train() in qkv/train.h trains it) ----
 
 // The fixed held-out sets (streams no training seed draws from).
@@ -122,8 +121,8 @@ double perceiver_accuracy(Perceiver& model, const PerceiverTask& task,
 // AdamW's moments, a batch's activations forward and backward over `length` positions, and the
 // evaluation's batches of 64.
 int64_t perceiver_train_bytes(const PerceiverConfig& config, int64_t batch_size);
-// explain::capture() of a Perceiver on one input: the cross-attention's weights of every head, latent and
-// position kept, with the reference path's working set.
+// explain::capture() of a Perceiver on one input: the cross-attention's weights of every head,
+// latent and position kept, with the reference path's working set.
 int64_t perceiver_explain_bytes(const PerceiverConfig& config);
 
 }  // namespace qkv

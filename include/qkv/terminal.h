@@ -19,6 +19,9 @@ namespace qkv {
 std::string fixed(double x, int digits);
 // A number in at most 4 significant digits: 0.3780 → "0.378", 3 → "3".
 std::string short_number(double x);
+// A count in running text, taken from the list it counts (a help text's literal "seven" outlived
+// the eighth example): "zero" to "twelve" spelled out, larger counts in digits ("13").
+std::string count_word(std::size_t n);
 // An integer with thousands separators, grouped(1234567) → "1,234,567", is in qkv/tensor.h.
 
 // Text from the user (a sentence, a corpus line, a token, a label, a file name) made safe to show

@@ -13,7 +13,7 @@ namespace {
 
 constexpr double kJsonNumberBytes = 80;  // a number in nlohmann's tree (16) and in its text (~22)
 
-// The numbers to_json writes for a run of n tokens: per layer q, k, v and the heads' outputs
+// The numbers json_of writes for a run of n tokens: per layer q, k, v and the heads' outputs
 // (n·d a head), scores, logits and weights (n² a head), the layer's hidden state (n·hidden).
 double json_numbers(int64_t layers, int64_t heads, int64_t head_dim, int64_t hidden, int64_t n) {
   const double t = static_cast<double>(n), h = static_cast<double>(heads);

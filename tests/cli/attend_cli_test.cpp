@@ -266,6 +266,15 @@ TEST_F(AttendCli, MissingQueryFileIsAnInputError) {
                {Has("no_such_query.npy")});
 }
 
+// The library's messages name fields ({keys}), the command shows its options; what the user typed
+// is shown as typed, braces and all.
+TEST_F(AttendCli, TypedBracesAreShownAsTyped) {
+  const std::string keys = path("{keys}.npy");
+  expect_error({"attend", "--query", q_, "--keys", keys, "--values", v_}, 2,
+               {Has("--keys " + keys + ": cannot open")});
+  expect_error(attend({"--score", "{query}"}), 2, {Has("--score '{query}' is unknown")});
+}
+
 TEST_F(AttendCli, MissingValuesFileIsAnInputError) {
   expect_error({"attend", "--query", q_, "--keys", k_, "--values", path("gone_values.npy")}, 2,
                {Has("gone_values.npy")});

@@ -134,6 +134,10 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
   expect_one_line_error(
       run_qkv({"explain", "--model", out, "--input", "ABC#efghijklmnopqrstuvw#yzabcd#f"}), 2,
       "--input has 'A' at position 0");
+  // The library names the field (input), the command its option; a typed brace stays a brace.
+  expect_one_line_error(
+      run_qkv({"explain", "--model", out, "--input", "abc{input}ghijklmnopqrstuvw#yzab"}), 2,
+      "--input has '{' at position 3");
   // Each option a Perceiver does not read is refused, saying where it applies; --top, which it
   // reads, takes up to 64 positions a latent (the option stopped at 3, a sentence's).
   expect_one_line_error(run_qkv({"explain", "--model", out, "--layer", "0", "--head", "0"}), 2,

@@ -28,5 +28,15 @@ TEST(FieldError, BracesThatNameNoFieldStayAsTheyAre) {
   EXPECT_EQ(e.message(flag), "--task {Odd} is unknown: {a b} { and s_{i-1}");
 }
 
+// A path or a value as the user typed it may hold braces: literal() keeps them from naming a field.
+TEST(FieldError, LiteralTextIsNeverAField) {
+  for (const std::string typed : {"{steps}.npy", "{", "{{", "a{b}c", "}{x}{", "{{steps}}"}) {
+    const FieldError e("query", "{query} " + FieldError::literal(typed) + " is missing");
+    EXPECT_EQ(e.what(), "query " + typed + " is missing") << typed;
+    EXPECT_EQ(e.message(flag), "--query " + typed + " is missing") << typed;
+  }
+  EXPECT_EQ(FieldError::render("{{lr} and {lr}", flag), "{lr} and --lr");
+}
+
 }  // namespace
 }  // namespace qkv

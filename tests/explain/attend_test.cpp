@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 namespace qkv::explain {
 namespace {
@@ -18,11 +20,20 @@ CallArguments small() {
   return a;
 }
 
-std::string message_of(const CallArguments& a) {
+// A field as the command spells it: key_lengths → --key-lengths.
+std::string flag(std::string_view field, std::string_view value) {
+  std::string f = "--" + std::string(field);
+  std::replace(f.begin(), f.end(), '_', '-');
+  return value.empty() ? f : f + " " + std::string(value);
+}
+
+// The message of call_from's FieldError as the command shows it, and the field it names.
+std::string message_of(const CallArguments& a, std::string* field = nullptr) {
   try {
     call_from(a);
-  } catch (const Error& e) {
-    return e.what();
+  } catch (const FieldError& e) {
+    if (field != nullptr) *field = e.field();
+    return e.message(flag);
   }
   return "";
 }
@@ -52,12 +63,14 @@ TEST(AttendLibrary, UnknownScoreListsEveryScore) {
   EXPECT_NE(m.find(" or uniform"), std::string::npos) << m;
 }
 
-TEST(AttendLibrary, ArgumentErrorsNameTheOption) {
+TEST(AttendLibrary, ArgumentErrorsNameTheField) {
   CallArguments a = small();
   a.key_lengths = "3,x";
-  EXPECT_EQ(message_of(a),
+  std::string field;
+  EXPECT_EQ(message_of(a, &field),
             "--key-lengths '3,x' has 'x', not an integer; expected comma-separated lengths, one "
             "per batch, e.g. 3,5");
+  EXPECT_EQ(field, "key_lengths");
   a = small();
   a.query_labels = "a,b,c";
   EXPECT_NE(message_of(a).find("--query-labels has 3 labels but --query [[1, 0], [0, 1]] has 2"),
@@ -65,7 +78,45 @@ TEST(AttendLibrary, ArgumentErrorsNameTheOption) {
       << message_of(a);
   a = small();
   a.keys = "[[1, 0], [0]]";
-  EXPECT_NE(message_of(a).find("--keys inline matrix"), std::string::npos) << message_of(a);
+  EXPECT_NE(message_of(a, &field).find("--keys inline matrix"), std::string::npos) << message_of(a);
+  EXPECT_EQ(field, "keys");
+  // check_attention's errors too: the first field they name.
+  a = small();
+  a.values = "[[1], [2]]";
+  EXPECT_EQ(message_of(a, &field).rfind("--values [[1], [2]] has shape [2, 1]", 0), 0u)
+      << message_of(a);
+  EXPECT_EQ(field, "values");
+  a = small();
+  a.params = {"w.npy"};
+  EXPECT_EQ(message_of(a, &field),
+            "--params is given but score scaled-dot has no parameters; expected --params only "
+            "with --score general or additive");
+  EXPECT_EQ(field, "params");
+}
+
+// The library never names the command's options: what() names the fields by themselves (Python
+// spells them as its own keywords), and what the user typed stays as typed, braces included.
+TEST(AttendLibrary, WhatNamesFieldsAndKeepsTypedBraces) {
+  CallArguments a = small();
+  a.score = "{query}";
+  try {
+    call_from(a);
+    FAIL() << "an unknown score passed";
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "score");
+    EXPECT_EQ(std::string(e.what()).rfind("score '{query}' is unknown; expected scaled-dot", 0), 0u)
+        << e.what();
+  }
+  a = small();
+  a.query = "{keys}/missing.npy";
+  EXPECT_EQ(message_of(a).rfind("--query {keys}/missing.npy: cannot open", 0), 0u) << message_of(a);
+  a = small();
+  a.values.clear();
+  std::string field;
+  EXPECT_EQ(message_of(a, &field),
+            "expected --query, --keys and --values (.npy files or inline matrices such as "
+            "\"[[1, 0], [0, 1]]\")");
+  EXPECT_EQ(field, "values");
 }
 
 TEST(AttendLibrary, InputFilesLeaveOutInlineMatrices) {
@@ -74,8 +125,8 @@ TEST(AttendLibrary, InputFilesLeaveOutInlineMatrices) {
   a.params = {"w.npy"};
   const auto files = input_files(a);
   ASSERT_EQ(files.size(), 2u);
-  EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"--keys", "k.npy"}));
-  EXPECT_EQ(files[1], (std::pair<std::string, std::string>{"--params", "w.npy"}));
+  EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"keys", "k.npy"}));
+  EXPECT_EQ(files[1], (std::pair<std::string, std::string>{"params", "w.npy"}));
 }
 
 TEST(AttendLibrary, FirstNonFiniteNamesItsIndex) {
@@ -87,9 +138,9 @@ TEST(AttendLibrary, FirstNonFiniteNamesItsIndex) {
 
 TEST(AttendLibrary, NaNInIsANoteNotAnError) {
   AttentionCall c = call_from(small());
-  EXPECT_EQ(non_finite_note(c), "");
+  EXPECT_EQ(non_finite_note(c, flag), "");
   c.q.at<double>(0, 1) = std::numeric_limits<double>::infinity();
-  EXPECT_EQ(non_finite_note(c),
+  EXPECT_EQ(non_finite_note(c, flag),
             "note: NaN or ∞ in --query (first at [0, 1]): the rows that read them are NaN (NaN in, "
             "NaN out)\n");
   EXPECT_NO_THROW(attend(c, true));
@@ -136,9 +187,10 @@ TEST(AttendLibrary, ExamplesAreInNameOrderAndFindable) {
   try {
     find_example("nope");
     FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--example 'nope' is not a built-in example; expected "
-                                         "one of: bank, laplace,"),
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "example");
+    EXPECT_NE(e.message(flag).find("--example 'nope' is not a built-in example; expected one of: "
+                                   "bank, laplace,"),
               std::string::npos)
         << e.what();
   }
@@ -154,9 +206,10 @@ TEST(AttendLibrary, ExampleTextAndJsonCoverEveryRun) {
   for (std::size_t i = 0; i < e.runs.size(); ++i)
     EXPECT_NE(text.find("━━ Run " + std::to_string(i + 1) + " of " + std::to_string(e.runs.size())),
               std::string::npos);
-  const nlohmann::json j = to_json(e, results);
+  const nlohmann::json j = nlohmann::json::parse(json_of(e, results));
   EXPECT_EQ(j.at("example"), "tied");
   EXPECT_EQ(j.at("runs").size(), e.runs.size());
+  EXPECT_EQ(json_of(e, results, 2), j.dump(2));
 }
 
 TEST(AttendLibrary, SameInputsSeesAChangedValue) {

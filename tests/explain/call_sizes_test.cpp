@@ -5,7 +5,7 @@
 
 #include <limits>
 
-#include "qkv/explain.h"
+#include "qkv/attend.h"
 #include "qkv/memory.h"
 
 namespace qkv::explain {

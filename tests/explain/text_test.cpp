@@ -79,6 +79,13 @@ TEST(Printable, IsIdempotentAndCountsAsItsShownWidth) {
             static_cast<int>(std::string("x\\x1b[31m\\u009b\\xff\\n").size()) + 2);
 }
 
+TEST(CountWord, SpellsOutToTwelveThenDigits) {
+  EXPECT_EQ(count_word(0), "zero");
+  EXPECT_EQ(count_word(8), "eight");
+  EXPECT_EQ(count_word(12), "twelve");
+  EXPECT_EQ(count_word(13), "13");
+}
+
 // Columns as a terminal draws them: CJK, kana, Hangul and most emoji take two, combining marks
 // and joiners none, so tables of such tokens line up.
 TEST(DisplayWidth, WideCharactersTakeTwoColumnsAndMarksNone) {

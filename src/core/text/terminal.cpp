@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <utility>
 
 #include "core/text/unicode_tables.h"
@@ -29,6 +30,12 @@ std::string short_number(double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4g", x);
   return buf;
+}
+
+std::string count_word(std::size_t n) {
+  static const char* const words[] = {"zero",  "one",   "two",  "three", "four",   "five",  "six",
+                                      "seven", "eight", "nine", "ten",   "eleven", "twelve"};
+  return n < std::size(words) ? words[n] : std::to_string(n);
 }
 
 namespace {

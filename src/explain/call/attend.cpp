@@ -9,12 +9,20 @@
 #include <tuple>
 
 #include "qkv/npy.h"
+#include "qkv/terminal.h"
 
 namespace qkv::explain {
 
 namespace {
 
-[[noreturn]] void usage(const std::string& message) { throw Error(message); }
+// A usage error about `field`; `text` names fields as {field} and passes the user's own text
+// through FieldError::literal.
+[[noreturn]] void usage(const std::string& field, const std::string& text) {
+  throw FieldError(field, text);
+}
+
+// What the user typed, inside a message: its braces name no field.
+std::string typed(const std::string& text) { return FieldError::literal(text); }
 
 // "scaled-dot, dot, general, additive, laplace, cosine or uniform": from all_scores(), so a new
 // score is named here without an edit.
@@ -26,15 +34,15 @@ std::string score_choices() {
   return s;
 }
 
-// Reads a .npy given by an option, or parses an inline matrix ("[[1, 0], [0, 1]]"); errors name
-// the option as well as the file.
-Tensor read_input(const std::string& option, const std::string& path,
+// Reads a .npy given by a field, or parses an inline matrix ("[[1, 0], [0, 1]]"); errors name
+// the field as well as the file.
+Tensor read_input(const std::string& field, const std::string& path,
                   InlineUse use = InlineUse::tensor) {
-  if (is_inline_matrix(path)) return parse_inline_matrix(option, path, use);
+  if (is_inline_matrix(path)) return parse_inline_matrix(field, path, use);
   try {
     return read_npy(path);
   } catch (const Error& e) {
-    usage(option + " " + e.what());
+    usage(field, "{" + field + "} " + typed(e.what()));
   }
 }
 
@@ -44,8 +52,9 @@ std::vector<int64_t> parse_lengths(const std::string& text) {
     int64_t n = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
     if (ec != std::errc() || end != part.data() + part.size() || part.empty())
-      usage("--key-lengths '" + text + "' has '" + part +
-            "', not an integer; expected comma-separated lengths, one per batch, e.g. 3,5");
+      usage("key_lengths", "{key_lengths} '" + typed(text) + "' has '" + typed(part) +
+                               "', not an integer; expected comma-separated lengths, one per "
+                               "batch, e.g. 3,5");
     lengths.push_back(n);
   }
   return lengths;
@@ -55,9 +64,11 @@ double parse_scale(const std::string& text) {
   double x = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
   if (ec == std::errc::result_out_of_range)
-    usage("--scale '" + text + "' is out of range; expected a finite number such as 0.125");
+    usage("scale",
+          "{scale} '" + typed(text) + "' is out of range; expected a finite number such as 0.125");
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-    usage("--scale '" + text + "' is not a number; expected a finite number such as 0.125");
+    usage("scale",
+          "{scale} '" + typed(text) + "' is not a number; expected a finite number such as 0.125");
   return x;
 }
 
@@ -66,80 +77,111 @@ void read_params(const CallArguments& a, AttentionCall& c) {
   const std::size_t wanted = score == Score::general ? 1 : score == Score::additive ? 3 : 0;
   const std::string expected =
       score == Score::general ? "W [Dq, Dk]" : "W_q [A, Dq], W_k [A, Dk], v [A]";
+  const std::string name(to_string(score));
   if (wanted == 0 && !a.params.empty())
-    usage("--params is given but score " + a.score +
-          " has no parameters; expected --params only with --score general or additive");
+    usage("params", "{params} is given but score " + name +
+                        " has no parameters; expected {params} only with {score=general} or "
+                        "additive");
   if (a.params.size() != wanted)
-    usage("--score " + a.score + " needs --params " + expected + " (" + std::to_string(wanted) +
-          " file" + (wanted > 1 ? "s" : "") + "); got " + std::to_string(a.params.size()));
+    usage("params", "{score=" + name + "} needs {params} " + expected + " (" +
+                        std::to_string(wanted) + " file" + (wanted > 1 ? "s" : "") + "); got " +
+                        std::to_string(a.params.size()));
   ScoreParams& p = c.options.params;
-  if (score == Score::general) p.w = read_input("--params", a.params[0], InlineUse::param);
+  if (score == Score::general) p.w = read_input("params", a.params[0], InlineUse::param);
   if (score == Score::additive) {
-    p.w_q = read_input("--params", a.params[0], InlineUse::param);
-    p.w_k = read_input("--params", a.params[1], InlineUse::param);
-    p.v = read_input("--params", a.params[2], InlineUse::param);
+    p.w_q = read_input("params", a.params[0], InlineUse::param);
+    p.w_k = read_input("params", a.params[1], InlineUse::param);
+    p.v = read_input("params", a.params[2], InlineUse::param);
   }
 }
 
 void parse_options(const CallArguments& a, AttentionOptions& o) {
   const auto score = parse_score(a.score);
-  if (!score) usage("--score '" + a.score + "' is unknown; expected " + score_choices());
+  if (!score)
+    usage("score", "{score} '" + typed(a.score) + "' is unknown; expected " + score_choices());
   o.score = *score;
   const auto normalize = parse_normalize(a.normalize);
-  if (!normalize) usage("--normalize '" + a.normalize + "' is unknown; expected softmax or none");
+  if (!normalize)
+    usage("normalize",
+          "{normalize} '" + typed(a.normalize) + "' is unknown; expected softmax or none");
   o.normalize = *normalize;
   const auto causal = parse_causal(a.causal);
-  if (!causal) usage("--causal '" + a.causal + "' is unknown; expected top-left or bottom-right");
+  if (!causal)
+    usage("causal",
+          "{causal} '" + typed(a.causal) + "' is unknown; expected top-left or bottom-right");
   o.causal = *causal;
   const auto path = parse_path(a.path);
-  if (!path) usage("--path '" + a.path + "' is unknown; expected auto, fused or reference");
+  if (!path)
+    usage("path", "{path} '" + typed(a.path) + "' is unknown; expected auto, fused or reference");
   o.path = *path;
   if (!a.scale.empty()) o.scale = parse_scale(a.scale);
   if (!a.key_lengths.empty()) o.key_lengths = parse_lengths(a.key_lengths);
 }
 
-// The inputs as messages name them: "--query q.npy", "--params [[1, 2]]".
+// The inputs as messages name them, fields and what was typed: "{query} q.npy", "{params} [[1,
+// 2]]". check_attention's messages are then templates of fields (FieldError::render).
 ArgumentNames names_of(const CallArguments& a, Score score) {
   ArgumentNames names;
-  const auto shown = [](const char* option, const std::string& argument) {
-    return option + (" " + shown_argument(argument));
+  const auto shown = [](const char* field, const std::string& argument) {
+    return "{" + std::string(field) + "} " + typed(shown_argument(argument));
   };
-  names.q = shown("--query", a.query), names.k = shown("--keys", a.keys);
-  names.v = shown("--values", a.values), names.mask = shown("--mask", a.mask);
-  names.key_lengths = "--key-lengths", names.scale = "--scale";
-  if (score == Score::general) names.w = shown("--params", a.params[0]);
+  names.q = shown("query", a.query), names.k = shown("keys", a.keys);
+  names.v = shown("values", a.values), names.mask = shown("mask", a.mask);
+  names.key_lengths = "{key_lengths}", names.scale = "{scale}";
+  if (score == Score::general) names.w = shown("params", a.params[0]);
   if (score == Score::additive)
-    names.w_q = shown("--params", a.params[0]), names.w_k = shown("--params", a.params[1]),
-    names.v_param = shown("--params", a.params[2]);
+    names.w_q = shown("params", a.params[0]), names.w_k = shown("params", a.params[1]),
+    names.v_param = shown("params", a.params[2]);
   return names;
 }
 
-void check_labels(const std::vector<std::string>& labels, const std::string& option,
-                  const std::string& of, int64_t rows) {
-  if (!labels.empty() && static_cast<int64_t>(labels.size()) != rows)
-    usage(option + " has " + std::to_string(labels.size()) + " labels but " + of + " has " +
-          std::to_string(rows) + " rows; expected one label per row");
+// check_attention with the names above: its error, a template of fields, as a FieldError of the
+// first field it names.
+void check_call(const AttentionCall& c, const ArgumentNames& names) {
+  try {
+    check_attention(c.q, c.k, c.v, c.options, names);
+  } catch (const Error& e) {
+    std::string first;
+    FieldError::render(e.what(), [&](std::string_view field, std::string_view) {
+      if (first.empty()) first = field;
+      return std::string();
+    });
+    throw FieldError(first, e.what(), e.kind());
+  }
 }
 
-// The inputs that hold NaN or ∞, as "--query (first at [0, 3])"; a mask's −∞ only masks.
-std::vector<std::string> non_finite_inputs(const AttentionCall& c) {
+void check_labels(const std::vector<std::string>& labels, const std::string& field,
+                  const std::string& of, int64_t rows) {
+  if (!labels.empty() && static_cast<int64_t>(labels.size()) != rows)
+    usage(field, "{" + field + "} has " + std::to_string(labels.size()) + " labels but " + of +
+                     " has " + std::to_string(rows) + " rows; expected one label per row");
+}
+
+// The inputs that hold NaN or ∞, as "query (first at [0, 3])", each named by `name`; a mask's
+// −∞ only masks.
+std::vector<std::string> non_finite_inputs(const AttentionCall& c, const FieldError::Namer& name) {
   std::vector<std::string> found;
-  auto look = [&](const std::string& name, const Tensor& t) {
+  auto look = [&](const char* field, const char* which, const Tensor& t) {
     const std::string at = first_non_finite(t);
-    if (!at.empty()) found.push_back(name + " (first at " + at + ")");
+    if (!at.empty()) found.push_back(name(field, {}) + which + " (first at " + at + ")");
   };
-  look("--query", c.q), look("--keys", c.k), look("--values", c.v);
+  look("query", "", c.q), look("keys", "", c.k), look("values", "", c.v);
   const ScoreParams& p = c.options.params;
-  look("--params W", p.w), look("--params W_q", p.w_q), look("--params W_k", p.w_k);
-  look("--params v", p.v);
+  look("params", " W", p.w), look("params", " W_q", p.w_q), look("params", " W_k", p.w_k);
+  look("params", " v", p.v);
   const Tensor& m = c.options.mask;
   if (m.defined() && m.dtype() != DType::b8)
     for (int64_t i = 0; i < m.numel(); ++i)
       if (std::isnan(m.value(i)) || m.value(i) == std::numeric_limits<double>::infinity()) {
-        found.push_back("--mask (NaN or +∞ at " + std::to_string(i) + ")");
+        found.push_back(name("mask", {}) + " (NaN or +∞ at " + std::to_string(i) + ")");
         break;
       }
   return found;
+}
+
+// A field by its own name, as FieldError::what() names it.
+std::string field_itself(std::string_view field, std::string_view value) {
+  return std::string(field) + (value.empty() ? "" : " " + std::string(value));
 }
 
 bool same_values(const Tensor& a, const Tensor& b) {
@@ -153,33 +195,35 @@ bool same_values(const Tensor& a, const Tensor& b) {
 
 AttentionCall call_from(const CallArguments& a) {
   if (a.query.empty() || a.keys.empty() || a.values.empty())
-    usage(
-        "expected --query, --keys and --values (.npy files or inline matrices such as "
-        "\"[[1, 0], [0, 1]]\"), or --example NAME; see qkv attend --help");
+    usage(a.query.empty()  ? "query"
+          : a.keys.empty() ? "keys"
+                           : "values",
+          "expected {query}, {keys} and {values} (.npy files or inline matrices such as "
+          "\"[[1, 0], [0, 1]]\")");
   AttentionCall c;
   parse_options(a, c.options);
-  c.q = read_input("--query", a.query);
-  c.k = read_input("--keys", a.keys);
-  c.v = read_input("--values", a.values);
-  if (!a.mask.empty()) c.options.mask = read_input("--mask", a.mask, InlineUse::mask);
+  c.q = read_input("query", a.query);
+  c.k = read_input("keys", a.keys);
+  c.v = read_input("values", a.values);
+  if (!a.mask.empty()) c.options.mask = read_input("mask", a.mask, InlineUse::mask);
   read_params(a, c);
   const ArgumentNames names = names_of(a, c.options.score);
-  check_attention(c.q, c.k, c.v, c.options, names);
+  check_call(c, names);
   c.query_labels = split_commas(a.query_labels);
   c.key_labels = split_commas(a.key_labels);
-  check_labels(c.query_labels, "--query-labels", names.q, c.q.dim(-2));
-  check_labels(c.key_labels, "--key-labels", names.k, c.k.dim(-2));
+  check_labels(c.query_labels, "query_labels", names.q, c.q.dim(-2));
+  check_labels(c.key_labels, "key_labels", names.k, c.k.dim(-2));
   return c;
 }
 
 std::vector<std::pair<std::string, std::string>> input_files(const CallArguments& a) {
   std::vector<std::pair<std::string, std::string>> inputs;
-  auto input = [&](const char* option, const std::string& argument) {
-    if (!argument.empty() && !is_inline_matrix(argument)) inputs.push_back({option, argument});
+  auto input = [&](const char* field, const std::string& argument) {
+    if (!argument.empty() && !is_inline_matrix(argument)) inputs.push_back({field, argument});
   };
-  input("--query", a.query), input("--keys", a.keys), input("--values", a.values);
-  input("--mask", a.mask);
-  for (const std::string& p : a.params) input("--params", p);
+  input("query", a.query), input("keys", a.keys), input("values", a.values);
+  input("mask", a.mask);
+  for (const std::string& p : a.params) input("params", p);
   return inputs;
 }
 
@@ -217,8 +261,8 @@ std::string first_non_finite(const Tensor& t) {
   return "";
 }
 
-std::string non_finite_note(const AttentionCall& c) {
-  const auto found = non_finite_inputs(c);
+std::string non_finite_note(const AttentionCall& c, const FieldError::Namer& name) {
+  const auto found = non_finite_inputs(c, name);
   if (found.empty()) return "";
   std::string names;
   for (const std::string& f : found) names += (names.empty() ? "" : ", ") + f;
@@ -226,7 +270,7 @@ std::string non_finite_note(const AttentionCall& c) {
 }
 
 void check_overflow(const AttentionCall& c, const AttentionResult& r) {
-  if (!non_finite_inputs(c).empty()) return;
+  if (!non_finite_inputs(c, field_itself).empty()) return;
   const std::string at = first_non_finite(r.out);
   if (at.empty()) return;
   const bool f32 = r.out.dtype() == DType::f32;
@@ -272,17 +316,6 @@ std::string explain_example(const Example& e, const std::vector<AttentionResult>
   }
   if (!e.takeaway.empty()) text += "\n" + wrap("What it shows: " + e.takeaway, 96, 2) + "\n";
   return text;
-}
-
-nlohmann::json to_json(const Example& e, const std::vector<AttentionResult>& results) {
-  nlohmann::json runs = nlohmann::json::array();
-  for (std::size_t i = 0; i < e.runs.size() && i < results.size(); ++i)
-    runs.push_back(to_json(e.runs[i], results[i]));
-  return {{"example", e.name},
-          {"title", e.title},
-          {"story", e.story},
-          {"runs", runs},
-          {"takeaway", e.takeaway}};
 }
 
 std::string example_list() {

@@ -146,8 +146,8 @@ const Example& find_example(const std::string& name) {
     if (e.name == name) return e;
     names += (names.empty() ? "" : ", ") + e.name;
   }
-  throw Error("--example '" + name + "' is not a built-in example; expected one of: " + names +
-              " (or list)");
+  throw FieldError("example", "{example} '" + FieldError::literal(name) +
+                                  "' is not a built-in example; expected one of: " + names);
 }
 
 }  // namespace qkv::explain

@@ -1,4 +1,4 @@
-#include "qkv/explain.h"
+#include "qkv/attend.h"
 
 namespace qkv::explain {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "attention/validate.h"
 #include "core/dispatch.h"
-#include "qkv/explain.h"
+#include "qkv/attend.h"
 #include "qkv/memory.h"
 
 namespace qkv::explain {

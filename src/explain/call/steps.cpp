@@ -1,11 +1,12 @@
-// `qkv attend` output: the step-by-step explanation, the summary, and JSON.
+// `qkv attend` output: the step-by-step explanation and the summary.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <sstream>
 
-#include "qkv/explain.h"
+#include "qkv/attend.h"
+#include "qkv/terminal.h"
 
 namespace qkv::explain {
 namespace {

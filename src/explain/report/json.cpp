@@ -142,29 +142,4 @@ std::string json_of(const Run& run, const JsonOptions& options) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-nlohmann::json to_json(const AttentionCall& c, const AttentionResult& r) {
-  nlohmann::json j;
-  if (!c.caption.empty()) j["caption"] = c.caption;
-  j["score"] = to_string(c.options.score);
-  j["scale"] = effective_scale(c);
-  j["normalize"] = to_string(c.options.normalize);
-  j["causal"] = to_string(c.options.causal);
-  j["shapes"] = {{"query", c.q.shape()},
-                 {"keys", c.k.shape()},
-                 {"values", c.v.shape()},
-                 {"out", r.out.shape()}};
-  if (!c.query_labels.empty()) j["query_labels"] = c.query_labels;
-  if (!c.key_labels.empty()) j["key_labels"] = c.key_labels;
-  if (!c.value_columns.empty()) j["value_columns"] = c.value_columns;
-  j["query"] = tensor_json(c.q);
-  j["keys"] = tensor_json(c.k);
-  j["values"] = tensor_json(c.v);
-  j["scores"] = tensor_json(r.scores);
-  j["logits"] = tensor_json(r.logits);
-  j["weights"] = tensor_json(r.weights);
-  j["logsumexp"] = tensor_json(r.logsumexp);
-  j["out"] = tensor_json(r.out);
-  return j;
-}
-
 }  // namespace qkv::explain

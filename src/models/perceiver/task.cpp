@@ -49,16 +49,19 @@ PerceiverExample PerceiverTask::generate(nn::Rng& rng) const {
 }
 
 std::vector<int32_t> PerceiverTask::encode(const std::string& input) const {
+  // FieldErrors of the field "input": the command names it --input.
   if (static_cast<int64_t>(input.size()) != length)
-    throw Error("--input has " + std::to_string(input.size()) + " symbols; the model reads " +
-                std::to_string(length) + " (leave --input out for a random example)");
+    throw FieldError("input", "{input} has " + std::to_string(input.size()) +
+                                  " symbols; the model reads " + std::to_string(length) +
+                                  " (leave {input} out for a random example)");
   std::vector<int32_t> ids(input.size());
   for (std::size_t i = 0; i < input.size(); ++i) {
     const std::size_t at = alphabet.find(input[i]);
     if (at == std::string::npos)
-      throw Error("--input has '" + std::string(1, input[i]) + "' at position " +
-                  std::to_string(i) + "; expected letters a–z and '" + std::string(1, counted()) +
-                  "'");
+      throw FieldError("input", "{input} has '" + FieldError::literal(std::string(1, input[i])) +
+                                    "' at position " + std::to_string(i) +
+                                    "; expected letters a–z and '" + std::string(1, counted()) +
+                                    "'");
     ids[i] = static_cast<int32_t>(at);
   }
   return ids;

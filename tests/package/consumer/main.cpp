@@ -4,8 +4,10 @@
 //   qkv/model.h      that model saved, then opened again through the registry (open_model),
 //                    which says what it is and what it can do;
 //   qkv/explain.h    the opened model's run (explain::capture, the one record) as the HTML report
-//                    and as JSON, and one attention call step by step.
+//                    and as JSON;
+//   qkv/attend.h     one attention call step by step.
 // Prints what check_find_package.cmake expects; exits 1 when something is off.
+#include <qkv/attend.h>
 #include <qkv/attention.h>
 #include <qkv/explain.h>
 #include <qkv/model.h>
@@ -51,7 +53,7 @@ int main() {
               static_cast<long long>(opened.info().heads),
               opened.can(qkv::Capability::translate) ? "yes" : "no");
 
-  // explain.h: the opened model's run, as the report and as JSON; a worked call step by step.
+  // explain.h: the opened model's run, as the report and as JSON; attend.h: a call step by step.
   const qkv::explain::Run run = qkv::explain::capture(opened, {.text = "abc"});
   const std::string page = qkv::explain::html_report(qkv::explain::report_of("tiny", run));
   const std::string json = qkv::explain::json_of(run, {.layer = 0});
