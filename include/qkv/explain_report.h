@@ -75,16 +75,17 @@ Tensor unbatch(const Tensor& t);
 // sentence's: q, k, v and weights, the page computes the logits; a trained model's: the logits
 // and weights as computed; a lookup model's phonebook among its texts), its texts, and the layer
 // and head it opens on (the suggested head of `focus`; a trained model's last layer). A caller may
-// change focus, layer and head after. A Perceiver's run has its own page (perceiver_html).
+// change focus, layer and head after. A Perceiver's run: its input and prediction as texts, its
+// latents as a weights-only block with its counted symbol marked, and what each latent gathers
+// (gathers(run, 3)) as a table.
 Report report_of(const std::string& title, const Run& run, int64_t focus = 0);
+// A Perceiver's run with the gathers the terminal shows (`qkv explain --top`): the table's rows
+// are latent_table(run, gathers)'s.
+Report report_of(const std::string& title, const Run& run, const Gathers& gathers);
 
 // ---- the HTML report (explain/report/html.h: its views and size) ----
 // One self-contained page, offline: inline CSS, JavaScript and data.
 std::string html_report(const Report& report);
-// A Perceiver's page (report_of refuses its run): a latents × positions heatmap of the cross-
-// attention weights (the heads' mean, or one head) with a label a latent, the counted symbol's
-// positions marked above it, and latent_table's rows — the terminal's numbers.
-std::string perceiver_html(const Run& run, const Gathers& gathers, const std::string& title);
 
 // ---- JSON (`qkv explain --json`) ----
 // Every number through qkv::number_json (NaN "NaN", ±∞ "Infinity"/"-Infinity"). A byte-level
