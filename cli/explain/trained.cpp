@@ -138,10 +138,9 @@ int show_seq2seq(const ExplainArgs& args, const explain::Run& run) {
 int show_perceiver(const ExplainArgs& args, const explain::Run& run) {
   const int64_t top = args.top.value_or(3);
   const explain::Gathers gathers = explain::gathers(run, top);
-  write_page(args.html,
-             args.html.empty()
-                 ? ""
-                 : explain::perceiver_html(run, gathers, "Perceiver latents: " + run.model.name));
+  if (!args.html.empty())
+    write_page(args.html, explain::html_report(explain::report_of(
+                              "Perceiver latents: " + run.model.name, run, gathers)));
   if (args.json)
     std::cout << explain::json_of(
                      run, {.top = top, .html_path = args.html.empty() ? "" : path_json(args.html)})

@@ -22,8 +22,23 @@ using ReportToken = TokenInfo;
 // page computes them as scale·q·k with the first layer's causal mask, and the weights as their
 // softmax (the compact form a long input needs); given: the page shows these and the weights as
 // they are. The first layer's score, scale, causal and normalize describe the block. A block
-// without q and k (a Perceiver's latents) shows its weights only.
+// without q and k (a Perceiver's latents over up to 65,536 symbols) shows its weights only, as
+// float32, in a heatmap of its own: a label a query row, one head or the heads' mean, the keys
+// pooled by their largest weight where more than fit, the Report's marked keys above it.
 using ReportBlock = Block;
+
+// A table under the page's views, in the terminal's words and numbers (a Perceiver's latents:
+// latent_table's rows), written into the page as HTML (every word escaped).
+struct ReportTable {
+  std::string title;                            // its heading: "What each latent gathers"
+  std::string intro;                            // a paragraph above it
+  std::vector<std::string> columns;             // a head a column of cells
+  std::vector<std::string> rows;                // a label a row: "latent 3"
+  std::vector<std::vector<std::string>> cells;  // [row][column], formatted as the terminal's
+  // A bar a row (its length, 0 to 1) in a column of its own before column bar_at; empty: none.
+  std::vector<double> bars;
+  std::size_t bar_at = 0;
+};
 
 // What made the attention on a page: its "How to read this page" box says what is true of it
 // (explain/report/legend.h) and the views leave out what does not apply.
@@ -45,6 +60,10 @@ struct Report {
   std::vector<ReportBlock> blocks;
   int64_t focus = 0;            // the query selected first, in blocks[0]
   int64_t layer = 0, head = 0;  // the head selected first
+  // A weights-only block's keys whose text this is are marked above its heatmap (a Perceiver's
+  // counted symbol, "#"); "" marks none.
+  std::string marked_key;
+  std::vector<ReportTable> tables;
 };
 
 // Batch entry b of a capture of [B, H, ·, ·] tensors, as [H, ·, ·] (score, scale, mask kept).
@@ -56,16 +75,17 @@ Tensor unbatch(const Tensor& t);
 // sentence's: q, k, v and weights, the page computes the logits; a trained model's: the logits
 // and weights as computed; a lookup model's phonebook among its texts), its texts, and the layer
 // and head it opens on (the suggested head of `focus`; a trained model's last layer). A caller may
-// change focus, layer and head after. A Perceiver's run has its own page (perceiver_html).
+// change focus, layer and head after. A Perceiver's run: its input and prediction as texts, its
+// latents as a weights-only block with its counted symbol marked, and what each latent gathers
+// (gathers(run, 3)) as a table.
 Report report_of(const std::string& title, const Run& run, int64_t focus = 0);
+// A Perceiver's run with the gathers the terminal shows (`qkv explain --top`): the table's rows
+// are latent_table(run, gathers)'s.
+Report report_of(const std::string& title, const Run& run, const Gathers& gathers);
 
 // ---- the HTML report (explain/report/html.h: its views and size) ----
 // One self-contained page, offline: inline CSS, JavaScript and data.
 std::string html_report(const Report& report);
-// A Perceiver's page (report_of refuses its run): a latents × positions heatmap of the cross-
-// attention weights (the heads' mean, or one head) with a label a latent, the counted symbol's
-// positions marked above it, and latent_table's rows — the terminal's numbers.
-std::string perceiver_html(const Run& run, const Gathers& gathers, const std::string& title);
 
 // ---- JSON (`qkv explain --json`) ----
 // Every number through qkv::number_json (NaN "NaN", ±∞ "Infinity"/"-Infinity"). A byte-level

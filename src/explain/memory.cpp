@@ -40,11 +40,13 @@ int64_t run_bytes(const CausalLM& model, int64_t tokens, bool json) {
 }
 
 int64_t run_bytes(const PerceiverConfig& c, bool html) {
-  // With the page, a weight is a double in the run's copy, a number in the JSON tree (16), and
-  // its text (~22) three times — the dump, its script-safe copy, the page.
+  // With the page (the report, explain/report/html.cpp), a weight is a double in the report's
+  // copy of the block (8), a float32 and its base64 (4 + 5.3) in the JSON tree, and that text
+  // three times more — the dump, its script-safe copy, the page (16); a position is a token in
+  // the report's copy and in the JSON tree (~200 bytes).
   const double weights = static_cast<double>(c.heads * c.latents) * static_cast<double>(c.length);
   return saturated_bytes(static_cast<double>(perceiver_explain_bytes(c)) +
-                         (html ? 100 * weights : 0.0));
+                         (html ? 34 * weights + 200 * static_cast<double>(c.length) : 0.0));
 }
 
 }  // namespace qkv::explain

@@ -15,8 +15,11 @@ an RNNsearch trained here for a few steps, the worked example `qkv attend --exam
   (measured on the rendered line boxes);
 - the worked example's step view names its numbers (j o oh n m a r; 1st–4th), the names lined up
   over them;
-- the Perceiver's heatmap has a label a latent, each beside its row, and the page shows the
-  terminal's numbers (p, the uniform look's share, each latent's share and × uniform);
+- the Perceiver's page is the one report's, its latents a block of weights only: their heatmap has
+  a label a latent, each beside its row, a head menu with the heads' mean, the '#' positions
+  marked, 1/L in its colour note and a cell's latent, position, symbol and weight on hover; and the
+  page shows the terminal's numbers (p, the uniform look's share, each latent's share and
+  × uniform);
 - the decoder's 30-layer grid leaves the line and step views within reach.
 Screenshots of every page go to --out. A part whose model is not installed prints "skipped: ..."
 and the script exits 77 (ctest: skipped); a failed check exits 1.
@@ -261,9 +264,13 @@ def test_perceiver(b, binary, out, work):
     open_page(b, page)
     check_legend(b, "Perceiver", "perceiver", ["latents", "1/L", "c/L", "× uniform", "count from 0"],
                  ["RoPE", "additive", "no model"])
+    # The one report's page, its latents a block of weights only: their heatmap, not the views of
+    # q and k.
+    check(shown(b, "#wmap") and not shown(b, "#heat") and not shown(b, "#steps"),
+          "Perceiver: the latents' heatmap is shown, the heatmap and step view of q and k are not")
     # A label a latent, each beside its own row of the heatmap.
-    rows = b.evaluate("""(() => { const map = document.getElementById('map').getBoundingClientRect();
-        const labels = Array.from(document.querySelectorAll('#rows span'));
+    rows = b.evaluate("""(() => { const map = document.getElementById('wmap').getBoundingClientRect();
+        const labels = Array.from(document.querySelectorAll('#wmap-rows span'));
         return labels.map((x, n) => { const r = x.getBoundingClientRect(), mid = (r.top + r.bottom) / 2;
           const top = map.top + n * map.height / labels.length, bottom = top + map.height / labels.length;
           return [x.textContent, mid >= top && mid <= bottom && r.right <= map.left]; }); })()""")
@@ -273,15 +280,42 @@ def test_perceiver(b, binary, out, work):
     p = re.search(r"\(p = ([0-9.]+)\)", terminal).group(1)
     uniform = re.search(r"uniform look's ([0-9.]+)", terminal).group(1)
     want = [m.groups() for m in re.finditer(r"\n  (latent \d+) +([0-9.]+) +([0-9.]+×|—)", terminal)]
-    summary = b.evaluate("(document.getElementById('summary') || {}).textContent || ''")
+    summary = b.evaluate("(document.getElementById('texts') || {}).textContent || ''")
     body = b.evaluate("document.body.textContent")
-    got = b.evaluate("""Array.from(document.querySelectorAll('table tr'), tr =>
+    got = b.evaluate("""Array.from(document.querySelectorAll('table.numbers tr'), tr =>
         Array.from(tr.children, c => c.textContent.trim()))""")
     header, cells = (got or [[]])[0], [tuple(r[:3]) for r in got[1:]]
     check(f"(p = {p})" in summary and f"uniform look's {uniform}" in body,
           f"Perceiver: the page's p = {p} and uniform share {uniform} are the terminal's ({summary!r})")
     check("× uniform" in header and cells == want and len(want) == 4,
           f"Perceiver: the table has the terminal's latents, shares and × uniform ({cells} vs {want})")
+    # The heads' mean or one head; the '#' positions marked above; 1/L in the colour note; a
+    # cell's weight on hover, named by latent, position and symbol.
+    heads = b.evaluate("Array.from(document.querySelectorAll('#wmap-head option'), o => o.textContent)")
+    check(heads == ["mean of heads", "head 0", "head 1"], f"Perceiver: the head menu ({heads})")
+    marked = b.evaluate("""(() => { const c = document.getElementById('wmap-marks'), g = c.getContext('2d');
+        const at = [], cell = c.width / 32;
+        for (let l = 0; l < 32; l++) if (g.getImageData(Math.floor((l + 0.5) * cell), 7, 1, 1).data[3]) at.push(l);
+        return at; })()""")
+    check(marked == [i for i, x in enumerate(source) if x == "#"],
+          f"Perceiver: the '#' positions are marked above the heatmap ({marked})")
+    scale = b.evaluate("document.getElementById('wmap-scale').textContent")
+    check("1/L = 1/32 = 0.03125" in scale, f"Perceiver: the colour note gives 1/L ({scale!r})")
+    box = b.evaluate("(() => { const c = document.getElementById('wmap'); c.scrollIntoView();"
+                     " const r = c.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
+    b.mouse_move(box[0] + (23.5 / 32) * box[2], box[1] + (2.5 / 4) * box[3])  # latent 2, '#' at 23
+    hover = b.evaluate("document.getElementById('wmap-hover').textContent")
+    mean = b.evaluate("(() => { const w = qkv.layer(0, 0).w; return w[2 * 32 + 23] / 2 + w[(4 + 2) * 32 + 23] / 2; })()")
+    check(hover == f"latent 2, position 23 '#': weight {mean:.5f}",
+          f"Perceiver: hovering a cell reads its latent, position, symbol and the heads' mean weight "
+          f"{mean:.5f} ({hover!r})")
+    b.mouse_move(1, 1)  # off the heatmap: no cell
+    b.evaluate("document.getElementById('wmap').focus()")
+    for key in ["ArrowDown", "ArrowRight", "ArrowRight"]:  # the first key lands on latent 0, 0
+        b.key(key)
+    keyed = b.evaluate("document.getElementById('wmap-hover').textContent")
+    check(keyed.startswith(f"latent 0, position 2 '{source[2]}': weight 0."),
+          f"Perceiver: arrow keys move the readout ({keyed!r})")
     b.screenshot(os.path.join(out, "pages-perceiver.png"))
 
 

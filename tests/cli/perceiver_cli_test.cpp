@@ -102,7 +102,7 @@ TEST(PerceiverCli, TinyRunIsDeterministicSavesAndExplains) {
   }
   std::ifstream in(html);
   const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(page, HasSubstr("<canvas id=map>"));
+  EXPECT_THAT(page, HasSubstr("<canvas id=\"wmap\""));   // the report's heatmap of weights only
   EXPECT_THAT(page, ::testing::Not(HasSubstr("http")));  // offline: nothing fetched
 
   // One computation, two renderings: the page shows the terminal's p, the uniform look's share on

@@ -46,10 +46,16 @@ nlohmann::json thumbnails(const Tensor& weights) {
   return {{"n", tn}, {"m", tm}, {"data", base64(out.data(), out.size())}};
 }
 
+// A token with a flag is {t, sp, p, s}; one without is its text alone (the page fills in the
+// flags): a Perceiver's 65,536 input symbols are 4 bytes each, not 35.
 nlohmann::json tokens_json(const std::vector<ReportToken>& tokens) {
   nlohmann::json a = nlohmann::json::array();
-  for (const ReportToken& t : tokens)
-    a.push_back({{"t", t.text}, {"sp", t.special}, {"p", t.punctuation}, {"s", t.segment}});
+  for (const ReportToken& t : tokens) {
+    if (!t.special && !t.punctuation && t.segment == 0)
+      a.push_back(t.text);
+    else
+      a.push_back({{"t", t.text}, {"sp", t.special}, {"p", t.punctuation}, {"s", t.segment}});
+  }
   return a;
 }
 
@@ -60,7 +66,27 @@ std::string page_score_name(Score score) {
   return name;
 }
 
+// A block of weights only (no q and k: a Perceiver's latents): each layer's weights [H, n, m] as
+// float32 — 5.3 bytes a weight in base64, the tooltip's 5 decimals exact — and its tokens.
+nlohmann::json weights_block_json(const ReportBlock& b) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const AttentionCapture& l : b.layers) layers.push_back({{"weights", f32_base64(l.weights)}});
+  const int64_t heads = b.layers.front().weights.dim(0);
+  return {{"name", b.name},
+          {"note", b.note},
+          {"wo", true},
+          {"same", b.same_tokens},
+          {"queries", tokens_json(b.queries)},
+          {"keys", tokens_json(b.keys)},
+          {"H", heads},
+          {"Hk", heads},
+          {"layers", std::move(layers)}};
+}
+
+bool weights_only(const ReportBlock& b) { return !b.layers.front().q.defined(); }
+
 nlohmann::json block_json(const ReportBlock& b) {
+  if (weights_only(b)) return weights_block_json(b);
   const AttentionCapture& first = b.layers.front();
   nlohmann::json layers = nlohmann::json::array();
   for (const AttentionCapture& l : b.layers) {
@@ -91,6 +117,41 @@ nlohmann::json block_json(const ReportBlock& b) {
           {"kf", b.key_features},
           {"vf", b.value_features},
           {"layers", std::move(layers)}};
+}
+
+// The report's tables as HTML, under the views: a heading, a paragraph, the table (its numbers
+// are the terminal's strings, so a test reads them in the file as the reader sees them).
+std::string tables_html(const std::vector<ReportTable>& tables) {
+  std::string h;
+  for (std::size_t n = 0; n < tables.size(); ++n) {
+    const ReportTable& t = tables[n];
+    const std::string id = "table-" + std::to_string(n);
+    const auto bar_here = [&t](std::size_t column) {
+      return !t.bars.empty() && column == t.bar_at;
+    };
+    h += "<section aria-labelledby=\"" + id + "-h\" class=\"report-table\"><h2 id=\"" + id +
+         "-h\">" + escape_markup(t.title) + "</h2>\n<p>" + escape_markup(t.intro) +
+         "</p>\n<div class=\"scroll-x\"><table class=\"numbers\">\n<tr><th></th>";
+    for (std::size_t c = 0; c <= t.columns.size(); ++c) {
+      if (bar_here(c)) h += "<th></th>";
+      if (c < t.columns.size()) h += "<th>" + escape_markup(t.columns[c]) + "</th>";
+    }
+    h += "</tr>\n";
+    for (std::size_t r = 0; r < t.rows.size(); ++r) {
+      h += "<tr><th scope=row>" + escape_markup(t.rows[r]) + "</th>";
+      for (std::size_t c = 0; c <= t.cells[r].size(); ++c) {
+        if (bar_here(c)) {
+          const double bar = std::isfinite(t.bars[r]) ? std::clamp(t.bars[r], 0.0, 1.0) : 0.0;
+          h += "<td class=\"bar-cell\"><span class=\"bar\" style=\"width:" +
+               std::to_string(std::lround(120 * bar)) + "px\"></span></td>";
+        }
+        if (c < t.cells[r].size()) h += "<td>" + escape_markup(t.cells[r][c]) + "</td>";
+      }
+      h += "</tr>\n";
+    }
+    h += "</table></div></section>\n";
+  }
+  return h;
 }
 
 }  // namespace
@@ -144,14 +205,16 @@ std::string html_report(const Report& report) {
       .source = report.source, .hand_projections = report.hand_projections, .grid = false};
   for (const ReportBlock& b : report.blocks) {
     blocks.push_back(block_json(b));
-    legend.grid |= b.layers.size() > 1 || b.layers.front().q.dim(0) > 1;
+    // A weights-only block chooses its head in a menu of its own, the heads' mean among them.
+    if (!weights_only(b)) legend.grid |= b.layers.size() > 1 || b.layers.front().q.dim(0) > 1;
     legend.features |= !b.key_features.empty() || !b.value_features.empty();
   }
-  std::string data = nlohmann::json{{"title", report.title}, {"source", source_name(report.source)},
-                                    {"grid", legend.grid},   {"texts", texts},
-                                    {"focus", report.focus}, {"layer", report.layer},
-                                    {"head", report.head},   {"blocks", blocks}}
-                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string data = nlohmann::json{
+      {"title", report.title}, {"source", source_name(report.source)},
+      {"grid", legend.grid},   {"texts", texts},
+      {"focus", report.focus}, {"layer", report.layer},
+      {"head", report.head},   {"mark", report.marked_key},
+      {"blocks", blocks}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   data = script_json(std::move(data));
 
   std::string page;
@@ -161,13 +224,19 @@ std::string html_report(const Report& report) {
   page += "<title>qkv · " + escape_markup(report.title) + "</title>\n<style>\n";
   page += report_css();
   page += "</style></head>\n<body>\n";
-  // The body's legend marker is where the box of this page's model goes.
+  // The body's markers are where the box of this page's model and the report's tables go.
   const std::string_view body = report_body();
-  const std::string_view marker = "<!--legend:";
-  const std::size_t at = body.find(marker), end = body.find("-->\n", at);
-  page += body.substr(0, at);
+  const auto marker = [&body](std::string_view name, std::size_t from) {
+    const std::size_t at = body.find(name, from);
+    return std::pair{at, body.find("-->\n", at) + 4};
+  };
+  const auto [legend_at, legend_end] = marker("<!--legend:", 0);
+  const auto [tables_at, tables_end] = marker("<!--tables:", legend_end);
+  page += body.substr(0, legend_at);
   page += legend_html(legend);
-  page += body.substr(end + 4);
+  page += body.substr(legend_end, tables_at - legend_end);
+  page += tables_html(report.tables);
+  page += body.substr(tables_end);
   page += "<script id=\"data\" type=\"application/json\">";
   page += data;
   page += "</script>\n<script>\n";

@@ -99,8 +99,8 @@ std::string counting(const LegendOptions& o) {
 
 std::string how_to_use(const LegendOptions& o) {
   if (o.source == ReportSource::perceiver)
-    return "<p class=\"mute\">Hover the heatmap for one weight; the menu above it shows one head "
-           "or the heads' mean.</p>";
+    return "<p class=\"mute\">Hover the heatmap (or Tab to it and press the arrow keys) for one "
+           "weight; the menu above it shows one head or the heads' mean.</p>";
   return std::string("<p class=\"mute\">Click (or Tab to and press Enter on) a token") +
          (o.grid ? ", a head in the grid" : "") +
          " or a heatmap row; arrow keys move inside the heatmap" + (o.grid ? " and the grid" : "") +

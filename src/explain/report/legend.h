@@ -1,5 +1,5 @@
 // explain/report/legend.h — the "How to read this page" box of every HTML page qkv writes (the
-// report of html.h and the Perceiver's page): what attention does, then what is true of the model
+// report of html.h, whatever made it): what attention does, then what is true of the model
 // on this page and nothing that is not (no W_V on RNNsearch, no learned matrix in a worked
 // example, RoPE on a decoder, latents on a Perceiver), how positions are counted, and how to use
 // the views the page shows.

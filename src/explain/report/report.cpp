@@ -92,11 +92,62 @@ Report trained_report(const std::string& title, const Run& run) {
   return r;
 }
 
+// What each latent gathers, as the terminal's table has it (render_perceiver): its words, its
+// columns, latent_table's strings.
+ReportTable latents_table(const Run& run, const Gathers& g, const LatentTable& t) {
+  std::string c = "'";  // (not "'" + std::string: GCC 12 warns a false -Wrestrict on it)
+  c += run.counted;
+  c += '\'';
+  ReportTable table{
+      .title = "What each latent gathers",
+      .intro = "Each latent's cross-attention weight on the " + c +
+               " (all heads' mean, and how many times a uniform look's " + t.uniform_share +
+               "; then per head), how many positions it spreads over (exp entropy), and the "
+               "positions it weighs most.",
+      .columns = {"on " + c, "× uniform"},
+      .bar_at = 2};
+  for (int64_t h = 0; h < g.heads; ++h) table.columns.push_back("head " + std::to_string(h));
+  table.columns.insert(table.columns.end(), {"spread", "top"});
+  for (const LatentRow& r : t.rows) {
+    table.rows.push_back(r.label);
+    std::vector<std::string> cells = {r.counted, r.times_uniform};
+    cells.insert(cells.end(), r.per_head.begin(), r.per_head.end());
+    std::string top;
+    for (const std::string& p : r.top) top += (top.empty() ? "" : " ") + p;
+    cells.insert(cells.end(), {r.spread, top});
+    table.cells.push_back(std::move(cells));
+    table.bars.push_back(r.bar);
+  }
+  return table;
+}
+
 }  // namespace
 
+Report report_of(const std::string& title, const Run& run, const Gathers& g) {
+  if (run.model.family != "perceiver" || run.blocks.size() != 1 ||
+      run.blocks.front().kind != BlockKind::latent)
+    throw Error("report_of with gathers: " + run.model.name + " is a " + run.model.family +
+                "'s run; expected a Perceiver's (one latent block)");
+  const LatentTable t = latent_table(run, g);
+  const std::string counted(1, run.counted);
+  Report r{.title = title, .source = ReportSource::perceiver, .marked_key = counted};
+  // The terminal's words (render_perceiver): the input, how many it holds, the prediction.
+  r.texts.emplace_back("input, " + grouped(g.length) + " symbols", run.text);
+  r.texts.emplace_back("count", std::to_string(g.count) + " '" + counted + "'");
+  const int32_t predicted = run.output.predicted;
+  r.texts.emplace_back(
+      "prediction",
+      std::to_string(predicted) + " (p = " + t.probability + "), " +
+          (predicted == g.count ? "right" : "wrong: the count is " + std::to_string(g.count)));
+  ReportBlock block = run.blocks.front();  // its weights only: [H, N, L]
+  for (AttentionCapture& l : block.layers) l = batch_entry(l, 0);
+  r.blocks.push_back(std::move(block));
+  r.tables.push_back(latents_table(run, g, t));
+  return r;
+}
+
 Report report_of(const std::string& title, const Run& run, int64_t focus) {
-  if (run.model.family == "perceiver")
-    throw Error("report_of: a Perceiver's run has a page of its own; expected perceiver_html");
+  if (run.model.family == "perceiver") return report_of(title, run, gathers(run, 3));
   if (!run.blocks.empty() && run.blocks.front().kind == BlockKind::cross_attention)
     return trained_report(title, run);
   return sentence_report(title, run, focus);

@@ -3,6 +3,10 @@
 // query token) and draws every view from it. No network, no libraries.
 const D = JSON.parse(document.getElementById('data').textContent);
 const $ = (id) => document.getElementById(id);
+// A token without flags travels as its text alone (html.cpp): every view reads {t, sp, p, s}.
+for (const B of D.blocks)
+  for (const side of ['queries', 'keys'])
+    B[side] = B[side].map((t) => (typeof t === 'string' ? { t, sp: false, p: false, s: 0 } : t));
 // cell: the heatmap's [query, key] under the mouse (or the arrow keys), for the readout below it.
 const S = { b: 0, l: D.layer, h: D.head, q: D.focus, k: -1, cell: null, hover: null, on: [], all: false };
 
@@ -30,6 +34,11 @@ function layer(b, l) {
   const key = b + ':' + l;
   if (cache.has(key)) return cache.get(key);
   const B = D.blocks[b], raw = B.layers[l], n = B.queries.length, m = B.keys.length;
+  if (B.wo) {  // a block of weights only: no q, k, v or logits to show
+    const L = { n, m, w: floats(raw.weights) };
+    cache.set(key, L);
+    return L;
+  }
   const L = { n, m, q: floats(raw.q), k: floats(raw.k), v: raw.v32 ? floats(raw.v32) : halves(raw.v) };
   if (raw.logits) {
     L.z = floats(raw.logits);
@@ -517,6 +526,98 @@ function steps() {
   if (button) button.onclick = () => { S.all = !S.all; keepFocus(steps); };
 }
 
+// ---- a block of weights only (a Perceiver's latents over up to 65,536 symbols) -----------------
+// Rows: its queries, a label each beside its row; columns: its keys, pooled by their largest
+// weight where more than MAP_COLUMNS would not fit (the readout names the key that weight is on);
+// above them, a mark where a key's text is D.mark (the counted symbol). One head or the heads'
+// mean; colour ∝ √weight against the largest on screen, so a thin spread still shows.
+const MAP_COLUMNS = 1100;
+const tiny = (w) => (w !== 0 && Math.abs(w) < 1e-3 ? w.toPrecision(3) : w.toFixed(5));
+let mapBlock = -1;
+function weightsView() {
+  const B = block(), L = layer(S.b, S.l), { n, m } = L, menu = $('wmap-head');
+  if (mapBlock !== S.b) {
+    mapBlock = S.b;
+    menu.innerHTML = (B.H > 1 ? '<option value="mean">mean of heads</option>' : '') +
+      Array.from({ length: B.H }, (_, h) => `<option value="${h}">head ${h}</option>`).join('');
+    menu.onchange = () => keepFocus(weightsView);
+    $('wmap-rows').innerHTML = B.queries.map((t) => `<span>${esc(t.t)}</span>`).join('');
+    S.mapCell = null;
+  }
+  $('wmap-head-wrap').hidden = B.H < 2;
+  $('wmap-sel').textContent = B.name;
+  const h = menu.value;
+  let M = L.w.subarray(+h * n * m, (+h + 1) * n * m);
+  if (h === 'mean') {
+    M = new Float64Array(n * m);
+    for (let k = 0; k < B.H; k++)
+      for (let i = 0; i < n * m; i++) M[i] += L.w[k * n * m + i] / B.H;
+  }
+  // Column c holds keys [c·per, (c + 1)·per): its cell shows their largest weight, at[·] its key.
+  const per = Math.max(1, Math.ceil(m / MAP_COLUMNS)), cols = Math.ceil(m / per);
+  const cell = Math.max(1, Math.floor(MAP_COLUMNS / Math.max(cols, 1)));
+  const rh = n * 8 > 16384 ? Math.max(1, Math.floor(16384 / n)) : Math.max(8, Math.floor(240 / n));
+  const top = new Float64Array(n * cols), at = new Int32Array(n * cols);
+  let most = 0;
+  for (let i = 0; i < n; i++)
+    for (let c = 0; c < cols; c++) {
+      let best = -Infinity, where = c * per;
+      for (let j = c * per; j < Math.min(m, (c + 1) * per); j++)
+        if (M[i * m + j] > best) { best = M[i * m + j]; where = j; }
+      top[i * cols + c] = best;
+      at[i * cols + c] = where;
+      if (best > most) most = best;
+    }
+  const c = $('wmap'), img = new ImageData(Math.max(cols, 1), Math.max(n, 1));
+  for (let i = 0; i < n * cols; i++) {
+    const rgb = mix(C.bg, C.acc, top[i] > 0 && most > 0 ? Math.sqrt(Math.min(1, top[i] / most)) : 0);
+    img.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * i);
+  }
+  c.width = cols * cell;
+  c.height = n * rh;
+  const off = document.createElement('canvas');
+  off.width = img.width;
+  off.height = img.height;
+  off.getContext('2d').putImageData(img, 0, 0);
+  const x = c.getContext('2d');
+  x.imageSmoothingEnabled = false;
+  x.drawImage(off, 0, 0, c.width, c.height);
+  const marks = $('wmap-marks'), mx = marks.getContext('2d');
+  marks.width = c.width;
+  marks.height = 14;
+  mx.clearRect(0, 0, marks.width, 14);
+  mx.fillStyle = css(C.sel);
+  for (let j = 0; j < m; j++)
+    if (D.mark && B.keys[j].t === D.mark) mx.fillRect(Math.floor(j / per) * cell, 0, Math.max(2, cell), 14);
+  $('wmap-marked').textContent = D.mark ? ` · marked above: the '${D.mark}' positions` : '';
+  $('wmap-scale').textContent = `colour ∝ √weight, darkest = ${tiny(most)}` +
+    (per > 1 ? `, a column the largest of ${per} positions` : '') +
+    `; a uniform look gives each position 1/L = 1/${m} = ${+(1 / m).toPrecision(4)}`;
+  const readout = () => {
+    if (!S.mapCell) { $('wmap-hover').textContent = 'hover a cell'; return; }
+    const [i, col] = S.mapCell, j = at[i * cols + col], w = M[i * m + j];
+    $('wmap-hover').textContent = `${B.queries[i].t}, position ${j} '${B.keys[j].t}': weight ${tiny(w)}` +
+      (per > 1 ? ` (the largest of positions ${col * per}–${Math.min(m, (col + 1) * per) - 1})` : '');
+  };
+  readout();
+  c.onmousemove = (e) => {
+    const box = c.getBoundingClientRect();
+    const i = Math.floor(((e.clientY - box.top) / box.height) * n), col = Math.floor(((e.clientX - box.left) / box.width) * cols);
+    S.mapCell = i >= 0 && i < n && col >= 0 && col < cols ? [i, col] : null;
+    readout();
+  };
+  c.onmouseleave = () => { S.mapCell = null; readout(); };
+  c.tabIndex = 0;
+  c.onkeydown = (e) => {
+    const move = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] }[e.key];
+    if (!move) return;
+    e.preventDefault();
+    const [i, col] = S.mapCell || [0, 0], to = (v, size) => Math.min(size - 1, Math.max(0, v));
+    S.mapCell = S.mapCell ? [to(i + move[0], n), to(col + move[1], cols)] : [0, 0];
+    readout();
+  };
+}
+
 // The views redraw their buttons and labels; the one that had the keyboard focus gets it back
 // (found by its id or data-* attributes), so Enter on a token does not send Tab back to the top.
 function keepFocus(draw) {
@@ -531,6 +632,13 @@ function render() {
   keepFocus(() => {
     readColours();
     status();
+    // A block of weights only has its own view; the views of q and k have nothing to show.
+    $('qk-views').hidden = !!block().wo;
+    $('wmap-section').hidden = !block().wo;
+    if (block().wo) {
+      weightsView();
+      return;
+    }
     tokens();
     grid();
     heat();
