@@ -142,23 +142,6 @@ void check_memory(const ExplainArgs& args, const Model& model, const explain::In
                              : "a shorter text");
 }
 
-// One <rect> a weight (about 75 bytes): 300 words on the 72-head grid made a 363 MB file.
-// Bounded as --html bounds its weights; a PNG draws any size in a few hundred KB.
-void check_svg_size(const ExplainArgs& args, const explain::Run& run) {
-  constexpr int64_t kMaxSvgCells = 1'000'000;
-  const int64_t n = run.size(), heads = run.model.layers * run.model.heads;
-  const int64_t cells = (args.layer ? 1 : heads) * n * n;
-  if (cells > kMaxSvgCells)
-    throw Error(
-        "--svg: " +
-        (args.layer ? std::string("the heatmap") : "the grid of " + grouped(heads) + " heads") +
-        " of " + grouped(n) + " tokens would draw " + grouped(cells) + " cells (about " +
-        bytes_str(cells * 75) + " of SVG), over " + grouped(kMaxSvgCells) +
-        "; expected --png for this size" +
-        (args.layer ? std::string() : ", or --layer L --head H for one heatmap") +
-        ", or a shorter text");
-}
-
 // The files, as one set (a failure in the last leaves none of them), then JSON or the terminal.
 int show_sentence(const ExplainArgs& args, const Model& model, const explain::Run& run) {
   check_index("--layer", args.layer, run.model.layers, "layers");
@@ -176,7 +159,6 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
     report.head = args.head.value_or(report.head);
     outputs.push_back({{"--html", args.html}, explain::html_report(report)});
   }
-  if (!args.svg.empty()) check_svg_size(args, run);
   if (!args.svg.empty())
     outputs.push_back({{"--svg", args.svg},
                        args.layer ? explain::svg_heatmap(run, *args.layer, *args.head)

@@ -109,10 +109,6 @@ std::string perceiver_input(const ExplainArgs& args, const Model& model) {
   return text;
 }
 
-void write_page(const std::string& path, const std::string& html) {
-  if (!path.empty()) write_and_say({{{"--html", path}, html}});
-}
-
 int show_seq2seq(const ExplainArgs& args, const explain::Run& run) {
   const int64_t layer = args.layer.value_or(run.model.layers - 1);
   const Tensor alignment = explain::alignment(run, layer);
@@ -123,7 +119,7 @@ int show_seq2seq(const ExplainArgs& args, const explain::Run& run) {
         explain::report_of(run.model.name + " (" + run.model.task + " model)", run);
     report.layer = layer;
     report.head = head;
-    write_page(args.html, explain::html_report(report));
+    write_and_say({{{"--html", args.html}, explain::html_report(report)}});
   }
   if (args.json)
     std::cout << explain::json_of(
@@ -139,8 +135,9 @@ int show_perceiver(const ExplainArgs& args, const explain::Run& run) {
   const int64_t top = args.top.value_or(3);
   const explain::Gathers gathers = explain::gathers(run, top);
   if (!args.html.empty())
-    write_page(args.html, explain::html_report(explain::report_of(
-                              "Perceiver latents: " + run.model.name, run, gathers)));
+    write_and_say({{{"--html", args.html},
+                    explain::html_report(explain::report_of("Perceiver latents: " + run.model.name,
+                                                            run, gathers))}});
   if (args.json)
     std::cout << explain::json_of(
                      run, {.top = top, .html_path = args.html.empty() ? "" : path_json(args.html)})

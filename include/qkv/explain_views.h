@@ -90,6 +90,8 @@ LatentTable latent_table(const Run& run, const Gathers& gathers);
 std::string render_perceiver(const Run& run, const Gathers& gathers);
 
 // ---- SVG images ----
+// One <rect> a weight: past a million (the grid of 72 heads at 118 tokens) each refuses with a
+// FieldError (field svg) that suggests {png}, or {layer} and {head} for one heatmap.
 // The weights of `layer`, `head` of blocks[0]: queries down, keys across, token labels on both
 // sides.
 std::string svg_heatmap(const Run& run, int64_t layer, int64_t head);

@@ -3,9 +3,26 @@
 
 #include "explain/markup.h"
 #include "qkv/explain.h"
+#include "qkv/field_error.h"
+#include "qkv/memory.h"
 
 namespace qkv::explain {
 namespace {
+
+// One <rect> a weight (about 75 bytes): 300 words on the 72-head grid made a 363 MB file. Refused
+// past a million cells; a PNG draws any size in a few hundred KB.
+constexpr int64_t kMaxSvgCells = 1'000'000;
+void check_svg_cells(const Run& e, bool grid) {
+  const int64_t n = e.size(), heads = e.model.layers * e.model.heads;
+  const int64_t cells = (grid ? heads : 1) * n * n;
+  if (cells <= kMaxSvgCells) return;
+  throw FieldError(
+      "svg", "{svg}: " + (grid ? "the grid of " + grouped(heads) + " heads" : "the heatmap") +
+                 " of " + grouped(n) + " tokens would draw " + grouped(cells) + " cells (about " +
+                 bytes_str(cells * 75) + " of SVG), over " + grouped(kMaxSvgCells) +
+                 "; expected {png} for this size" +
+                 (grid ? ", or {layer=L} {head=H} for one heatmap" : "") + ", or a shorter text");
+}
 
 // White (0) to orange (1), the report's accent colour.
 std::string fill(double w) {
@@ -28,6 +45,7 @@ void cells(std::ostringstream& s, const Run& e, int64_t layer, int64_t head, dou
 }  // namespace
 
 std::string svg_heatmap(const Run& e, int64_t layer, int64_t head) {
+  check_svg_cells(e, false);
   const int64_t n = e.size();
   const double cell = n <= 32 ? 22 : n <= 96 ? 8 : 3, pad = 100;
   const double size = pad + n * cell + 10;
@@ -51,6 +69,7 @@ std::string svg_heatmap(const Run& e, int64_t layer, int64_t head) {
 }
 
 std::string svg_model_grid(const Run& e) {
+  check_svg_cells(e, true);
   const double thumb = 60, gap = 6, left = 60, top = 40;
   const double cell = thumb / static_cast<double>(std::max<int64_t>(e.size(), 1));
   const double width = left + e.model.heads * (thumb + gap),
