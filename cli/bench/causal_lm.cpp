@@ -247,21 +247,11 @@ void print_notes(const Row& prompt, const Row& decode, const CausalLM& m) {
 }
 
 nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v) {
-  nlohmann::json j = {{"case", r.name},
-                      {"tokens", r.tokens},
-                      {"threads", s.threads},
-                      {"runs", r.runs},
-                      {"quick", s.quick},
-                      {"median_ms", number_json(r.seconds * 1e3)},
-                      {"tokens_per_s", number_json(r.tokens_per_s())},
-                      {"gflop", number_json(r.flops / 1e9)},
-                      {"gflops", number_json(r.gflops())},
-                      {"sgemm_gflops", number_json(r.sgemm)},
-                      {"sgemm_ratio", number_json(r.gflops() / r.sgemm)},
-                      {"cpu_share", number_json(r.cpu_share)},
-                      {"validated_tokens", v.tokens},
-                      {"max_error", number_json(v.max_error)},
-                      {"max_error_relative", v.relative}};
+  nlohmann::json j = timing_json(r, s);
+  j.update({{"tokens", r.tokens},
+            {"validated_tokens", v.tokens},
+            {"max_error", number_json(v.max_error)},
+            {"max_error_relative", v.relative}});
   if (r.weight_bytes > 0)
     j["weights_gb_per_s"] = number_json(r.weight_bytes * r.tokens_per_s() / 1e9);
   return j;

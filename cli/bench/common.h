@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench/bench.h"
+#include "qkv/json.h"
 #include "qkv/tensor.h"
 
 namespace qkv::cli::bench {
@@ -74,5 +76,23 @@ std::optional<double> timed(std::optional<double> seconds);
 inline constexpr const char* kTooShortNote =
     "—: too short to time (under 0.1 ms, where the timer and a thread's wake-up, not the work, "
     "decide the time); use a larger size";
+
+// The keys every model benchmark's JSON row shares (bench model, bench causal-lm): the case, the
+// settings, the median, tokens/s, GFLOP and GFLOP/s, the ratio to SGEMM and the CPU share. A Row
+// has name, runs, seconds, flops, sgemm, cpu_share, gflops() and tokens_per_s().
+template <class Row>
+nlohmann::json timing_json(const Row& r, const Settings& s) {
+  return {{"case", r.name},
+          {"threads", s.threads},
+          {"runs", r.runs},
+          {"quick", s.quick},
+          {"median_ms", number_json(r.seconds * 1e3)},
+          {"tokens_per_s", number_json(r.tokens_per_s())},
+          {"gflop", number_json(r.flops / 1e9)},
+          {"gflops", number_json(r.gflops())},
+          {"sgemm_gflops", number_json(r.sgemm)},
+          {"sgemm_ratio", number_json(r.gflops() / r.sgemm)},
+          {"cpu_share", number_json(r.cpu_share)}};
+}
 
 }  // namespace qkv::cli::bench

@@ -260,25 +260,15 @@ void write_corpus(const std::string& path, const std::vector<std::string>& corpu
 
 nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v,
                        const std::string& corpus) {
-  nlohmann::json j = {{"case", r.name},
-                      {"sentences", r.sentences},
-                      {"tokens", r.tokens},
-                      {"padded_tokens", r.padded_tokens},
-                      {"batch_size", r.batch_size},
-                      {"threads", s.threads},
-                      {"runs", r.runs},
-                      {"quick", s.quick},
-                      {"median_ms", number_json(r.seconds * 1e3)},
-                      {"sentences_per_s", number_json(r.sentences_per_s())},
-                      {"tokens_per_s", number_json(r.tokens_per_s())},
-                      {"gflop", number_json(r.flops / 1e9)},
-                      {"gflops", number_json(r.gflops())},
-                      {"sgemm_gflops", number_json(r.sgemm)},
-                      {"sgemm_ratio", number_json(r.gflops() / r.sgemm)},
-                      {"cpu_share", number_json(r.cpu_share)},
-                      {"validated_texts", v.texts},
-                      {"max_error", number_json(v.max_error)},
-                      {"max_norm_error", number_json(v.max_norm_error)}};
+  nlohmann::json j = timing_json(r, s);
+  j.update({{"sentences", r.sentences},
+            {"tokens", r.tokens},
+            {"padded_tokens", r.padded_tokens},
+            {"batch_size", r.batch_size},
+            {"sentences_per_s", number_json(r.sentences_per_s())},
+            {"validated_texts", v.texts},
+            {"max_error", number_json(v.max_error)},
+            {"max_norm_error", number_json(v.max_norm_error)}});
   if (!r.text.empty()) j["text"] = r.text;
   if (r.tokenize_seconds) j["tokenize_ms"] = number_json(*r.tokenize_seconds * 1e3);
   if (r.name == "throughput") j["corpus"] = corpus;

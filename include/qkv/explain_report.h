@@ -91,10 +91,11 @@ std::string html_report(const Report& report);
 // Every number through qkv::number_json (NaN "NaN", ±∞ "Infinity"/"-Infinity"). A byte-level
 // token holding part of a character shows as U+FFFD.
 struct JsonOptions {
-  int64_t focus = 0;   // a sentence's focus token
-  int64_t layer = -1;  // a sentence: ≥ 0 keeps only that layer; a trained model: the alignment's
-  int64_t head = 0;    // a trained model: the alignment's head
-  int64_t top = 3;     // a Perceiver: positions a latent
+  int64_t focus = 0;  // a sentence's focus token
+  // A sentence: ≥ 0 keeps only that layer; a trained model: the alignment's (-1: the last).
+  int64_t layer = -1;
+  int64_t head = 0;        // a trained model: the alignment's head
+  int64_t top = 3;         // a Perceiver: positions a latent
   std::string model_path;  // a trained model's file, as the JSON shows it
   std::string html_path;   // a Perceiver: the report written beside, "" for none (null)
 };
@@ -104,6 +105,6 @@ struct JsonOptions {
 // encoder-decoder: {model, architecture, task, input, output, layer, head, entropy, source, steps,
 // alignment, heads}. A Perceiver: {model, length, count, uniform_share, predicted, probabilities,
 // latents, html}.
-std::string json_of(const Run& run, const JsonOptions& options);
+std::string json_of(const Run& run, const JsonOptions& options = {});
 
 }  // namespace qkv::explain

@@ -4,7 +4,7 @@ questions about attention answered by training variants side by side. Training r
 (python/src/train.cpp) without the GIL; a progress callable and Ctrl-C are heard every step."""
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
 
 from . import _checks, _qkv
@@ -79,14 +79,12 @@ class ExperimentResult:
     rows: List[Dict[str, str]]  # one dict per row: column → the cell, formatted ("97.3%")
     reading: str  # what the table says
     seconds: float
+    text: str = field(default="", repr=False, compare=False)  # the library's experiment_text
 
     def __str__(self) -> str:
-        """The table as `qkv experiment` prints it: first column left, the others right."""
-        cells = [self.columns] + [[r.get(c, "") for c in self.columns] for r in self.rows]
-        widths = [max(len(row[c]) for row in cells) for c in range(len(self.columns))]
-        lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
-                           for c, (cell, w) in enumerate(zip(row, widths))) for row in cells]
-        return "\n".join([self.question, "", *lines, "", self.reading])
+        """The result as `qkv experiment` prints it: the question, the setup, the table (first
+        column left, the others right, by display width), the reading and the time."""
+        return self.text
 
 
 def _int(x, name: str) -> Optional[int]:
@@ -196,4 +194,4 @@ def experiment(name: str, *, quick: bool = False,
     return ExperimentResult(name=r["name"], question=r["question"], setup=r["setup"],
                             columns=list(r["columns"]),
                             rows=[dict(zip(r["columns"], row)) for row in r["rows"]],
-                            reading=r["reading"], seconds=r["seconds"])
+                            reading=r["reading"], seconds=r["seconds"], text=r["text"])

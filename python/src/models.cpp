@@ -17,6 +17,8 @@
 #include "arrays.h"
 #include "bindings.h"
 #include "qkv/explain.h"
+#include "qkv/finite.h"
+#include "qkv/lines.h"
 #include "qkv/model.h"
 #include "unlocked.h"
 
@@ -125,20 +127,18 @@ void bind_models(nb::module_& m) {
           "encode",
           [](const SentenceModel& s, const std::vector<std::string>& texts, std::size_t batch_size,
              int64_t memory_limit) {
-            int64_t bytes = 0;
-            std::size_t longest = 0;
-            for (const std::string& t : texts) {
-              bytes += static_cast<int64_t>(sizeof(std::string) + t.size());
-              longest = std::max(longest, t.size());
-            }
-            const auto n = static_cast<int64_t>(texts.size());
-            check_memory_limit(s.embed_bytes(n, bytes, static_cast<int64_t>(longest),
-                                             static_cast<int64_t>(batch_size)) +
-                                   bytes,
-                               memory_limit, "encoding " + grouped(n) + " texts",
-                               "fewer texts a call");
+            const int64_t bytes = texts_bytes(texts), n = static_cast<int64_t>(texts.size());
+            check_memory_limit(
+                s.embed_bytes(n, bytes, longest_text(texts), static_cast<int64_t>(batch_size)) +
+                    bytes,
+                memory_limit, "encoding " + grouped(n) + " texts", "fewer texts a call");
             Unlocked unlocked;
-            return array_of(unlocked.run([&] { return encode(s, texts, batch_size, unlocked); }));
+            const Tensor e = unlocked.run([&] { return encode(s, texts, batch_size, unlocked); });
+            // As `qkv embed` refuses it: weights that overflow float32 made NaN embeddings,
+            // returned as if they were a result (issue 26's last sweep).
+            require_finite_rows(e,
+                                [](int64_t i) { return "sentences[" + std::to_string(i) + "]"; });
+            return array_of(e);
           },
           nb::arg("texts"), nb::arg("batch_size"), nb::arg("memory_limit"),
           "Unit-length float32 embeddings [len(texts), hidden].")

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "qkv/experiment.h"
 #include "unlocked.h"
 
 namespace qkv::python {
@@ -189,6 +190,7 @@ void bind_train(nb::module_& m) {
         d["rows"] = r.rows;
         d["reading"] = r.reading;
         d["seconds"] = r.seconds;
+        d["text"] = experiment_text(r);  // as `qkv experiment` prints it
         return d;
       },
       nb::arg("name"), nb::arg("quick"), nb::arg("progress").none(),

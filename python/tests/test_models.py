@@ -8,6 +8,7 @@ model tests: a missing model fails here, it is not skipped."""
 import html
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -533,7 +534,11 @@ def test_a_quick_experiment_returns_its_table():
     assert heard == ["reverse, separate W_Q, W_K (seed 1)", "reverse, tied W_Q = W_K (seed 1)",
                      "follow, separate W_Q, W_K (seed 1)", "follow, tied W_Q = W_K (seed 1)"]
     assert r.question and r.reading and r.seconds > 0
-    assert "separate W_Q, W_K" in str(r)
+    # str(r) is `qkv experiment`'s text (the library's experiment_text): heading, table, time.
+    text = str(r)
+    assert text.startswith("qkv experiment tie-qk\n\n" + r.question.split()[0])
+    assert "Setup: " in text and text.endswith(" s)\n")
+    assert re.search(r"\n   task +projections +test accuracy", text) and "separate W_Q, W_K" in text
 
 
 def test_an_unknown_experiment_lists_the_known_ones():

@@ -61,6 +61,10 @@ TEST(Seq2SeqCaptureRun, OneRecordWithThreeBlocksAndTheDecodedOutput) {
   EXPECT_EQ(j.at("heads").size(), 2u);
   EXPECT_EQ(j.at("entropy").size(), 2u);
   EXPECT_EQ(j.at("steps").size(), c.output_tokens.size());
+  // Unset, the layer is the last (as the views open on it), not the sentence's "every layer".
+  const nlohmann::json d = nlohmann::json::parse(json_of(run));
+  EXPECT_EQ(d.at("layer"), 1);
+  EXPECT_EQ(d.at("heads"), j.at("heads"));
 }
 
 }  // namespace

@@ -73,8 +73,9 @@ json sentence_json(const Run& e, int64_t focus, int64_t layer) {
 }
 
 // A trained encoder-decoder: the alignment of one layer and head, every head's, their entropies.
-json seq2seq_json(const Run& run, const JsonOptions& o) {
-  const Tensor heads = alignment(run, o.layer);  // [H, steps, S]
+json seq2seq_json(const Run& run, JsonOptions o) {
+  if (o.layer < 0) o.layer = run.model.layers - 1;  // unset: the last layer, as the views open on
+  const Tensor heads = alignment(run, o.layer);     // [H, steps, S]
   const int64_t steps = heads.dim(1), n = heads.dim(2);
   const auto rows = [&](int64_t h) {
     json m = json::array();

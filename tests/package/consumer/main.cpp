@@ -11,14 +11,13 @@
 #include <qkv/attention.h>
 #include <qkv/explain.h>
 #include <qkv/model.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <unistd.h>
 
 int main() {
   qkv::Tensor q = qkv::Tensor::from({1, 2}, {1.0f, 0.0f});
@@ -40,10 +39,9 @@ int main() {
               c.source_tokens.size(), static_cast<long long>(cross.weights.dim(1)), row);
 
   // model.h: saved and opened again through the registry, whatever the file is.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("qkv-consumer-" + std::to_string(::getpid()) +
-                                                 ".safetensors"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("qkv-consumer-" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
   model->save(path);
   const qkv::Model opened = qkv::open_model(path);
   std::filesystem::remove(path);
@@ -56,7 +54,7 @@ int main() {
   // explain.h: the opened model's run, as the report and as JSON; attend.h: a call step by step.
   const qkv::explain::Run run = qkv::explain::capture(opened, {.text = "abc"});
   const std::string page = qkv::explain::html_report(qkv::explain::report_of("tiny", run));
-  const std::string json = qkv::explain::json_of(run, {.layer = 0});
+  const std::string json = qkv::explain::json_of(run);
   std::printf("run: %zu blocks, %zu tokens, json %s\n", run.blocks.size(), run.tokens.size(),
               json.rfind("{", 0) == 0 ? "yes" : "no");
   const qkv::explain::AttentionCall call{
