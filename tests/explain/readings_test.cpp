@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "explain/untrained_perceiver.h"
 #include "qkv/explain.h"
 
 namespace qkv::explain {
@@ -222,18 +223,8 @@ TEST(ReadingsGathers, SharesSpreadAndTopOfAHandBuiltRun) {
 // explain::capture on an untrained Perceiver: its weights are distributions and the gathers add
 // them up (moved from tests/models/perceiver_test.cpp's PerceiverExplain).
 TEST(ReadingsGathers, WeightsOfARealRunAreDistributionsAndSharesAddUp) {
-  const PerceiverTask task = make_perceiver_task("count", 32);
-  nn::Rng init(2);
-  Perceiver model({.length = task.length,
-                   .vocab = static_cast<int64_t>(task.alphabet.size()),
-                   .classes = task.classes,
-                   .latents = 3,
-                   .d_model = 8,
-                   .heads = 2,
-                   .blocks = 1},
-                  init);
-  const std::string input = "abc#efghijklmnopqrstuvw#yzabcd#f";
-  const explain::Run run = capture(model, task, input);
+  const std::string input = kUntrainedPerceiverInput;
+  const explain::Run run = untrained_perceiver_run();
   const Gathers e = gathers(run, 4);
   EXPECT_EQ(e.count, 3);
   EXPECT_EQ(e.heads, 2);

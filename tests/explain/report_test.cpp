@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "explain/untrained_perceiver.h"
 #include "qkv/explain.h"
 #include "qkv/perceiver.h"
 
@@ -199,17 +200,7 @@ TEST(PerceiverReport, APageOfALongInputIsItsFloat32WeightsAndLittleMore) {
 // A real (untrained) Perceiver's run: the block has the capture's shape and numbers, the table
 // latent_table's strings.
 TEST(PerceiverReport, ARealRunsBlockAndTableAreItsCaptureAndLatentTable) {
-  const PerceiverTask task = make_perceiver_task("count", 32);
-  nn::Rng init(2);
-  Perceiver model({.length = task.length,
-                   .vocab = static_cast<int64_t>(task.alphabet.size()),
-                   .classes = task.classes,
-                   .latents = 3,
-                   .d_model = 8,
-                   .heads = 2,
-                   .blocks = 1},
-                  init);
-  const explain::Run run = capture(model, task, "abc#efghijklmnopqrstuvw#yzabcd#f", "count");
+  const explain::Run run = untrained_perceiver_run("count");
   const Report r = report_of("count", run);
   const Tensor& w = r.blocks.at(0).layers.at(0).weights;
   ASSERT_EQ(w.shape(), (Shape{2, 3, 32}));
