@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "cases/naive_fp32.h"
 #include "nn/compare.h"
 #include "simd_targets.h"
 
@@ -70,7 +71,8 @@ TEST_P(Dense, FastLinearIsWithinTheFp32BoundOfTheReference) {
     const LinearWeights l64{normal({out, in}, 2, 0.05), normal({out}, 3)};
     const Tensor ref = linear(x, l64);
     const Tensor fast = linear(x.to(DType::f32), to(l64, DType::f32));
-    const double bound = 2 * max_abs_diff(naive_linear_f32(x, l64), ref) + 1e-6;
+    const double bound =
+        cases::rule_tolerance(max_abs_diff(naive_linear_f32(x, l64), ref), cases::kOutputFactor);
     EXPECT_LE(max_abs_diff(fast, ref), bound);
     // The check has teeth: an error of 1e-4 in one output exceeds it.
     Tensor bad = fast.clone();

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cases/naive_fp32.h"
 #include "kernels/reference/naive_attention.h"
 #include "qkv/attention.h"
 
@@ -156,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(AllScores, ForwardVsNaive,
   double naive_err = 0;
   for (size_t i = 0; i < r.size(); ++i)
     if (std::isfinite(r[i])) naive_err = std::max(naive_err, std::abs(n[i] - r[i]));
-  const double tol = 2 * naive_err + 1e-6;
+  const double tol = qkv::cases::rule_tolerance(naive_err, qkv::cases::kOutputFactor);
   return near(what, got, shape, DType::f32, r, {}, 0, tol) << " (tol " << tol << ")";
 }
 
