@@ -1,7 +1,7 @@
 // tests/kernels/cpu/fp32_naive.h — the "plain fp32 naive result N" of docs/CONVENTIONS.md §1.1 for
 // the dot-product scores (scaled-dot, dot) under softmax, forward and backward, on a test's Case:
-// the loops are bench/cases/naive_fp32.h's (shared with `qkv bench attention`'s check), with the
-// Case's grouped heads, causality, key lengths, boolean and float masks as its visibility and bias.
+// the loops are bench/cases/naive_fp32.h's (shared with `qkv bench attention`'s check), on the
+// Case as naive_problem<T>() (kernels/reference/naive_attention.h) gives it.
 //
 // Templated on the arithmetic type: <float> is N, the yardstick of the tolerance rule; <double> is
 // checked against the library's float64 reference in flash_test_support.h and flash_*_test.cpp,
@@ -22,25 +22,6 @@ namespace qkv_test {
 
 using qkv::cases::NaiveForward;
 using qkv::cases::NaiveGrads;
-
-// The case's inputs converted once to T, its visibility (causal, key lengths, a boolean mask) and
-// its float mask as the bias. The result refers to `c`, which must outlive it.
-template <class T>
-qkv::cases::NaiveProblem<T> naive_problem(const Case& c) {
-  qkv::cases::NaiveProblem<T> n;
-  n.B = c.B, n.Hq = c.Hq, n.Hkv = c.Hkv, n.L = c.L, n.S = c.S;
-  n.Dq = c.Dk, n.Dk = c.Dk, n.Dv = c.Dv;  // the dot-product scores: Dq = Dk
-  n.q.assign(c.q.begin(), c.q.end());
-  n.k.assign(c.k.begin(), c.k.end());
-  n.v.assign(c.v.begin(), c.v.end());
-  n.scale = static_cast<T>(c.scale_value());
-  n.visible = [&c](int64_t b, int64_t h, int64_t i, int64_t j) { return visible(c, b, h, i, j); };
-  if (c.mask_kind == MaskKind::additive)
-    n.bias = [&c](int64_t b, int64_t h, int64_t i, int64_t j) {
-      return static_cast<T>(mask_at(c, b, h, i, j));
-    };
-  return n;
-}
 
 template <class T>
 NaiveForward naive_forward(const Case& c) {
