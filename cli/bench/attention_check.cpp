@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#include "cases/naive_fp32.h"
 
 namespace qkv::cli::bench {
 namespace {
@@ -19,69 +22,25 @@ Tensor rows_of(const Tensor& t, int64_t h, int64_t first, int64_t n) {
   return s;
 }
 
-// The plain fp32 result, loop per formula with sequential sums: the N of the tolerance rule.
-// q: [n, D], k, v: [S, D]; query i sees keys j < i + 1 + S − n when causal (bottom-right).
-struct Naive {
-  std::vector<float> prob, out, dq, dk, dv;
-};
-
-Naive naive_attention(const Slice& s, bool backward) {
-  const int64_t n = s.rows, S = s.S, D = s.D;
-  const float* q = s.q.data<float>();
-  const float* k = s.k.data<float>();
-  const float* v = s.v.data<float>();
-  const float scale = static_cast<float>(s.options.scale.value_or(1.0 / std::sqrt(double(D))));
-  const bool causal = s.options.causal == Causal::bottom_right;
-  Naive r;
-  r.prob.assign(static_cast<std::size_t>(n * S), 0.0f);
-  r.out.assign(static_cast<std::size_t>(n * D), 0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t end = causal ? std::min(S, i + 1 + S - n) : S;
-    float* p = &r.prob[i * S];
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < end; ++j) {
-      float dot = 0;
-      for (int64_t d = 0; d < D; ++d) dot += q[i * D + d] * k[j * D + d];
-      p[j] = scale * dot;
-      m = std::max(m, p[j]);
-    }
-    float sum = 0;
-    for (int64_t j = 0; j < end; ++j) sum += p[j] = std::exp(p[j] - m);
-    for (int64_t j = 0; j < end; ++j) p[j] /= sum;
-    for (int64_t j = 0; j < end; ++j)
-      for (int64_t d = 0; d < D; ++d) r.out[i * D + d] += p[j] * v[j * D + d];
+// The plain fp32 result N of the tolerance rule (bench/cases/naive_fp32.h) on the slice: q [n, D],
+// k, v [S, D]; query i sees keys j ≤ i + S − n when causal (bottom-right).
+cases::NaiveProblem<float> naive_problem(const Slice& s) {
+  cases::NaiveProblem<float> p;
+  p.L = s.rows, p.S = s.S, p.Dq = p.Dk = p.Dv = s.D;
+  p.q.assign(s.q.data<float>(), s.q.data<float>() + s.rows * s.D);
+  p.k.assign(s.k.data<float>(), s.k.data<float>() + s.S * s.D);
+  p.v.assign(s.v.data<float>(), s.v.data<float>() + s.S * s.D);
+  p.scale = static_cast<float>(s.options.scale.value_or(1.0 / std::sqrt(double(s.D))));
+  if (s.options.causal == Causal::bottom_right) {
+    const int64_t shift = s.S - s.rows;
+    p.visible = [shift](int64_t, int64_t, int64_t i, int64_t j) { return j <= i + shift; };
   }
-  if (!backward) return r;
-
-  // dV = Pᵀ·dO; dP = dO·Vᵀ; dS = P ∘ (dP − rowsum(P ∘ dP)); dQ = scale·dS·K; dK = scale·dSᵀ·Q.
-  const float* dout = s.dout.data<float>();
-  r.dq.assign(static_cast<std::size_t>(n * D), 0.0f);
-  r.dk.assign(static_cast<std::size_t>(S * D), 0.0f);
-  r.dv.assign(static_cast<std::size_t>(S * D), 0.0f);
-  std::vector<float> ds(static_cast<std::size_t>(S));
-  for (int64_t i = 0; i < n; ++i) {
-    const float* p = &r.prob[i * S];
-    float rowsum = 0;
-    for (int64_t j = 0; j < S; ++j) {
-      float dp = 0;
-      for (int64_t d = 0; d < D; ++d) dp += dout[i * D + d] * v[j * D + d];
-      ds[j] = dp;
-      rowsum += p[j] * dp;
-    }
-    for (int64_t j = 0; j < S; ++j) {
-      ds[j] = p[j] * (ds[j] - rowsum);
-      for (int64_t d = 0; d < D; ++d) {
-        r.dv[j * D + d] += p[j] * dout[i * D + d];
-        r.dq[i * D + d] += scale * ds[j] * k[j * D + d];
-        r.dk[j * D + d] += scale * ds[j] * q[i * D + d];
-      }
-    }
-  }
-  return r;
+  return p;
 }
 
 // max|x − r|; +∞ when x holds a NaN or ∞ (the reference of N(0, 1) data is finite).
-double max_error(const float* x, const double* r, int64_t n) {
+template <class X>
+double max_error(const X* x, const double* r, int64_t n) {
   double e = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(x[i])) return std::numeric_limits<double>::infinity();
@@ -98,7 +57,7 @@ std::string sci(double x) {
 
 void require(const std::string& case_name, const std::string& what, const Slice& s, double error,
              double naive, double factor) {
-  const double allowed = factor * naive + 1e-6;
+  const double allowed = cases::rule_tolerance(naive, factor);
   if (error <= allowed) return;
   throw Error("bench attention: case " + case_name + ": " + what +
                   " differs from the float64 reference by " + sci(error) + " on head " +
@@ -129,14 +88,18 @@ Slice make_slice(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   ref.path = Path::reference;
   const Tensor q64 = s.q.to(DType::f64), k64 = s.k.to(DType::f64), v64 = s.v.to(DType::f64);
   s.ref_out = attention(q64, k64, v64, ref).out;
-  const Naive naive = naive_attention(s, backward);
-  s.naive_out_error = max_error(naive.out.data(), s.ref_out.data<double>(), s.rows * s.D);
+  const cases::NaiveProblem<float> naive = naive_problem(s);
+  s.naive_out_error =
+      max_error(cases::naive_forward(naive).out.data(), s.ref_out.data<double>(), s.rows * s.D);
   if (backward) {
     const AttentionGrads g = attention_backward(s.dout.to(DType::f64), q64, k64, v64, ref);
     s.ref_dq = g.dq, s.ref_dk = g.dk, s.ref_dv = g.dv;
-    s.naive_dq_error = max_error(naive.dq.data(), g.dq.data<double>(), s.rows * s.D);
-    s.naive_dk_error = max_error(naive.dk.data(), g.dk.data<double>(), s.S * s.D);
-    s.naive_dv_error = max_error(naive.dv.data(), g.dv.data<double>(), s.S * s.D);
+    const float* dout = s.dout.data<float>();
+    const cases::NaiveGrads n =
+        cases::naive_backward(naive, std::vector<double>(dout, dout + s.rows * s.D));
+    s.naive_dq_error = max_error(n.dq.data(), g.dq.data<double>(), s.rows * s.D);
+    s.naive_dk_error = max_error(n.dk.data(), g.dk.data<double>(), s.S * s.D);
+    s.naive_dv_error = max_error(n.dv.data(), g.dv.data<double>(), s.S * s.D);
   }
   return s;
 }
@@ -156,7 +119,8 @@ double check_rows(const std::string& case_name, const std::string& what, const S
 
 double check_forward(const std::string& case_name, const std::string& path, const Slice& s,
                      const float* out) {
-  return check_rows(case_name, "the " + path + " forward", s, out, s.ref_out, s.naive_out_error, 2);
+  return check_rows(case_name, "the " + path + " forward", s, out, s.ref_out, s.naive_out_error,
+                    cases::kOutputFactor);
 }
 
 double check_backward(const std::string& case_name, const std::string& path, const Slice& s,
@@ -164,16 +128,16 @@ double check_backward(const std::string& case_name, const std::string& path, con
   const double eq = max_error(dq, s.ref_dq.data<double>(), s.rows * s.D);
   const double ek = max_error(dk, s.ref_dk.data<double>(), s.S * s.D);
   const double ev = max_error(dv, s.ref_dv.data<double>(), s.S * s.D);
-  require(case_name, "the " + path + " backward's dq", s, eq, s.naive_dq_error, 4);
-  require(case_name, "the " + path + " backward's dk", s, ek, s.naive_dk_error, 4);
-  require(case_name, "the " + path + " backward's dv", s, ev, s.naive_dv_error, 4);
+  require(case_name, "the " + path + " backward's dq", s, eq, s.naive_dq_error, cases::kGradFactor);
+  require(case_name, "the " + path + " backward's dk", s, ek, s.naive_dk_error, cases::kGradFactor);
+  require(case_name, "the " + path + " backward's dv", s, ev, s.naive_dv_error, cases::kGradFactor);
   return std::max({eq, ek, ev});
 }
 
 double check_dq_rows(const std::string& case_name, const std::string& path, const Slice& s,
                      const float* dq) {
   return check_rows(case_name, "the " + path + " backward's dq", s, dq, s.ref_dq, s.naive_dq_error,
-                    4);
+                    cases::kGradFactor);
 }
 
 void check_finite(const std::string& case_name, const std::string& what, const float* x,

@@ -38,7 +38,7 @@ TEST_P(AttentionProperties, SoftmaxRowsSumToOne) {
   SCOPED_TRACE(c.describe());
   const qkv::AttentionResult got = run_library(c);
   ASSERT_TRUE(has_shape("weights", got.weights, c.weights_shape(), DType::f64));
-  const Naive r = naive_attention<double>(c);
+  const Naive r = naive_attention(c);
   const std::vector<double> w = values_of(got.weights);
   for (int64_t row = 0; row < c.B * c.Hq * c.L; ++row) {
     const bool any = std::any_of(r.visible.begin() + row * c.S, r.visible.begin() + (row + 1) * c.S,
@@ -72,7 +72,7 @@ TEST_P(AttentionProperties, PermutingKeysAndValuesTogetherLeavesOutUnchanged) {
   for (int64_t bi = 0; bi < c.B * c.L; ++bi)
     for (int64_t j = 0; j < c.S; ++j) p.mask[bi * c.S + j] = c.mask[bi * c.S + perm[j]];
   const qkv::AttentionResult a = run_library(c), b = run_library(p);
-  const Naive r = naive_attention<double>(c);
+  const Naive r = naive_attention(c);
   EXPECT_TRUE(near("out(permuted)", b.out, c.out_shape(), DType::f64, values_of(a.out), r.out_scale,
                    2 * kRtol));
   std::vector<double> w = values_of(a.weights), wp(w.size()), wscale(w.size());
@@ -113,7 +113,7 @@ TEST_P(AttentionProperties, FullyMaskedRowsAreZeroNeverNaN) {
       }
       SCOPED_TRACE(c.describe() + " (" + how + ")");
       const qkv::AttentionResult got = run_library(c);
-      const Naive r = naive_attention<double>(c);
+      const Naive r = naive_attention(c);
       EXPECT_TRUE(matches_oracle(c, got));
       const std::vector<double> out = values_of(got.out), w = values_of(got.weights),
                                 lse = values_of(got.logsumexp);
@@ -145,7 +145,7 @@ TEST_P(AttentionProperties, NaNInOneQueryRowPoisonsOnlyThatRow) {
     c.q[((b * c.Hq + h) * c.L + i) * c.Dq + 1] = bad;
     SCOPED_TRACE(c.describe() + " q[1, 0, 3, 1] = " + std::to_string(bad));
     const qkv::AttentionResult got = run_library(c);
-    const Naive r = naive_attention<double>(clean);
+    const Naive r = naive_attention(clean);
     std::vector<double> want = r.out;
     const int64_t row = (b * c.Hq + h) * c.L + i;
     for (int64_t d = 0; d < c.Dv; ++d) want[row * c.Dv + d] = kNaN;
@@ -177,7 +177,7 @@ TEST_P(AttentionProperties, NonFiniteKeyPoisonsExactlyTheRowsThatSeeIt) {
         for (int64_t d = 0; d < c.Dv; ++d) c.v[(g * c.S + j) * c.Dv + d] = p.value;
       SCOPED_TRACE(c.describe() + " " + p.where + "[0, 1, 5, :] = " + std::to_string(p.value));
       const qkv::AttentionResult got = run_library(c);
-      const Naive r = naive_attention<double>(clean);
+      const Naive r = naive_attention(clean);
       std::vector<double> want = r.out;
       for (int64_t h = 2; h < 4; ++h)
         for (int64_t i = j; i < c.L; ++i)
@@ -203,7 +203,7 @@ TEST_P(AttentionProperties, MaskedKeysAreNeverRead) {
       for (int64_t d = 0; d < c.Dv; ++d) poisoned.v[(b * c.S + j) * c.Dv + d] = kNaN;
     }
   const qkv::AttentionResult got = run_library(poisoned);
-  const Naive r = naive_attention<double>(c);
+  const Naive r = naive_attention(c);
   EXPECT_TRUE(near("out", got.out, c.out_shape(), DType::f64, r.out, r.out_scale, kRtol));
   EXPECT_TRUE(near("weights", got.weights, c.weights_shape(), DType::f64, r.weights,
                    r.weights_scale, kRtol));
@@ -241,7 +241,7 @@ TEST_P(AttentionProperties, GroupedQueryEqualsRepeatedHeads) {
         rep.v.insert(rep.v.end(), vb, vb + c.S * c.Dv);
       }
     const qkv::AttentionResult a = run_library(c), b = run_library(rep);
-    const Naive r = naive_attention<double>(c);
+    const Naive r = naive_attention(c);
     EXPECT_TRUE(near("out(repeated heads)", b.out, c.out_shape(), DType::f64, values_of(a.out),
                      r.out_scale, 2 * kRtol));
   }
@@ -252,7 +252,7 @@ TEST_P(AttentionProperties, GroupedQueryEqualsRepeatedHeads) {
 TEST_P(AttentionProperties, EquivalentMasksAgree) {
   Case c = make_case(GetParam(), 2, 2, 2, 7, 7, 4, 4, 3, 7800);
   set_bool_mask(c, {c.B, 1, c.L, c.S}, 0.7, 7801);
-  const Naive r = naive_attention<double>(c);
+  const Naive r = naive_attention(c);
   SCOPED_TRACE(c.describe());
   const qkv::AttentionResult with_bool = run_library(c);
   Case f = c;
@@ -270,14 +270,14 @@ TEST_P(AttentionProperties, EquivalentMasksAgree) {
   set_bool_mask(padding, {c.B, 1, 1, c.S}, 1.0, 1);
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t j = 0; j < c.S; ++j) padding.mask[b * c.S + j] = j < lengths.key_lengths[b];
-  const Naive rl = naive_attention<double>(lengths);
+  const Naive rl = naive_attention(lengths);
   EXPECT_TRUE(near("out(key_lengths vs padding mask)", run_library(padding).out, c.out_shape(),
                    DType::f64, values_of(run_library(lengths).out), rl.out_scale, 2 * kRtol));
 
   Case tl = c, br = c;
   tl.causal = Causal::top_left;
   br.causal = Causal::bottom_right;
-  const Naive rt = naive_attention<double>(tl);
+  const Naive rt = naive_attention(tl);
   EXPECT_TRUE(near("out(bottom_right, L = S)", run_library(br).out, c.out_shape(), DType::f64,
                    values_of(run_library(tl).out), rt.out_scale, 2 * kRtol));
 }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cases/naive_fp32.h"
 #include "distributed/ring_layout.h"
 #include "kernels/cpu/fp32_naive.h"
 #include "qkv/attention.h"
@@ -132,6 +133,10 @@ double max_difference(const std::vector<double>& a, const std::vector<double>& b
 
 std::vector<double> values(const Tensor& t) { return qkv_test::values_of(t); }
 
+using qkv::cases::kGradFactor;
+using qkv::cases::kOutputFactor;
+using qkv::cases::rule_tolerance;
+
 struct RingCase {
   bool causal;
   RingLayout layout;
@@ -221,18 +226,18 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
     const std::vector<int64_t>& rows;  // this rank's positions in the tensor's sequence
   };
   const std::vector<double> lse_r = R.lse, lse_n = Nf.lse;
-  for (const Check& ch : {Check{"out", ring.out, R.out, Nf.out, F.out, Dv, 2, mine},
-                          Check{"dq", grads.dq, RG.dq, NG.dq, FG.dq, D, 4, mine},
-                          Check{"dk", grads.dk, RG.dk, NG.dk, FG.dk, D, 4, mine_k},
-                          Check{"dv", grads.dv, RG.dv, NG.dv, FG.dv, Dv, 4, mine_k}}) {
+  for (const Check& ch : {Check{"out", ring.out, R.out, Nf.out, F.out, Dv, kOutputFactor, mine},
+                          Check{"dq", grads.dq, RG.dq, NG.dq, FG.dq, D, kGradFactor, mine},
+                          Check{"dk", grads.dk, RG.dk, NG.dk, FG.dk, D, kGradFactor, mine_k},
+                          Check{"dv", grads.dv, RG.dv, NG.dv, FG.dv, Dv, kGradFactor, mine_k}}) {
     const double error = max_over_ranks(max_error(ch.got, ch.reference, N, ch.rows));
     const double naive = max_difference(ch.naive, ch.reference);
     const double vs_fused = max_over_ranks(max_error(ch.got, values(ch.fused), N, ch.rows));
     const double fused_error = max_difference(values(ch.fused), ch.reference);
-    EXPECT_LE(error, ch.factor * naive + 1e-6)
+    EXPECT_LE(error, rule_tolerance(naive, ch.factor))
         << ch.name << ": ring max|X − R| = " << error << ", fp32 naive max|N − R| = " << naive;
     // The single process under the same rule: this program's problem is the one the ring solved.
-    EXPECT_LE(fused_error, ch.factor * naive + 1e-6)
+    EXPECT_LE(fused_error, rule_tolerance(naive, ch.factor))
         << ch.name << ": single-process fused max|F − R| = " << fused_error;
     if (rank == 0)
       std::printf(
@@ -242,7 +247,7 @@ TEST_P(RingVsSingleProcess, ForwardAndBackwardWithinTheToleranceRule) {
   }
   // The logsumexp, row by row (−∞ nowhere here: top-left causal leaves every row key 0).
   const double lse_error = max_over_ranks(max_error(ring.logsumexp, lse_r, N, mine));
-  EXPECT_LE(lse_error, 2 * max_difference(lse_n, lse_r) + 1e-6);
+  EXPECT_LE(lse_error, rule_tolerance(max_difference(lse_n, lse_r), kOutputFactor));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ring, RingVsSingleProcess,

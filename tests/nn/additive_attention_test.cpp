@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/compare.h"
 #include "nn/gradcheck.h"
 #include "qkv/attention.h"
 #include "qkv/nn.h"
@@ -16,18 +17,11 @@ namespace {
 
 using test::dot_loss;
 using test::gradient_error;
+using test::max_abs_diff;  // +∞ when the shapes differ
 using test::random_f64;
 
 constexpr int64_t kB = 3, kS = 5, kDq = 4, kDk = 6, kA = 7;
 const std::vector<int64_t> kLengths = {5, 2, 4};
-
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.numel(), b.numel());
-  double worst = 0;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    worst = std::max(worst, std::abs(a.value(i) - b.value(i)));
-  return worst;
-}
 
 AttentionOptions library_options(AdditiveAttention& layer) {
   AttentionOptions o;
@@ -53,17 +47,17 @@ TEST(AdditiveAttention, EqualsTheLibrarysAdditiveAttentionForwardAndBackward) {
   const Tensor q4 = s.reshape({kB, 1, 1, kDq}), h4 = h.reshape({kB, 1, kS, kDk});
   const AttentionOptions o = library_options(layer);
   const AttentionResult r = attention(q4, h4, h4, o);
-  EXPECT_LE(max_abs_difference(c, r.out), 1e-13);
-  EXPECT_LE(max_abs_difference(alpha, r.weights), 1e-13);
+  EXPECT_LE(max_abs_diff(c, r.out.reshape(c.shape())), 1e-13);
+  EXPECT_LE(max_abs_diff(alpha, r.weights.reshape(alpha.shape())), 1e-13);
   EXPECT_EQ(alpha.at<double>(1, 3), 0.0);  // a padded key gets no weight
   const AttentionGrads g = attention_backward(dc.reshape({kB, 1, 1, kDk}), q4, h4, h4, o);
-  EXPECT_LE(max_abs_difference(ds, g.dq), 1e-12);
+  EXPECT_LE(max_abs_diff(ds, g.dq.reshape(ds.shape())), 1e-12);
   Tensor dkv = g.dk.clone();
   for (int64_t i = 0; i < dkv.numel(); ++i) dkv.data<double>()[i] += g.dv.value(i);
-  EXPECT_LE(max_abs_difference(dh, dkv), 1e-12);
-  EXPECT_LE(max_abs_difference(layer.w_a.grad, g.dparams.w_q), 1e-12);
-  EXPECT_LE(max_abs_difference(layer.u_a.weight.grad, g.dparams.w_k), 1e-12);
-  EXPECT_LE(max_abs_difference(layer.v_a.grad, g.dparams.v), 1e-12);
+  EXPECT_LE(max_abs_diff(dh, dkv.reshape(dh.shape())), 1e-12);
+  EXPECT_LE(max_abs_diff(layer.w_a.grad, g.dparams.w_q), 1e-12);
+  EXPECT_LE(max_abs_diff(layer.u_a.weight.grad, g.dparams.w_k), 1e-12);
+  EXPECT_LE(max_abs_diff(layer.v_a.grad, g.dparams.v), 1e-12);
 }
 
 // Two steps over one memory, the second query made from the first context (as a decoder does):
@@ -115,8 +109,8 @@ TEST(AdditiveAttention, Float32AgreesWithFloat64) {
   f64.set_memory(h, kLengths);
   f32.set_memory(h.to(DType::f32), kLengths);
   const Tensor c64 = f64.forward(s), c32 = f32.forward(s.to(DType::f32));
-  EXPECT_LE(max_abs_difference(c64, c32), 1e-5);
-  EXPECT_GT(max_abs_difference(c64, Tensor(c64.shape(), DType::f64)), 0.01);  // not all zeros
+  EXPECT_LE(max_abs_diff(c64, c32), 1e-5);
+  EXPECT_GT(max_abs_diff(c64, Tensor(c64.shape(), DType::f64)), 0.01);  // not all zeros
 }
 
 }  // namespace

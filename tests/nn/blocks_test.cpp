@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "nn/compare.h"
 #include "nn/gradcheck.h"
 #include "qkv/nn.h"
 
@@ -13,6 +14,7 @@ namespace {
 
 using test::dot_loss;
 using test::gradient_error;
+using test::max_abs_diff;  // +∞ when the shapes differ
 using test::random_f64;
 
 struct BlockCase {
@@ -230,17 +232,11 @@ TEST(Blocks, Float32MatchesFloat64) {
     const Tensor y64 = b64.forward(x, m, {5, 3}, {6, 4}, false, r64);
     const Tensor y32 = b32.forward(x.to(DType::f32), m.to(DType::f32), {5, 3}, {6, 4}, false, r32);
     const DecoderBlock::Grads g64 = b64.backward(dy), g32 = b32.backward(dy.to(DType::f32));
-    double worst_y = 0, worst_g = 0;
-    for (int64_t i = 0; i < y64.numel(); ++i)
-      worst_y = std::max(worst_y, std::abs(y32.value(i) - y64.value(i)));
-    for (int64_t i = 0; i < x.numel(); ++i)
-      worst_g = std::max(worst_g, std::abs(g32.dx.value(i) - g64.dx.value(i)));
-    for (int64_t i = 0; i < m.numel(); ++i)
-      worst_g = std::max(worst_g, std::abs(g32.dmemory.value(i) - g64.dmemory.value(i)));
+    const double worst_y = max_abs_diff(y32, y64);
+    double worst_g = std::max(max_abs_diff(g32.dx, g64.dx), max_abs_diff(g32.dmemory, g64.dmemory));
     const auto p64 = b64.parameters(), p32 = b32.parameters();
     for (size_t p = 0; p < p64.size(); ++p)
-      for (int64_t i = 0; i < p64[p]->grad.numel(); ++i)
-        worst_g = std::max(worst_g, std::abs(p32[p]->grad.value(i) - p64[p]->grad.value(i)));
+      worst_g = std::max(worst_g, max_abs_diff(p32[p]->grad, p64[p]->grad));
     EXPECT_LE(worst_y, 1e-5);
     EXPECT_LE(worst_g, 2e-5);
     EXPECT_GT(worst_y, 0.0);

@@ -8,10 +8,14 @@
 #include <cmath>
 #include <random>
 
+#include "cases/naive_fp32.h"
+#include "nn/compare.h"
 #include "simd_targets.h"
 
 namespace qkv::nn {
 namespace {
+
+using test::max_abs_diff;  // +∞ when the shapes differ
 
 Tensor normal(Shape shape, uint32_t seed, double sd = 1.0) {
   std::mt19937 rng(seed);
@@ -19,14 +23,6 @@ Tensor normal(Shape shape, uint32_t seed, double sd = 1.0) {
   Tensor t(std::move(shape), DType::f64);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = d(rng);
   return t.to(DType::f32).to(DType::f64);  // exactly representable in float32
-}
-
-double max_diff(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(DType::f64), y = b.to(DType::f64);
-  double worst = 0;
-  for (int64_t i = 0; i < x.numel(); ++i)
-    worst = std::max(worst, std::abs(x.data<double>()[i] - y.data<double>()[i]));
-  return worst;
 }
 
 QKV_PER_SIMD_TARGET(Dense);
@@ -75,12 +71,13 @@ TEST_P(Dense, FastLinearIsWithinTheFp32BoundOfTheReference) {
     const LinearWeights l64{normal({out, in}, 2, 0.05), normal({out}, 3)};
     const Tensor ref = linear(x, l64);
     const Tensor fast = linear(x.to(DType::f32), to(l64, DType::f32));
-    const double bound = 2 * max_diff(naive_linear_f32(x, l64), ref) + 1e-6;
-    EXPECT_LE(max_diff(fast, ref), bound);
+    const double bound =
+        cases::rule_tolerance(max_abs_diff(naive_linear_f32(x, l64), ref), cases::kOutputFactor);
+    EXPECT_LE(max_abs_diff(fast, ref), bound);
     // The check has teeth: an error of 1e-4 in one output exceeds it.
     Tensor bad = fast.clone();
     bad.data<float>()[0] += 1e-4f;
-    EXPECT_GT(max_diff(bad, ref), bound);
+    EXPECT_GT(max_abs_diff(bad, ref), bound);
   }
 }
 
@@ -92,12 +89,12 @@ TEST_P(Dense, FastLayerNormWithResidualAndGeluMatchTheReference) {
   Tensor fast = x.to(DType::f32);
   layer_norm(fast, to(n64, DType::f32), r.to(DType::f32));
   // Each output is (x − mean)·inv·γ + β in float32: a few roundings of values of size ~10.
-  EXPECT_LE(max_diff(fast, ref), 1e-5);
+  EXPECT_LE(max_abs_diff(fast, ref), 1e-5);
   Tensor g64 = normal({5000}, 8, 4.0);
   Tensor g32 = g64.to(DType::f32);
   gelu(g64);
   gelu(g32);
-  EXPECT_LE(max_diff(g32, g64), 4e-6);  // |x| ≤ ~16: a few ε of values up to 16
+  EXPECT_LE(max_abs_diff(g32, g64), 4e-6);  // |x| ≤ ~16: a few ε of values up to 16
 }
 
 TEST_P(Dense, ShapeErrorsNameTheShapes) {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cases/attention_cases.h"
+#include "cases/naive_fp32.h"
 #include "kernels/cpu/fp32_naive.h"
 #include "kernels/cpu/vec_ops.h"
 #include "kernels/reference/naive_attention.h"
@@ -51,7 +52,10 @@ using qkv::Score;
 using qkv::Shape;
 using qkv::Tensor;
 
-inline constexpr double kOutputFactor = 2, kGradFactor = 4, kFloor = 1e-6;
+// The rule of docs/CONVENTIONS.md §1.1, stated once in bench/cases/naive_fp32.h.
+using qkv::cases::kFloor;
+using qkv::cases::kGradFactor;
+using qkv::cases::kOutputFactor;
 
 // ---- cases ----
 
@@ -269,7 +273,7 @@ inline ::testing::AssertionResult within_rule(std::string_view what, const Tenso
     if (std::abs(n - r) > max_nr) max_nr = std::abs(n - r), at_nr = static_cast<int64_t>(i);
     if (std::abs(g - r) > max_xr) max_xr = std::abs(g - r), at_xr = static_cast<int64_t>(i);
   }
-  const double tol = rule.factor * max_nr + kFloor;
+  const double tol = qkv::cases::rule_tolerance(max_nr, rule.factor);
   std::ostringstream stats;
   stats << what << ": max|X-R| = " << max_xr;
   if (at_xr >= 0) stats << " at " << index_string(shape, at_xr);

@@ -2,7 +2,7 @@
 //
 // loss = Σ out ∘ G for a random G, so dout = G and ∂loss/∂x is what attention_backward returns
 // for every input x: q, k, v, the score's parameters and the scale. The finite differences
-// differentiate naive_attention<double> (naive_attention.h), not the library's forward, so a
+// differentiate naive_attention (naive_attention.h), not the library's forward, so a
 // forward bug cannot cancel a backward bug.
 #include <gtest/gtest.h>
 
@@ -39,7 +39,7 @@ constexpr double kGradAtol = 1e-8;
 constexpr double kGradRtol = 1e-7;
 
 double loss(const Case& c, const std::vector<double>& g) {
-  const Naive r = naive_attention<double>(c);
+  const Naive r = naive_attention(c);
   double s = 0;
   for (size_t i = 0; i < g.size(); ++i) s += r.out[i] * g[i];
   return s;
@@ -193,7 +193,7 @@ TEST_P(BackwardVsFiniteDifferences, EveryGradient) {
     EXPECT_TRUE(grads_match(c, got, g));
 
     // Exact zeros: a query that sees nothing has dq = 0; a key nobody sees has dk = dv = 0.
-    const Naive r = naive_attention<double>(c);
+    const Naive r = naive_attention(c);
     if (!got.dq.defined() || !got.dk.defined() || !got.dv.defined()) continue;
     const int64_t ratio = c.Hq / c.Hkv;
     for (int64_t b = 0; b < c.B; ++b)

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cases/naive_fp32.h"
 #include "kernels/reference/naive_attention.h"
 #include "qkv/attention.h"
 
@@ -156,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(AllScores, ForwardVsNaive,
   double naive_err = 0;
   for (size_t i = 0; i < r.size(); ++i)
     if (std::isfinite(r[i])) naive_err = std::max(naive_err, std::abs(n[i] - r[i]));
-  const double tol = 2 * naive_err + 1e-6;
+  const double tol = qkv::cases::rule_tolerance(naive_err, qkv::cases::kOutputFactor);
   return near(what, got, shape, DType::f32, r, {}, 0, tol) << " (tol " << tol << ")";
 }
 
@@ -174,8 +175,9 @@ TEST_P(ForwardFloat32, WithinFp32RoundingOfFloat64) {
     round_to_float(c);
     SCOPED_TRACE(c.describe() + " dtype=float32");
     const qkv::AttentionResult got = run_library(c, DType::f32);
-    const Naive r = naive_attention<double>(c);
-    const Naive n = naive_attention<float>(c);
+    const Naive r = naive_attention(c);
+    const qkv::cases::NaiveForward n =
+        qkv::cases::naive_forward(naive_problem<float>(c), /*need_weights=*/true);
     EXPECT_TRUE(fp32_close("out", got.out, c.out_shape(), r.out, n.out));
     EXPECT_TRUE(fp32_close("weights", got.weights, c.weights_shape(), r.weights, n.weights));
     EXPECT_TRUE(fp32_close("logsumexp", got.logsumexp, c.lse_shape(), r.lse, n.lse));
@@ -252,7 +254,7 @@ TEST(ForwardLayout, StridedViewsMatchContiguousCopies) {
     EXPECT_TRUE(matches_oracle(c, strided));
     EXPECT_TRUE(matches_oracle(c, copied));
     // and the two agree with each other to the same bound
-    const Naive r = naive_attention<double>(c);
+    const Naive r = naive_attention(c);
     EXPECT_TRUE(near("out(strided vs contiguous)", strided.out, c.out_shape(), DType::f64,
                      values_of(copied.out), r.out_scale, kRtol));
   }

@@ -2,9 +2,10 @@
 //
 // Written from docs/CONVENTIONS.md §5 and include/qkv/attention.h alone, never from src/: one loop
 // per formula, over plain row-major std::vector<double>, so that a bug in the library's tensors,
-// broadcasting or dispatch cannot hide in the oracle as well. Templated on the arithmetic type:
-// naive_attention<double> is the float64 oracle, naive_attention<float> the "plain fp32 naive
-// result N" of docs/CONVENTIONS.md §1.1 that fp32 tolerances are measured against.
+// broadcasting or dispatch cannot hide in the oracle as well. naive_attention() is the float64
+// oracle; naive_problem<T>() gives a Case to bench/cases/naive_fp32.h, whose <float> loops are the
+// "plain fp32 naive result N" of docs/CONVENTIONS.md §1.1 that fp32 tolerances are measured against
+// (every score through score_of<T>, the oracle's own score formulas).
 //
 // Also the shared test plumbing: a seeded N(0,1) generator, the Case a test describes (and prints
 // when it fails), conversion to qkv::Tensor / AttentionOptions, and element-wise comparisons.
@@ -24,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cases/naive_fp32.h"
 #include "qkv/attention.h"
 #include "qkv/tensor.h"
 
@@ -290,16 +292,83 @@ struct Naive {
 };
 inline constexpr double kRtol = 1e-12;
 
+// score(q_i, k_j) of the case's scoring function (docs/CONVENTIONS.md §5) for query i of (b, h)
+// and key j of its kv head, computed in T, and Σ|terms| in `s_mag` for its error scale.
 template <class T>
-Naive naive_attention(const Case& c) {
-  const int64_t B = c.B, Hq = c.Hq, Hkv = c.Hkv, L = c.L, S = c.S;
-  const int64_t Dq = c.Dq, Dk = c.Dk, Dv = c.Dv, A = c.A;
-  auto Q = [&](int64_t b, int64_t h, int64_t i, int64_t d) {
-    return c.q[static_cast<size_t>(((b * Hq + h) * L + i) * Dq + d)];
-  };
-  auto K = [&](int64_t b, int64_t g, int64_t j, int64_t d) {
-    return c.k[static_cast<size_t>(((b * Hkv + g) * S + j) * Dk + d)];
-  };
+T score_of(const Case& c, int64_t b, int64_t h, int64_t i, int64_t j, double& s_mag) {
+  const int64_t Hq = c.Hq, Hkv = c.Hkv, L = c.L, S = c.S, Dq = c.Dq, Dk = c.Dk, A = c.A;
+  const int64_t g = h / (Hq / Hkv);  // grouped-query attention
+  auto Q = [&](int64_t d) { return c.q[static_cast<size_t>(((b * Hq + h) * L + i) * Dq + d)]; };
+  auto K = [&](int64_t d) { return c.k[static_cast<size_t>(((b * Hkv + g) * S + j) * Dk + d)]; };
+  T s = 0;
+  s_mag = 0;
+  switch (c.score) {
+    case qkv::Score::scaled_dot:
+    case qkv::Score::dot:
+      for (int64_t d = 0; d < Dk; ++d) {
+        s += static_cast<T>(Q(d)) * static_cast<T>(K(d));
+        s_mag += std::abs(Q(d) * K(d));
+      }
+      break;
+    case qkv::Score::general:  // Σ_a Σ_b q_a W_ab k_b
+      for (int64_t a = 0; a < Dq; ++a)
+        for (int64_t e = 0; e < Dk; ++e) {
+          const double wae = c.w[static_cast<size_t>(a * Dk + e)];
+          s += static_cast<T>(Q(a)) * static_cast<T>(wae) * static_cast<T>(K(e));
+          s_mag += std::abs(Q(a) * wae * K(e));
+        }
+      break;
+    case qkv::Score::additive:  // Σ_a v_a tanh(Σ_e Wq_ae q_e + Σ_e Wk_ae k_e)
+      for (int64_t a = 0; a < A; ++a) {
+        T u = 0;
+        double u_mag = 0;
+        for (int64_t e = 0; e < Dq; ++e) {
+          const double wq = c.w_q[static_cast<size_t>(a * Dq + e)];
+          u += static_cast<T>(wq) * static_cast<T>(Q(e));
+          u_mag += std::abs(wq * Q(e));
+        }
+        for (int64_t e = 0; e < Dk; ++e) {
+          const double wk = c.w_k[static_cast<size_t>(a * Dk + e)];
+          u += static_cast<T>(wk) * static_cast<T>(K(e));
+          u_mag += std::abs(wk * K(e));
+        }
+        const T t = std::tanh(u);
+        s += static_cast<T>(c.w_v[static_cast<size_t>(a)]) * t;
+        s_mag += std::abs(c.w_v[static_cast<size_t>(a)]) *
+                 (std::abs(static_cast<double>(t)) + u_mag);  // |tanh'| ≤ 1
+      }
+      break;
+    case qkv::Score::laplace:  // −Σ|q_d − k_d|
+      for (int64_t d = 0; d < Dk; ++d) {
+        s -= std::abs(static_cast<T>(Q(d)) - static_cast<T>(K(d)));
+        s_mag += std::abs(Q(d)) + std::abs(K(d));
+      }
+      break;
+    case qkv::Score::cosine: {  // (q/max(‖q‖,1e-8))·(k/max(‖k‖,1e-8))
+      T nq = 0, nk = 0;
+      for (int64_t d = 0; d < Dk; ++d) {
+        nq += static_cast<T>(Q(d)) * static_cast<T>(Q(d));
+        nk += static_cast<T>(K(d)) * static_cast<T>(K(d));
+      }
+      nq = std::max(std::sqrt(nq), static_cast<T>(1e-8));
+      nk = std::max(std::sqrt(nk), static_cast<T>(1e-8));
+      for (int64_t d = 0; d < Dk; ++d) {
+        s += (static_cast<T>(Q(d)) / nq) * (static_cast<T>(K(d)) / nk);
+        s_mag += std::abs(Q(d) * K(d)) / (static_cast<double>(nq) * static_cast<double>(nk));
+      }
+      s_mag += 1;  // the norms' own rounding, relative, times |cos| ≤ 1
+      break;
+    }
+    case qkv::Score::uniform:
+      break;
+  }
+  return s;
+}
+
+// The float64 oracle.
+inline Naive naive_attention(const Case& c) {
+  using T = double;
+  const int64_t B = c.B, Hq = c.Hq, Hkv = c.Hkv, L = c.L, S = c.S, Dv = c.Dv;
   auto V = [&](int64_t b, int64_t g, int64_t j, int64_t d) {
     return c.v[static_cast<size_t>(((b * Hkv + g) * S + j) * Dv + d)];
   };
@@ -334,70 +403,8 @@ Naive naive_attention(const Case& c) {
           any = true;
           r.visible[row * S + j] = 1;
           // score(q_i, k_j), and Σ|terms| for its error scale.
-          T s = 0;
           double s_mag = 0;
-          switch (c.score) {
-            case qkv::Score::scaled_dot:
-            case qkv::Score::dot:
-              for (int64_t d = 0; d < Dk; ++d) {
-                s += static_cast<T>(Q(b, h, i, d)) * static_cast<T>(K(b, g, j, d));
-                s_mag += std::abs(Q(b, h, i, d) * K(b, g, j, d));
-              }
-              break;
-            case qkv::Score::general:  // Σ_a Σ_b q_a W_ab k_b
-              for (int64_t a = 0; a < Dq; ++a)
-                for (int64_t e = 0; e < Dk; ++e) {
-                  const double wae = c.w[static_cast<size_t>(a * Dk + e)];
-                  s += static_cast<T>(Q(b, h, i, a)) * static_cast<T>(wae) *
-                       static_cast<T>(K(b, g, j, e));
-                  s_mag += std::abs(Q(b, h, i, a) * wae * K(b, g, j, e));
-                }
-              break;
-            case qkv::Score::additive:  // Σ_a v_a tanh(Σ_e Wq_ae q_e + Σ_e Wk_ae k_e)
-              for (int64_t a = 0; a < A; ++a) {
-                T u = 0;
-                double u_mag = 0;
-                for (int64_t e = 0; e < Dq; ++e) {
-                  const double wq = c.w_q[static_cast<size_t>(a * Dq + e)];
-                  u += static_cast<T>(wq) * static_cast<T>(Q(b, h, i, e));
-                  u_mag += std::abs(wq * Q(b, h, i, e));
-                }
-                for (int64_t e = 0; e < Dk; ++e) {
-                  const double wk = c.w_k[static_cast<size_t>(a * Dk + e)];
-                  u += static_cast<T>(wk) * static_cast<T>(K(b, g, j, e));
-                  u_mag += std::abs(wk * K(b, g, j, e));
-                }
-                const T t = std::tanh(u);
-                s += static_cast<T>(c.w_v[static_cast<size_t>(a)]) * t;
-                s_mag += std::abs(c.w_v[static_cast<size_t>(a)]) *
-                         (std::abs(static_cast<double>(t)) + u_mag);  // |tanh'| ≤ 1
-              }
-              break;
-            case qkv::Score::laplace:  // −Σ|q_d − k_d|
-              for (int64_t d = 0; d < Dk; ++d) {
-                s -= std::abs(static_cast<T>(Q(b, h, i, d)) - static_cast<T>(K(b, g, j, d)));
-                s_mag += std::abs(Q(b, h, i, d)) + std::abs(K(b, g, j, d));
-              }
-              break;
-            case qkv::Score::cosine: {  // (q/max(‖q‖,1e-8))·(k/max(‖k‖,1e-8))
-              T nq = 0, nk = 0;
-              for (int64_t d = 0; d < Dk; ++d) {
-                nq += static_cast<T>(Q(b, h, i, d)) * static_cast<T>(Q(b, h, i, d));
-                nk += static_cast<T>(K(b, g, j, d)) * static_cast<T>(K(b, g, j, d));
-              }
-              nq = std::max(std::sqrt(nq), static_cast<T>(1e-8));
-              nk = std::max(std::sqrt(nk), static_cast<T>(1e-8));
-              for (int64_t d = 0; d < Dk; ++d) {
-                s += (static_cast<T>(Q(b, h, i, d)) / nq) * (static_cast<T>(K(b, g, j, d)) / nk);
-                s_mag += std::abs(Q(b, h, i, d) * K(b, g, j, d)) /
-                         (static_cast<double>(nq) * static_cast<double>(nk));
-              }
-              s_mag += 1;  // the norms' own rounding, relative, times |cos| ≤ 1
-              break;
-            }
-            case qkv::Score::uniform:
-              break;
-          }
+          const T s = score_of<T>(c, b, h, i, j, s_mag);
           const double mask_add = c.mask_kind == MaskKind::additive ? mask_at(c, b, h, i, j) : 0.0;
           x[j] = scale * s + static_cast<T>(mask_add);
           mag[j] = abs_scale * s_mag + std::abs(mask_add);
@@ -442,6 +449,32 @@ Naive naive_attention(const Case& c) {
     }
   }
   return r;
+}
+
+// The Case as a problem for the plain naive loops of bench/cases/naive_fp32.h (softmax, computed
+// in T): its inputs converted once to T, its visibility (causal, key lengths, a boolean mask), its
+// float mask as the bias, and the scores other than the dot products through score_of<T>. The
+// result refers to `c`, which must outlive it.
+template <class T>
+qkv::cases::NaiveProblem<T> naive_problem(const Case& c) {
+  qkv::cases::NaiveProblem<T> n;
+  n.B = c.B, n.Hq = c.Hq, n.Hkv = c.Hkv, n.L = c.L, n.S = c.S;
+  n.Dq = c.Dq, n.Dk = c.Dk, n.Dv = c.Dv;
+  n.q.assign(c.q.begin(), c.q.end());
+  n.k.assign(c.k.begin(), c.k.end());
+  n.v.assign(c.v.begin(), c.v.end());
+  n.scale = static_cast<T>(c.scale_value());
+  n.visible = [&c](int64_t b, int64_t h, int64_t i, int64_t j) { return visible(c, b, h, i, j); };
+  if (c.mask_kind == MaskKind::additive)
+    n.bias = [&c](int64_t b, int64_t h, int64_t i, int64_t j) {
+      return static_cast<T>(mask_at(c, b, h, i, j));
+    };
+  if (c.score != qkv::Score::scaled_dot && c.score != qkv::Score::dot)
+    n.score = [&c](int64_t b, int64_t h, int64_t i, int64_t j) {
+      double magnitude;
+      return score_of<T>(c, b, h, i, j, magnitude);
+    };
+  return n;
 }
 
 // ---- the library side: tensors and options for a Case ----
@@ -548,7 +581,7 @@ inline ::testing::AssertionResult near(std::string_view what, const qkv::Tensor&
 // visible) and logits, with the derived kRtol bound.
 inline ::testing::AssertionResult matches_oracle(const Case& c, const qkv::AttentionResult& got,
                                                  qkv::DType dtype = qkv::DType::f64) {
-  const Naive r = naive_attention<double>(c);
+  const Naive r = naive_attention(c);
   if (auto ok = near("out", got.out, c.out_shape(), dtype, r.out, r.out_scale, kRtol); !ok)
     return ok;
   if (auto ok =
