@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qkv/attention.h"
+#include "qkv/residual.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
@@ -99,6 +100,9 @@ class CausalLM {
   Tensor capture(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
   // One pass over `ids` on the fast path (the fused attention kernel); the logits, [n, vocab].
   Tensor logits(const std::vector<int32_t>& ids) const;
+  // The model as a qkv::ResidualModel, layer by layer with hooks, sharing these weights: what the
+  // causal lens (qkv/explain_lens.h) intervenes on. Needs load_weights().
+  std::shared_ptr<const ResidualModel> residual() const;
 
   // What the work needs at its peak, in bytes: the whole process, this model as loaded included
   // (qkv/memory.h), known from the header alone (open). capture() of `tokens` tokens: every layer's

@@ -399,67 +399,88 @@ void rope(Tensor& x, int64_t start, double base) {
   rope(x, rope_table(start, x.dim(2), x.dim(3), base));
 }
 
-Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vector<int32_t>& ids,
-                     KvCache& cache, const LlamaOptions& options) {
+void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor& h,
+                 const RopeTable& rotations, KvCache& cache,
+                 std::vector<AttentionCapture>* capture, const LayerHooks& hooks) {
+  const int64_t n = h.dim(0);
+  const LlamaLayer& layer = w.layers[static_cast<std::size_t>(l)];
+  const auto li = static_cast<std::size_t>(l);
+  if (cache.k.size() < static_cast<std::size_t>(c.layers))
+    cache.k.resize(static_cast<std::size_t>(c.layers)), cache.v.resize(cache.k.size());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  Tensor x = h.clone();
+  rms_norm(x, layer.attn_norm, c.eps);
+  Tensor q = split_heads(nn::linear(x, layer.q), c.heads);
+  Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads);
+  const Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads);
+  rope(q, rotations);
+  rope(k, rotations);
+  append(cache.k[li], cache.length, k);
+  append(cache.v[li], cache.length, v);
+  const Tensor keys = cache.k[li].narrow(2, 0, cache.length + n);
+  const Tensor values = cache.v[li].narrow(2, 0, cache.length + n);
+  const bool keep = capture != nullptr;
+  AttentionResult r = attention(q, keys, values,
+                                {.scale = scale,
+                                 .causal = Causal::bottom_right,
+                                 .mask = hooks.mask ? hooks.mask(l) : Tensor(),
+                                 .need_weights = keep,
+                                 .need_scores = keep,
+                                 .path = keep ? Path::reference : Path::automatic});
+  if (hooks.heads) {
+    r.out = r.out.contiguous().to(DType::f32);
+    hooks.heads(l, r.out);
+  }
+  if (keep)
+    capture->push_back({.score = Score::scaled_dot,
+                        .scale = scale,
+                        .causal = Causal::bottom_right,
+                        .q = q,
+                        .k = keys.contiguous(),
+                        .v = values.contiguous(),
+                        .scores = r.scores,
+                        .logits = r.logits,
+                        .weights = r.weights,
+                        .head_out = r.out});
+  add_into(h, nn::linear(nn::merge_heads(r.out).reshape({n, c.hidden}), layer.o));
+  if (hooks.attended) hooks.attended(l, h);
+
+  x = h.clone();
+  rms_norm(x, layer.ffn_norm, c.eps);
+  Tensor gate = nn::linear(x, layer.gate);
+  const Tensor up = nn::linear(x, layer.up);
+  swiglu(gate, up);
+  add_into(h, nn::linear(gate, layer.down));
+  if (hooks.layer_out) hooks.layer_out(l, h);
+}
+
+Tensor llama_embed(const LlamaWeights& w, const LlamaConfig& c, const std::vector<int32_t>& ids,
+                   int64_t start) {
   const auto n = static_cast<int64_t>(ids.size());
   for (const int32_t id : ids)
     if (id < 0 || id >= c.vocab)
       throw Error("llama: token id " + std::to_string(id) + "; expected 0 to " +
                   std::to_string(c.vocab - 1));
-  if (cache.length + n > c.context)
-    throw Error("llama: " + std::to_string(cache.length + n) +
-                " positions; the model reads at most " + std::to_string(c.context));
-  if (cache.k.empty()) cache.k.resize(static_cast<std::size_t>(c.layers)), cache.v = cache.k;
-  if (options.capture != nullptr) options.capture->clear();
-
+  if (start + n > c.context)
+    throw Error("llama: " + std::to_string(start + n) + " positions; the model reads at most " +
+                std::to_string(c.context));
   Tensor h({n, c.hidden}, DType::f32);
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(w.embedding.data<float>() + ids[static_cast<std::size_t>(i)] * c.hidden, c.hidden,
                 h.data<float>() + i * c.hidden);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-  const RopeTable rotations = rope_table(cache.length, n, c.head_dim, c.rope_base);
-  for (int64_t l = 0; l < c.layers; ++l) {
-    const LlamaLayer& layer = w.layers[static_cast<std::size_t>(l)];
-    const auto li = static_cast<std::size_t>(l);
-    Tensor x = h.clone();
-    rms_norm(x, layer.attn_norm, c.eps);
-    Tensor q = split_heads(nn::linear(x, layer.q), c.heads);
-    Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads);
-    const Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads);
-    rope(q, rotations);
-    rope(k, rotations);
-    append(cache.k[li], cache.length, k);
-    append(cache.v[li], cache.length, v);
-    const Tensor keys = cache.k[li].narrow(2, 0, cache.length + n);
-    const Tensor values = cache.v[li].narrow(2, 0, cache.length + n);
-    const bool keep = options.capture != nullptr;
-    const AttentionResult r = attention(q, keys, values,
-                                        {.scale = scale,
-                                         .causal = Causal::bottom_right,
-                                         .need_weights = keep,
-                                         .need_scores = keep,
-                                         .path = keep ? Path::reference : Path::automatic});
-    if (keep)
-      options.capture->push_back({.score = Score::scaled_dot,
-                                  .scale = scale,
-                                  .causal = Causal::bottom_right,
-                                  .q = q,
-                                  .k = keys.contiguous(),
-                                  .v = values.contiguous(),
-                                  .scores = r.scores,
-                                  .logits = r.logits,
-                                  .weights = r.weights,
-                                  .head_out = r.out});
-    const Tensor attended = nn::linear(nn::merge_heads(r.out).reshape({n, c.hidden}), layer.o);
-    add_into(h, attended);
+  return h;
+}
 
-    x = h.clone();
-    rms_norm(x, layer.ffn_norm, c.eps);
-    Tensor gate = nn::linear(x, layer.gate);
-    const Tensor up = nn::linear(x, layer.up);
-    swiglu(gate, up);
-    add_into(h, nn::linear(gate, layer.down));
-  }
+void llama_rms_norm(Tensor& x, const Tensor& gain, double eps) { rms_norm(x, gain, eps); }
+
+Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vector<int32_t>& ids,
+                     KvCache& cache, const LlamaOptions& options) {
+  const auto n = static_cast<int64_t>(ids.size());
+  Tensor h = llama_embed(w, c, ids, cache.length);
+  if (options.capture != nullptr) options.capture->clear();
+  const RopeTable rotations = rope_table(cache.length, n, c.head_dim, c.rope_base);
+  for (int64_t l = 0; l < c.layers; ++l)
+    llama_layer(w, c, l, h, rotations, cache, options.capture, {});
   cache.length += n;
   if (options.last_logits_only && n > 1) h = h.narrow(0, n - 1, 1).clone();
   rms_norm(h, w.output_norm, c.eps);

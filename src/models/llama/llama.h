@@ -22,6 +22,7 @@
 #include "nn/dense.h"
 #include "qkv/attention.h"
 #include "qkv/causal_lm.h"
+#include "qkv/residual.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
@@ -84,5 +85,17 @@ RopeTable rope_table(int64_t start, int64_t n, int64_t d, double base);
 void rope(Tensor& x, const RopeTable& table);
 // The same, the table made for this call.
 void rope(Tensor& x, int64_t start, double base);
+
+// The pieces of llama_forward, for the lens (qkv/residual.h): h₀ of ids at positions start …;
+// one layer l over h [n, hidden] at positions cache.length … cache.length + n − 1 (rotations
+// theirs), its keys and values appended to the cache (whose length the caller advances), its
+// attention captured when `capture` is non-null, hooks applied.
+Tensor llama_embed(const LlamaWeights& weights, const LlamaConfig& config,
+                   const std::vector<int32_t>& ids, int64_t start);
+void llama_layer(const LlamaWeights& weights, const LlamaConfig& config, int64_t layer, Tensor& h,
+                 const RopeTable& rotations, KvCache& cache,
+                 std::vector<AttentionCapture>* capture, const LayerHooks& hooks);
+// x ← x / √(mean(x²) + ε) · gain over the rows of x [n, d] (contiguous float32): RMSNorm.
+void llama_rms_norm(Tensor& x, const Tensor& gain, double eps);
 
 }  // namespace qkv

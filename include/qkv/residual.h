@@ -1,0 +1,74 @@
+// qkv/residual.h — a model with a residual stream and an unembedding, run one layer at a time with
+// hooks: what the causal lens (qkv/explain_lens.h) needs to intervene on a run exactly. A decoder
+// (CausalLM::residual) gives one; each layer l maps the stream h [n, hidden] to
+//
+//   h ← h + W_O · concat_h(o_h),   o_h = Σ_j α^h_ij v^h_j   (the heads' outputs, W_O's input)
+//   h ← h + MLP(h)
+//
+// and the logits are unembed(final_norm(h)). The hooks read or change what passes between those
+// steps; a hook left empty costs nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qkv/tensor.h"
+
+namespace qkv {
+
+struct LayerHooks {
+  // Layer l's heads' outputs o, [1, H, n, head_dim] float32 (W_O's input, head by head): read or
+  // changed in place before W_O applies (a head ablated is its slice set here).
+  std::function<void(int64_t layer, Tensor& heads)> heads;
+  // Layer l's keep-mask, bool [1, H, n, n]: true where query i may attend to key j (combined with
+  // the causal mask by AND); an undefined tensor: none. A blocked edge is −∞ before the softmax.
+  std::function<Tensor(int64_t layer)> mask;
+  // The stream [n, hidden] after layer l's attention and after its MLP: read or changed in place.
+  std::function<void(int64_t layer, Tensor& stream)> attended, layer_out;
+};
+
+class ResidualModel {
+ public:
+  virtual ~ResidualModel() = default;
+  virtual int64_t layers() const = 0;
+  virtual int64_t heads() const = 0;
+  virtual int64_t kv_heads() const = 0;
+  virtual int64_t head_dim() const = 0;
+  virtual int64_t hidden() const = 0;
+  virtual int64_t vocab() const = 0;
+  virtual int64_t context() const = 0;  // positions read at most
+  virtual std::string token_text(int32_t id) const = 0;
+
+  // h₀ [n, hidden] float32: the ids' embeddings (ids checked against the vocabulary, n against
+  // the context).
+  virtual Tensor embed(const std::vector<int32_t>& ids) const = 0;
+  // h ← layer l (h) in place, positions 0 … n − 1 (causal), hooks applied.
+  virtual void layer(int64_t l, Tensor& h, const LayerHooks& hooks = {}) const = 0;
+  // The final norm of each row of h [n, hidden], float32.
+  virtual Tensor final_norm(const Tensor& h) const = 0;
+  // The final norm as the linear map it is at a frozen scale: x [hidden] float64 (a part of the
+  // stream) through the norm whose scale `at` [hidden] (the whole stream, float32) gives it —
+  // RMSNorm: x ⊙ g / rms(at). Parts mapped so sum to final_norm(at) (a norm with a bias or a
+  // centring adds its constant to none of them).
+  virtual std::vector<double> final_norm_frozen(const std::vector<double>& x,
+                                                const float* at) const = 0;
+  // Logits of each row of normed [n, hidden] (after final_norm), [n, vocab] float32.
+  virtual Tensor unembed(const Tensor& normed) const = 0;
+  // Row `id` of the unembedding, [hidden] float64: logit(id) = normed · row.
+  virtual std::vector<double> unembedding_row(int32_t id) const = 0;
+  // Layer l's matrices, float32 [out, in] as y = x·Wᵀ: W_Q [H·d, hidden], W_K and W_V
+  // [Hkv·d, hidden], W_O [hidden, H·d] (columns h·d … h·d + d − 1 take head h's output).
+  virtual const Tensor& query_matrix(int64_t l) const = 0;
+  virtual const Tensor& key_matrix(int64_t l) const = 0;
+  virtual const Tensor& value_matrix(int64_t l) const = 0;
+  virtual const Tensor& output_matrix(int64_t l) const = 0;
+  // The norm before layer l's attention, of each row of h [n, hidden]: what W_Q, W_K, W_V read.
+  virtual Tensor attention_norm(int64_t l, const Tensor& h) const = 0;
+  // Where position enters: x [1, heads, n, head_dim] (queries or keys) as at positions start …
+  // start + n − 1, in place (RoPE rotates q and k; v and the stream carry no position).
+  virtual void position(Tensor& x, int64_t start) const = 0;
+};
+
+}  // namespace qkv
