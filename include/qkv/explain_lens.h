@@ -1,0 +1,141 @@
+// qkv/explain_lens.h — the causal lens: whether a head matters for the answer, and which heads
+// wrote it. A clean run of a model with a residual stream (qkv/residual.h) is kept layer by layer;
+// each intervention reruns only the layers from the first it touches, and is measured on one
+// target token at the last position:
+//
+//   head ablation       head h of layer l's output o_h (its slice of W_O's input) set to zero at
+//                       every position, or to its mean over the prompt's positions
+//   attention knockout  edges i → j of chosen heads blocked: −∞ before the softmax (a keep-mask)
+//   activation patching a clean and a corrupted prompt of equal token length: one head's output
+//                       (or the stream entering a layer) at one position copied from the clean run
+//                       into the corrupted run; the share of the metric's gap it restores,
+//                       (patched − corrupted) / (clean − corrupted)
+//   direct logit        each head's W_O^h·o_h at the last position, and each layer's attention and
+//   attribution         MLP output, through the final norm at the clean run's scale, dotted with
+//                       the target's unembedding row (less the alternative's): the parts sum to
+//                       the clean metric, the embedding's part included
+//   logit lens          the stream after each layer through the final norm and the unembedding
+//
+// The metric is the target's logit, or the target's logit less the alternative's (`versus`).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/residual.h"
+#include "qkv/tensor.h"
+
+namespace qkv::explain {
+
+// The token an intervention is measured on, and the alternative it is compared with.
+struct Target {
+  int32_t id = -1;
+  int32_t versus = -1;  // −1: none
+};
+
+// A target's standing in one pass's last-position logits.
+struct Measure {
+  double logit = 0;     // the target's
+  double log_prob = 0;  // its log-probability (log-softmax over the vocabulary)
+  double versus_logit = 0;  // the alternative's (0 when none)
+  double metric = 0;    // logit − versus_logit, or logit when there is no alternative
+};
+
+enum class Ablation { zero, mean };
+
+// One edge of one head: query position i may no longer attend to key position j.
+struct Edge {
+  int64_t layer = 0, head = 0, query = 0, key = 0;
+};
+
+// Called as long work goes: (done, total) units.
+using Progress = std::function<void(int64_t done, int64_t total)>;
+
+// A clean run kept for interventions: the stream entering each layer and each layer's heads'
+// outputs, [n, hidden] and [1, H, n, head_dim] float32.
+class Lens {
+ public:
+  // Runs `ids` (1 … model.context() tokens) once through `model`.
+  Lens(std::shared_ptr<const ResidualModel> model, std::vector<int32_t> ids);
+
+  const ResidualModel& model() const { return *model_; }
+  const std::vector<int32_t>& ids() const { return ids_; }
+  int64_t size() const { return static_cast<int64_t>(ids_.size()); }
+  // The stream entering layer l (l = layers(): after the last layer, before the final norm).
+  const Tensor& stream(int64_t layer) const;
+  // The stream after layer l's attention, before its MLP.
+  const Tensor& attended(int64_t layer) const;
+  const Tensor& heads(int64_t layer) const;  // layer l's heads' outputs o
+  // The last position's logits [vocab] float32, and the most likely token there.
+  const Tensor& logits() const { return logits_; }
+  int32_t top_token() const;
+  Measure measure(const Target& target) const;  // of the clean run
+  Measure measure(const Tensor& last_logits, const Target& target) const;
+
+  // Layers first … of the clean stream entering `first`, with hooks: the last position's logits.
+  Tensor rerun(int64_t first, const LayerHooks& hooks) const;
+  // One head ablated (zero or mean) / the edges blocked: the target measured.
+  Measure ablate(int64_t layer, int64_t head, Ablation how, const Target& target) const;
+  Measure knockout(const std::vector<Edge>& edges, const Target& target) const;
+
+ private:
+  std::shared_ptr<const ResidualModel> model_;
+  std::vector<int32_t> ids_;
+  std::vector<Tensor> streams_, attended_, heads_;
+  Tensor logits_;
+};
+
+// Every head's ablation effect and direct logit attribution.
+struct HeadEffect {
+  int64_t layer = 0, head = 0;
+  double ablation_logit_change = 0;       // zero-ablated − clean: the target's logit
+  double ablation_log_prob_change = 0;    // and its log-probability
+  double ablation_metric_change = 0;      // and the metric (= logit change without versus)
+  double mean_ablation_logit_change = 0;  // the same, mean-ablated
+  double mean_ablation_log_prob_change = 0;
+  double mean_ablation_metric_change = 0;
+  double direct_logit_attribution = 0;  // the head's part of the clean metric
+};
+
+// Direct logit attribution of the clean run's last position: parts that sum to the metric.
+struct Attribution {
+  double embedding = 0;                // h₀'s part
+  std::vector<double> heads;           // [layers · heads], layer-major
+  std::vector<double> attention, mlp;  // per layer: its attention's (Σ of its heads) and MLP's
+  double total = 0;                    // Σ of every part: the clean metric, up to rounding
+};
+Attribution direct_logit_attribution(const Lens& lens, const Target& target);
+
+// Every head zero- and mean-ablated (2 · layers · heads reruns), with its direct logit
+// attribution; layer-major.
+std::vector<HeadEffect> head_effects(const Lens& lens, const Target& target,
+                                     const Progress& progress = {});
+
+// The logit lens: the stream after each layer l (l = 0 … layers − 1) through the final norm (its
+// own scale) and the unembedding.
+struct LensRow {
+  int64_t layer = 0;
+  std::vector<std::pair<int32_t, double>> top;  // the most likely tokens and probabilities
+  int64_t target_rank = 0;                      // 0: the most likely
+  double target_logit = 0, target_log_prob = 0;
+};
+std::vector<LensRow> logit_lens(const Lens& lens, const Target& target, int64_t top = 5);
+
+// Activation patching from a clean run into a corrupted one of the same token length.
+struct Patching {
+  Measure clean, corrupted;
+  Tensor heads;      // [layers, heads] float64: the head's output at every position patched
+  Tensor positions;  // [layers, heads, n] float64: at one position
+  Tensor stream;     // [layers, n] float64: the stream entering layer l at position p
+};
+// A qkv::Error when the lengths differ or the clean and corrupted metrics are equal (nothing to
+// restore). Reruns layers · heads · (n + 1) + layers · n passes from their layer on.
+Patching patch(const Lens& clean, const Lens& corrupted, const Target& target,
+               const Progress& progress = {});
+
+}  // namespace qkv::explain

@@ -1,0 +1,126 @@
+// Direct logit attribution, every head's ablation, and the logit lens (qkv/explain_lens.h).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "qkv/explain_lens.h"
+
+namespace qkv::explain {
+namespace {
+
+// The target's unembedding row less the alternative's: the direction the metric reads.
+std::vector<double> direction(const ResidualModel& m, const Target& t) {
+  std::vector<double> u = m.unembedding_row(t.id);
+  if (t.versus >= 0) {
+    const std::vector<double> v = m.unembedding_row(t.versus);
+    for (std::size_t j = 0; j < u.size(); ++j) u[j] -= v[j];
+  }
+  return u;
+}
+
+// Row i of x [n, hidden] (float32) as float64.
+std::vector<double> row(const Tensor& x, int64_t i) {
+  const int64_t d = x.dim(1);
+  const float* p = x.data<float>() + i * d;
+  return {p, p + d};
+}
+
+std::vector<double> minus(std::vector<double> a, const std::vector<double>& b) {
+  for (std::size_t j = 0; j < a.size(); ++j) a[j] -= b[j];
+  return a;
+}
+
+}  // namespace
+
+Attribution direct_logit_attribution(const Lens& lens, const Target& target) {
+  const ResidualModel& m = lens.model();
+  lens.measure(target);  // checks the ids
+  const int64_t n = lens.size(), last = n - 1, heads = m.heads(), d = m.head_dim(),
+                hidden = m.hidden(), layers = m.layers();
+  const std::vector<double> u = direction(m, target);
+  const float* at = lens.stream(layers).data<float>() + last * hidden;
+  const auto read = [&](const std::vector<double>& part) {
+    const std::vector<double> y = m.final_norm_frozen(part, at);
+    return std::inner_product(y.begin(), y.end(), u.begin(), 0.0);
+  };
+  Attribution a;
+  a.embedding = read(row(lens.stream(0), last));
+  for (int64_t l = 0; l < layers; ++l) {
+    const Tensor& wo = m.output_matrix(l);  // [hidden, H·d]
+    const float* o = lens.heads(l).data<float>();
+    double attention = 0;
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<double> part(static_cast<std::size_t>(hidden), 0.0);
+      const float* oh = o + (h * n + last) * d;
+      for (int64_t r = 0; r < hidden; ++r) {
+        const float* w = wo.data<float>() + r * heads * d + h * d;
+        double s = 0;
+        for (int64_t k = 0; k < d; ++k) s += double{w[k]} * oh[k];
+        part[static_cast<std::size_t>(r)] = s;
+      }
+      a.heads.push_back(read(part));
+      attention += a.heads.back();
+    }
+    a.attention.push_back(attention);
+    a.mlp.push_back(read(minus(row(lens.stream(l + 1), last), row(lens.attended(l), last))));
+  }
+  a.total = a.embedding;
+  for (int64_t l = 0; l < layers; ++l)
+    a.total += a.attention[static_cast<std::size_t>(l)] + a.mlp[static_cast<std::size_t>(l)];
+  return a;
+}
+
+std::vector<HeadEffect> head_effects(const Lens& lens, const Target& target,
+                                     const Progress& progress) {
+  const ResidualModel& m = lens.model();
+  const Measure clean = lens.measure(target);
+  const Attribution dla = direct_logit_attribution(lens, target);
+  const int64_t total = m.layers() * m.heads();
+  std::vector<HeadEffect> effects;
+  for (int64_t l = 0; l < m.layers(); ++l)
+    for (int64_t h = 0; h < m.heads(); ++h) {
+      const Measure zero = lens.ablate(l, h, Ablation::zero, target);
+      const Measure mean = lens.ablate(l, h, Ablation::mean, target);
+      effects.push_back({.layer = l,
+                         .head = h,
+                         .ablation_logit_change = zero.logit - clean.logit,
+                         .ablation_log_prob_change = zero.log_prob - clean.log_prob,
+                         .ablation_metric_change = zero.metric - clean.metric,
+                         .mean_ablation_logit_change = mean.logit - clean.logit,
+                         .mean_ablation_log_prob_change = mean.log_prob - clean.log_prob,
+                         .mean_ablation_metric_change = mean.metric - clean.metric,
+                         .direct_logit_attribution =
+                             dla.heads[static_cast<std::size_t>(l * m.heads() + h)]});
+      if (progress) progress(static_cast<int64_t>(effects.size()), total);
+    }
+  return effects;
+}
+
+std::vector<LensRow> logit_lens(const Lens& lens, const Target& target, int64_t top) {
+  const ResidualModel& m = lens.model();
+  lens.measure(target);
+  const int64_t n = lens.size(), vocab = m.vocab();
+  std::vector<LensRow> rows;
+  for (int64_t l = 0; l < m.layers(); ++l) {
+    const Tensor last = lens.stream(l + 1).narrow(0, n - 1, 1).clone();
+    const Tensor logits = m.unembed(m.final_norm(last)).reshape({vocab});
+    const Measure at = lens.measure(logits, target);
+    const float* z = logits.data<float>();
+    LensRow r{.layer = l, .target_logit = at.logit, .target_log_prob = at.log_prob};
+    for (int64_t v = 0; v < vocab; ++v) r.target_rank += z[v] > z[target.id] ? 1 : 0;
+    std::vector<int32_t> order(static_cast<std::size_t>(vocab));
+    std::iota(order.begin(), order.end(), 0);
+    const int64_t shown = std::min(top, vocab);
+    std::partial_sort(order.begin(), order.begin() + shown, order.end(),
+                      [z](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+    const double log_total = at.logit - at.log_prob;  // log Σ exp z
+    for (int64_t k = 0; k < shown; ++k) {
+      const int32_t id = order[static_cast<std::size_t>(k)];
+      r.top.emplace_back(id, std::exp(double{z[id]} - log_total));
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace qkv::explain

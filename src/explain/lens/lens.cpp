@@ -1,0 +1,147 @@
+// explain::Lens: a clean run kept layer by layer, and the interventions that rerun part of it —
+// a head ablated, edges knocked out (qkv/explain_lens.h).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "qkv/explain_lens.h"
+
+namespace qkv::explain {
+namespace {
+
+// The last row of h [n, hidden] through the final norm and the unembedding: [vocab] float32.
+Tensor last_logits(const ResidualModel& model, const Tensor& h) {
+  const Tensor last = h.narrow(0, h.dim(0) - 1, 1).clone();
+  return model.unembed(model.final_norm(last)).reshape({model.vocab()});
+}
+
+std::string range(int64_t hi) { return "0 to " + std::to_string(hi - 1); }
+
+void check_head(const ResidualModel& m, int64_t layer, int64_t head) {
+  if (layer < 0 || layer >= m.layers())
+    throw Error("layer " + std::to_string(layer) + "; expected " + range(m.layers()),
+                Error::Kind::invalid_argument);
+  if (head < 0 || head >= m.heads())
+    throw Error("head " + std::to_string(head) + "; expected " + range(m.heads()),
+                Error::Kind::invalid_argument);
+}
+
+}  // namespace
+
+Lens::Lens(std::shared_ptr<const ResidualModel> model, std::vector<int32_t> ids)
+    : model_(std::move(model)), ids_(std::move(ids)) {
+  if (ids_.empty()) throw Error("the lens needs at least one token", Error::Kind::invalid_argument);
+  const int64_t layers = model_->layers();
+  Tensor h = model_->embed(ids_);
+  streams_.resize(static_cast<std::size_t>(layers + 1));
+  attended_.resize(static_cast<std::size_t>(layers));
+  heads_.resize(static_cast<std::size_t>(layers));
+  const LayerHooks keep{
+      .heads = [&](int64_t l, Tensor& o) { heads_[static_cast<std::size_t>(l)] = o.clone(); },
+      .attended = [&](int64_t l,
+                      Tensor& s) { attended_[static_cast<std::size_t>(l)] = s.clone(); }};
+  for (int64_t l = 0; l < layers; ++l) {
+    streams_[static_cast<std::size_t>(l)] = h.clone();
+    model_->layer(l, h, keep);
+  }
+  logits_ = last_logits(*model_, h);
+  streams_.back() = std::move(h);
+}
+
+const Tensor& Lens::stream(int64_t layer) const {
+  if (layer < 0 || layer > model_->layers())
+    throw Error("stream " + std::to_string(layer) + "; expected " + range(model_->layers() + 1),
+                Error::Kind::invalid_argument);
+  return streams_[static_cast<std::size_t>(layer)];
+}
+
+const Tensor& Lens::attended(int64_t layer) const {
+  check_head(*model_, layer, 0);
+  return attended_[static_cast<std::size_t>(layer)];
+}
+
+const Tensor& Lens::heads(int64_t layer) const {
+  check_head(*model_, layer, 0);
+  return heads_[static_cast<std::size_t>(layer)];
+}
+
+int32_t Lens::top_token() const {
+  const float* z = logits_.data<float>();
+  return static_cast<int32_t>(std::max_element(z, z + logits_.numel()) - z);
+}
+
+Measure Lens::measure(const Target& target) const { return measure(logits_, target); }
+
+Measure Lens::measure(const Tensor& last, const Target& target) const {
+  const int64_t vocab = last.numel();
+  if (target.id < 0 || target.id >= vocab)
+    throw Error("target token id " + std::to_string(target.id) + "; expected " + range(vocab),
+                Error::Kind::invalid_argument);
+  if (target.versus < -1 || target.versus >= vocab)
+    throw Error("versus token id " + std::to_string(target.versus) + "; expected " +
+                    range(vocab) + " (or none)",
+                Error::Kind::invalid_argument);
+  const float* z = last.data<float>();
+  const double top = *std::max_element(z, z + vocab);
+  double total = 0;
+  for (int64_t v = 0; v < vocab; ++v) total += std::exp(double{z[v]} - top);
+  Measure m;
+  m.logit = z[target.id];
+  m.log_prob = m.logit - top - std::log(total);
+  m.versus_logit = target.versus >= 0 ? double{z[target.versus]} : 0.0;
+  m.metric = m.logit - m.versus_logit;
+  return m;
+}
+
+Tensor Lens::rerun(int64_t first, const LayerHooks& hooks) const {
+  Tensor h = stream(first).clone();
+  for (int64_t l = first; l < model_->layers(); ++l) model_->layer(l, h, hooks);
+  return last_logits(*model_, h);
+}
+
+Measure Lens::ablate(int64_t layer, int64_t head, Ablation how, const Target& target) const {
+  check_head(*model_, layer, head);
+  const int64_t n = size(), d = model_->head_dim();
+  const LayerHooks hooks{.heads = [&](int64_t l, Tensor& o) {
+    if (l != layer) return;
+    float* p = o.data<float>() + head * n * d;
+    std::vector<double> mean(static_cast<std::size_t>(d), 0.0);
+    if (how == Ablation::mean)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k < d; ++k)
+          mean[static_cast<std::size_t>(k)] += double{p[i * d + k]} / static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < d; ++k) p[i * d + k] = static_cast<float>(mean[k]);
+  }};
+  return measure(rerun(layer, hooks), target);
+}
+
+Measure Lens::knockout(const std::vector<Edge>& edges, const Target& target) const {
+  if (edges.empty()) return measure(target);
+  const int64_t n = size(), heads = model_->heads();
+  int64_t first = model_->layers();
+  for (const Edge& e : edges) {
+    check_head(*model_, e.layer, e.head);
+    if (e.query < 0 || e.query >= n || e.key < 0 || e.key >= n)
+      throw Error("edge " + std::to_string(e.query) + "→" + std::to_string(e.key) +
+                      ": positions are " + range(n),
+                  Error::Kind::invalid_argument);
+    if (e.key > e.query)
+      throw Error("edge " + std::to_string(e.query) + "→" + std::to_string(e.key) +
+                      " looks ahead, which the causal mask already blocks; expected key ≤ query",
+                  Error::Kind::invalid_argument);
+    first = std::min(first, e.layer);
+  }
+  const LayerHooks hooks{.mask = [&](int64_t l) {
+    bool any = false;
+    for (const Edge& e : edges) any = any || e.layer == l;
+    if (!any) return Tensor();
+    Tensor keep = Tensor::full({1, heads, n, n}, 1.0, DType::b8);
+    for (const Edge& e : edges)
+      if (e.layer == l) keep.data<bool>()[(e.head * n + e.query) * n + e.key] = false;
+    return keep;
+  }};
+  return measure(rerun(first, hooks), target);
+}
+
+}  // namespace qkv::explain
