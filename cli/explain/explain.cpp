@@ -63,6 +63,26 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
   cmd->add_option("--png", args.png,
                   "write a PNG image: the heatmap of --layer/--head, else the model grid")
       ->option_text("FILE");
+  cmd->add_option("--target", args.lens.target,
+                  "a decoder: which heads carry this next token (one token, e.g. \" Paris\"; "
+                  "default: the model's most likely) — every head ablated, its direct logit "
+                  "attribution, the logit lens")
+      ->check(utf8_text())
+      ->option_text("TOKEN");
+  cmd->add_option("--versus", args.lens.versus,
+                  "with a decoder: measure the target's logit less this token's (\" Rome\")")
+      ->check(utf8_text())
+      ->option_text("TOKEN");
+  cmd->add_option("--corrupt", args.lens.corrupt,
+                  "with a decoder: activation patching from the text into this prompt of equal "
+                  "token length (\"The capital of Italy is\")")
+      ->check(utf8_text())
+      ->option_text("TEXT");
+  cmd->add_option("--knockout", args.lens.knockout,
+                  "with a decoder: block edges LAYER.HEAD:QUERY>KEY (−∞ before the softmax; * "
+                  "for all), e.g. 14.*:5>3")
+      ->check(utf8_text())
+      ->option_text("EDGES");
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
   cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
   add_model_option(*cmd, args.model, {.decoder = true, .trained = true});
@@ -80,7 +100,15 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
       "  qkv explain --model count.safetensors --html latents.html   (qkv train --model "
       "perceiver)\n"
-      "  qkv explain --model smollm2 \"The capital of France is\"   (a decoder: any GGUF file)\n");
+      "  qkv explain --model smollm2 \"The capital of France is\"   (a decoder: any GGUF file)\n"
+      "  qkv explain --model smollm2 \"The capital of France is\" --target \" Paris\" --versus "
+      "\" Rome\" --corrupt \"The capital of Italy is\"\n\n"
+      "The lens (--target): head ablation sets a head's output (its slice of W_O's input) to zero\n"
+      "at every position (mean: to its mean over the positions) and reruns the layers from there;\n"
+      "knockout adds −∞ to the chosen edges' logits; patching copies a head's output (or the\n"
+      "stream) from the text's run into the corrupted one's; direct logit attribution reads each\n"
+      "head's output at the last position through W_O and the final norm (scale frozen) on the\n"
+      "target's unembedding row; the logit lens reads the stream after each layer.\n");
   return cmd;
 }
 
@@ -113,9 +141,17 @@ void check_sentence_args(const ExplainArgs& args, const std::string& text) {
   // Every output can be written, and no two are one file, before the model runs.
   check_outputs({{"--html", args.html}, {"--svg", args.svg}, {"--png", args.png}},
                 {model_input(args.model)});
-  if (model_kind(args.model.dir) == ModelKind::causal_lm && args.text_b)
+  const bool decoder = model_kind(args.model.dir) == ModelKind::causal_lm;
+  if (decoder && args.text_b)
     throw Error("a second text \"" + clip(*args.text_b, 40) +
                 "\" is given, but a decoder reads one text; expected one");
+  if (!decoder && args.lens_asked())
+    throw Error(std::string(!args.lens.target.empty()    ? "--target"
+                            : !args.lens.versus.empty()  ? "--versus"
+                            : !args.lens.corrupt.empty() ? "--corrupt"
+                                                         : "--knockout") +
+                " needs a decoder, which predicts a next token; expected --model smollm2 or a "
+                "GGUF file");
 }
 
 // A sentence encoder's text (or pair) checked against the model: its layers and heads, its tokens.
@@ -179,6 +215,7 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
   else
     std::cout << explain::render_overview(run, focus, style);
   if (run.causal()) std::cout << explain::render_decoder(run, style);
+  std::cout << explain::render_lens(run, style);
   return 0;
 }
 
@@ -199,7 +236,13 @@ int run_explain(const ExplainArgs& args) {
   check_memory(args, model, input);
   if (trained) input = trained_input(args, model);
   if (kind == ModelKind::causal_lm) load_weights(model.causal_lm(), args.model.dir);
-  const explain::Run run = explain::capture(model, input);
+  explain::Run run = explain::capture(model, input);
+  if (args.lens_asked()) {
+    CountProgress progress("lens: ablating and patching heads", "reruns");
+    run.lens = explain::read_causal(model.causal_lm().residual(),
+                                    model.causal_lm().tokenize(input.text), args.lens,
+                                    [&](int64_t done, int64_t all) { progress.update(done, all); });
+  }
   explain::require_finite(run);  // before any file is written or anything printed
   return trained ? show_trained(args, run) : show_sentence(args, model, run);
 }

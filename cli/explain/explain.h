@@ -29,6 +29,11 @@ struct ExplainArgs {
   std::string png;   // the same picture as a PNG
   bool no_color = false, color = false;
   std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
+  explain::LensRequest lens;  // --target, --versus, --corrupt, --knockout (a decoder)
+  bool lens_asked() const {
+    return !lens.target.empty() || !lens.versus.empty() || !lens.corrupt.empty() ||
+           !lens.knockout.empty();
+  }
 };
 
 CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args);

@@ -150,6 +150,9 @@ int show_perceiver(const ExplainArgs& args, const explain::Run& run) {
 }  // namespace
 
 void check_trained_args(const ExplainArgs& args, ModelKind kind) {
+  if (args.lens_asked())
+    throw Error("--target, --versus, --corrupt and --knockout read a decoder's next token; a "
+                "model qkv trains is not lensed yet; expected --model smollm2 or a GGUF file");
   if (kind == ModelKind::perceiver)
     check_perceiver_args(args);
   else

@@ -54,7 +54,7 @@ struct Edge {
 };
 
 // Called as long work goes: (done, total) units.
-using Progress = std::function<void(int64_t done, int64_t total)>;
+using OnProgress = std::function<void(int64_t done, int64_t total)>;
 
 // A clean run kept for interventions: the stream entering each layer and each layer's heads'
 // outputs, [n, hidden] and [1, H, n, head_dim] float32.
@@ -114,7 +114,7 @@ Attribution direct_logit_attribution(const Lens& lens, const Target& target);
 // Every head zero- and mean-ablated (2 · layers · heads reruns), with its direct logit
 // attribution; layer-major.
 std::vector<HeadEffect> head_effects(const Lens& lens, const Target& target,
-                                     const Progress& progress = {});
+                                     const OnProgress& progress = {});
 
 // The logit lens: the stream after each layer l (l = 0 … layers − 1) through the final norm (its
 // own scale) and the unembedding.
@@ -136,6 +136,42 @@ struct Patching {
 // A qkv::Error when the lengths differ or the clean and corrupted metrics are equal (nothing to
 // restore). Reruns layers · heads · (n + 1) + layers · n passes from their layer on.
 Patching patch(const Lens& clean, const Lens& corrupted, const Target& target,
-               const Progress& progress = {});
+               const OnProgress& progress = {});
+
+// ---- the lens of one run, as the views show it ----
+// What `qkv explain --target` asks: texts, each one token of the model's vocabulary.
+struct LensRequest {
+  std::string target;   // empty: the model's most likely next token
+  std::string versus;   // empty: none
+  std::string corrupt;  // a corrupted prompt of the same token length: patching; empty: none
+  std::string knockout;  // edges to block, parse_edges' spelling; empty: none
+};
+
+// "L.H:Q>K" items, comma-separated: query position Q of head H in layer L no longer sees key K;
+// `*` for every head, query or key ("14.*:9>4", "3.2:*>0"); a key after its query is skipped
+// (the causal mask blocks it already). Out-of-range numbers are a qkv::Error naming the item.
+std::vector<Edge> parse_edges(const std::string& spec, int64_t layers, int64_t heads, int64_t n);
+
+struct CausalReading {
+  Target target;
+  std::string target_text, versus_text;  // as the vocabulary spells them
+  bool target_given = false;             // false: the most likely next token
+  Measure clean;
+  std::vector<HeadEffect> heads;  // every head, layer-major
+  Attribution attribution;
+  std::vector<LensRow> logit_lens;
+  std::vector<std::string> lens_text;  // the logit lens's top tokens' texts, row by row
+  std::string corrupt;                 // the corrupted prompt, when patched
+  std::optional<Patching> patching;
+  std::string knockout;  // the spec, when edges were blocked
+  std::vector<Edge> edges;
+  std::optional<Measure> knocked;
+};
+// The lens of `ids` (a decoder's prompt) as the request asks: the target resolved (a text that is
+// not one token is a qkv::Error saying what it is), every head ablated, the attribution, the logit
+// lens, and patching and knockout when asked. `progress` counts the reruns.
+CausalReading read_causal(std::shared_ptr<const ResidualModel> model,
+                          const std::vector<int32_t>& ids, const LensRequest& request,
+                          const OnProgress& progress = {});
 
 }  // namespace qkv::explain

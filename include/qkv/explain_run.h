@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "qkv/attention.h"
+#include "qkv/explain_lens.h"
 #include "qkv/model.h"
 #include "qkv/perceiver.h"
 #include "qkv/tensor.h"
@@ -112,6 +113,8 @@ struct Run {
   Tensor induction;
   // A Perceiver: the symbol its task counts.
   char counted = 0;
+  // A decoder's causal lens (qkv/explain_lens.h: read_causal), when asked for (--target).
+  std::optional<CausalReading> lens;
 
   bool causal() const { return !blocks.empty() && blocks.front().causal; }
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }

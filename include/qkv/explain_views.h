@@ -34,6 +34,10 @@ std::string render_overview(const Run& run, int64_t focus, const Style& style);
 // and previous-token heads (mean weight over the text's later tokens above one half), its
 // induction heads, and the five most likely next tokens.
 std::string render_decoder(const Run& run, const Style& style);
+// A decoder's causal lens (run.lens; empty without one): which heads carried the target — by
+// ablation and by direct logit attribution, where each looked — the logit lens, and the knockout
+// and patching asked for.
+std::string render_lens(const Run& run, const Style& style);
 // One head: the weights matrix as a heatmap, then the focus token step by step.
 std::string render_head(const Run& run, int64_t layer, int64_t head, int64_t focus,
                         const Style& style);

@@ -40,6 +40,7 @@ class ResidualModel {
   virtual int64_t vocab() const = 0;
   virtual int64_t context() const = 0;  // positions read at most
   virtual std::string token_text(int32_t id) const = 0;
+  virtual std::vector<int32_t> tokenize(const std::string& text) const = 0;
 
   // h₀ [n, hidden] float32: the ids' embeddings (ids checked against the vocabulary, n against
   // the context).

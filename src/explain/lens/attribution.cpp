@@ -71,7 +71,7 @@ Attribution direct_logit_attribution(const Lens& lens, const Target& target) {
 }
 
 std::vector<HeadEffect> head_effects(const Lens& lens, const Target& target,
-                                     const Progress& progress) {
+                                     const OnProgress& progress) {
   const ResidualModel& m = lens.model();
   const Measure clean = lens.measure(target);
   const Attribution dla = direct_logit_attribution(lens, target);

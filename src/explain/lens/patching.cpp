@@ -7,7 +7,7 @@
 namespace qkv::explain {
 
 Patching patch(const Lens& clean, const Lens& corrupted, const Target& target,
-               const Progress& progress) {
+               const OnProgress& progress) {
   const ResidualModel& m = corrupted.model();
   const int64_t n = corrupted.size(), layers = m.layers(), heads = m.heads(), d = m.head_dim(),
                 hidden = m.hidden();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "explain/report/lens_json.h"
 #include "qkv/explain.h"
 
 namespace qkv::explain {
@@ -69,6 +70,7 @@ json sentence_json(const Run& e, int64_t focus, int64_t layer) {
     j["next_tokens"] = next;
     j["induction"] = tensor_json(e.induction);
   }
+  add_lens_json(j, e);
   return j;
 }
 

@@ -24,6 +24,9 @@ class LlamaResidual final : public ResidualModel {
   int64_t vocab() const override { return c_->vocab; }
   int64_t context() const override { return c_->context; }
   std::string token_text(int32_t id) const override { return tokenizer_->token_text(id); }
+  std::vector<int32_t> tokenize(const std::string& text) const override {
+    return tokenizer_->encode(text, BpeTokenizer::Unspelled::refuse);
+  }
 
   Tensor embed(const std::vector<int32_t>& ids) const override {
     return llama_embed(*w_, *c_, ids, 0);
