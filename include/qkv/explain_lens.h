@@ -47,6 +47,8 @@ struct Measure {
 };
 
 enum class Ablation { zero, mean };
+// One head's output rows [n, d] (contiguous) ablated in place: zero, or each set to their mean.
+void ablate_rows(float* rows, int64_t n, int64_t d, Ablation how);
 
 // One edge of one head: query position i may no longer attend to key position j.
 struct Edge {
@@ -77,8 +79,15 @@ class Lens {
   Measure measure(const Target& target) const;  // of the clean run
   Measure measure(const Tensor& last_logits, const Target& target) const;
 
-  // Layers first … of the clean stream entering `first`, with hooks: the last position's logits.
+  // Layers first … of the clean stream entering `first`, with hooks: the last position's logits
+  // [vocab].
   Tensor rerun(int64_t first, const LayerHooks& hooks) const;
+  // The same for `copies` copies side by side ([copies, n, hidden]; hooks see them all), each
+  // first changed by prepare(copy, stream [n, hidden]) when given: [copies, vocab].
+  Tensor rerun(int64_t first, int64_t copies, const LayerHooks& hooks,
+               const std::function<void(int64_t copy, Tensor& stream)>& prepare = {}) const;
+  // How many copies one batched rerun takes: about 2,048 positions' worth.
+  int64_t copies_per_rerun() const;
   // One head ablated (zero or mean) / the edges blocked: the target measured.
   Measure ablate(int64_t layer, int64_t head, Ablation how, const Target& target) const;
   Measure knockout(const std::vector<Edge>& edges, const Target& target) const;

@@ -18,14 +18,17 @@
 
 namespace qkv {
 
+// A pass runs one sequence, the stream [n, hidden], or B sequences side by side, [B, n, hidden]
+// (interventions batched: the weights are read once for all of them); B = 1 below for the first.
 struct LayerHooks {
-  // Layer l's heads' outputs o, [1, H, n, head_dim] float32 (W_O's input, head by head): read or
+  // Layer l's heads' outputs o, [B, H, n, head_dim] float32 (W_O's input, head by head): read or
   // changed in place before W_O applies (a head ablated is its slice set here).
   std::function<void(int64_t layer, Tensor& heads)> heads;
-  // Layer l's keep-mask, bool [1, H, n, n]: true where query i may attend to key j (combined with
-  // the causal mask by AND); an undefined tensor: none. A blocked edge is −∞ before the softmax.
+  // Layer l's keep-mask, bool [1 or B, H, n, n]: true where query i may attend to key j (combined
+  // with the causal mask by AND); an undefined tensor: none. A blocked edge is −∞ before the
+  // softmax.
   std::function<Tensor(int64_t layer)> mask;
-  // The stream [n, hidden] after layer l's attention and after its MLP: read or changed in place.
+  // The stream after layer l's attention and after its MLP: read or changed in place.
   std::function<void(int64_t layer, Tensor& stream)> attended, layer_out;
 };
 
@@ -45,7 +48,8 @@ class ResidualModel {
   // h₀ [n, hidden] float32: the ids' embeddings (ids checked against the vocabulary, n against
   // the context).
   virtual Tensor embed(const std::vector<int32_t>& ids) const = 0;
-  // h ← layer l (h) in place, positions 0 … n − 1 (causal), hooks applied.
+  // h ← layer l (h) in place, positions 0 … n − 1 (causal), hooks applied; h [n, hidden] or
+  // [B, n, hidden].
   virtual void layer(int64_t l, Tensor& h, const LayerHooks& hooks = {}) const = 0;
   // The final norm of each row of h [n, hidden], float32.
   virtual Tensor final_norm(const Tensor& h) const = 0;

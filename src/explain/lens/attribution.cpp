@@ -75,12 +75,27 @@ std::vector<HeadEffect> head_effects(const Lens& lens, const Target& target,
   const ResidualModel& m = lens.model();
   const Measure clean = lens.measure(target);
   const Attribution dla = direct_logit_attribution(lens, target);
-  const int64_t total = m.layers() * m.heads();
+  const int64_t heads = m.heads(), n = lens.size(), d = m.head_dim(), total = m.layers() * heads;
   std::vector<HeadEffect> effects;
-  for (int64_t l = 0; l < m.layers(); ++l)
-    for (int64_t h = 0; h < m.heads(); ++h) {
-      const Measure zero = lens.ablate(l, h, Ablation::zero, target);
-      const Measure mean = lens.ablate(l, h, Ablation::mean, target);
+  // Layer by layer, its heads' 2·H ablations (copy 2h: head h zeroed; 2h + 1: mean-ablated) in
+  // batched reruns from that layer.
+  for (int64_t l = 0; l < m.layers(); ++l) {
+    std::vector<Measure> measured;
+    for (int64_t begin = 0; begin < 2 * heads; begin += lens.copies_per_rerun()) {
+      const int64_t copies = std::min(lens.copies_per_rerun(), 2 * heads - begin);
+      const LayerHooks hooks{.heads = [&](int64_t layer, Tensor& o) {
+        if (layer != l) return;
+        for (int64_t b = 0; b < copies; ++b)
+          ablate_rows(o.data<float>() + (b * heads + (begin + b) / 2) * n * d, n, d,
+                      (begin + b) % 2 == 0 ? Ablation::zero : Ablation::mean);
+      }};
+      const Tensor logits = lens.rerun(l, copies, hooks);
+      for (int64_t b = 0; b < copies; ++b)
+        measured.push_back(lens.measure(logits.narrow(0, b, 1).reshape({m.vocab()}), target));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      const Measure& zero = measured[static_cast<std::size_t>(2 * h)];
+      const Measure& mean = measured[static_cast<std::size_t>(2 * h + 1)];
       effects.push_back({.layer = l,
                          .head = h,
                          .ablation_logit_change = zero.logit - clean.logit,
@@ -90,9 +105,10 @@ std::vector<HeadEffect> head_effects(const Lens& lens, const Target& target,
                          .mean_ablation_log_prob_change = mean.log_prob - clean.log_prob,
                          .mean_ablation_metric_change = mean.metric - clean.metric,
                          .direct_logit_attribution =
-                             dla.heads[static_cast<std::size_t>(l * m.heads() + h)]});
-      if (progress) progress(static_cast<int64_t>(effects.size()), total);
+                             dla.heads[static_cast<std::size_t>(l * heads + h)]});
     }
+    if (progress) progress(static_cast<int64_t>(effects.size()), total);
+  }
   return effects;
 }
 

@@ -9,10 +9,11 @@
 namespace qkv::explain {
 namespace {
 
-// The last row of h [n, hidden] through the final norm and the unembedding: [vocab] float32.
+// The last row of each sequence of h [B, n, hidden] through the final norm and the unembedding:
+// [B, vocab] float32.
 Tensor last_logits(const ResidualModel& model, const Tensor& h) {
-  const Tensor last = h.narrow(0, h.dim(0) - 1, 1).clone();
-  return model.unembed(model.final_norm(last)).reshape({model.vocab()});
+  const Tensor last = h.narrow(1, h.dim(1) - 1, 1).reshape({h.dim(0), h.dim(2)});
+  return model.unembed(model.final_norm(last.contiguous()));
 }
 
 std::string range(int64_t hi) { return "0 to " + std::to_string(hi - 1); }
@@ -27,6 +28,16 @@ void check_head(const ResidualModel& m, int64_t layer, int64_t head) {
 }
 
 }  // namespace
+
+void ablate_rows(float* rows, int64_t n, int64_t d, Ablation how) {
+  std::vector<double> mean(static_cast<std::size_t>(d), 0.0);
+  if (how == Ablation::mean)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < d; ++k)
+        mean[static_cast<std::size_t>(k)] += double{rows[i * d + k]} / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < d; ++k) rows[i * d + k] = static_cast<float>(mean[k]);
+}
 
 Lens::Lens(std::shared_ptr<const ResidualModel> model, std::vector<int32_t> ids)
     : model_(std::move(model)), ids_(std::move(ids)) {
@@ -44,7 +55,7 @@ Lens::Lens(std::shared_ptr<const ResidualModel> model, std::vector<int32_t> ids)
     streams_[static_cast<std::size_t>(l)] = h.clone();
     model_->layer(l, h, keep);
   }
-  logits_ = last_logits(*model_, h);
+  logits_ = last_logits(*model_, h.reshape({1, h.dim(0), h.dim(1)})).reshape({model_->vocab()});
   streams_.back() = std::move(h);
 }
 
@@ -94,24 +105,33 @@ Measure Lens::measure(const Tensor& last, const Target& target) const {
 }
 
 Tensor Lens::rerun(int64_t first, const LayerHooks& hooks) const {
-  Tensor h = stream(first).clone();
-  for (int64_t l = first; l < model_->layers(); ++l) model_->layer(l, h, hooks);
-  return last_logits(*model_, h);
+  return rerun(first, 1, hooks).reshape({model_->vocab()});
 }
+
+Tensor Lens::rerun(int64_t first, int64_t copies, const LayerHooks& hooks,
+                   const std::function<void(int64_t, Tensor&)>& prepare) const {
+  const Tensor& s = stream(first);
+  const int64_t n = s.dim(0), hidden = s.dim(1);
+  Tensor h({copies, n, hidden}, DType::f32);
+  for (int64_t b = 0; b < copies; ++b) {
+    std::copy_n(s.data<float>(), n * hidden, h.data<float>() + b * n * hidden);
+    if (prepare) {
+      Tensor one = h.narrow(0, b, 1).reshape({n, hidden});  // a view of copy b
+      prepare(b, one);
+    }
+  }
+  if (copies == 1) h = h.reshape({n, hidden});  // one sequence: the unbatched layer
+  for (int64_t l = first; l < model_->layers(); ++l) model_->layer(l, h, hooks);
+  return last_logits(*model_, h.reshape({copies, n, hidden}));
+}
+
+int64_t Lens::copies_per_rerun() const { return std::max<int64_t>(1, 2048 / size()); }
 
 Measure Lens::ablate(int64_t layer, int64_t head, Ablation how, const Target& target) const {
   check_head(*model_, layer, head);
   const int64_t n = size(), d = model_->head_dim();
   const LayerHooks hooks{.heads = [&](int64_t l, Tensor& o) {
-    if (l != layer) return;
-    float* p = o.data<float>() + head * n * d;
-    std::vector<double> mean(static_cast<std::size_t>(d), 0.0);
-    if (how == Ablation::mean)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = 0; k < d; ++k)
-          mean[static_cast<std::size_t>(k)] += double{p[i * d + k]} / static_cast<double>(n);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < d; ++k) p[i * d + k] = static_cast<float>(mean[k]);
+    if (l == layer) ablate_rows(o.data<float>() + head * n * d, n, d, how);
   }};
   return measure(rerun(layer, hooks), target);
 }

@@ -29,40 +29,46 @@ Patching patch(const Lens& clean, const Lens& corrupted, const Target& target,
   p.heads = Tensor({layers, heads}, DType::f64);
   p.positions = Tensor({layers, heads, n}, DType::f64);
   p.stream = Tensor({layers, n}, DType::f64);
-  const int64_t total = layers * heads * (n + 1) + layers * n;
-  int64_t done = 0;
-  const auto step = [&] {
-    if (progress) progress(++done, total);
-  };
+  // Per layer, its jobs in batched reruns from it: (head h, position at) copies a head's output
+  // (at −1: every position); (−1, at) copies the stream entering the layer at one position.
+  std::vector<std::pair<int64_t, int64_t>> jobs;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t at = -1; at < n; ++at) jobs.push_back({h, at});
+  for (int64_t at = 0; at < n; ++at) jobs.push_back({-1, at});
+  const auto jobs_count = static_cast<int64_t>(jobs.size());
+  const int64_t total = layers * jobs_count;
   for (int64_t l = 0; l < layers; ++l)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t at = -1; at < n; ++at) {  // −1: every position
-        const float* from = clean.heads(l).data<float>() + h * n * d;
-        const LayerHooks hooks{.heads = [&](int64_t layer, Tensor& o) {
-          if (layer != l) return;
-          float* to = o.data<float>() + h * n * d;
+    for (int64_t begin = 0; begin < jobs_count; begin += corrupted.copies_per_rerun()) {
+      const int64_t copies = std::min(corrupted.copies_per_rerun(), jobs_count - begin);
+      const auto job = [&](int64_t b) { return jobs[static_cast<std::size_t>(begin + b)]; };
+      const LayerHooks hooks{.heads = [&](int64_t layer, Tensor& o) {
+        if (layer != l) return;
+        for (int64_t b = 0; b < copies; ++b) {
+          const auto [h, at] = job(b);
+          if (h < 0) continue;
+          const float* from = clean.heads(l).data<float>() + h * n * d;
+          float* to = o.data<float>() + (b * heads + h) * n * d;
           for (int64_t i = at < 0 ? 0 : at; i < (at < 0 ? n : at + 1); ++i)
             std::copy_n(from + i * d, d, to + i * d);
-        }};
-        const double share = restored(corrupted.rerun(l, hooks));
-        if (at < 0)
+        }
+      }};
+      const Tensor logits = corrupted.rerun(l, copies, hooks, [&](int64_t b, Tensor& stream) {
+        const auto [h, at] = job(b);
+        if (h < 0)
+          std::copy_n(clean.stream(l).data<float>() + at * hidden, hidden,
+                      stream.data<float>() + at * hidden);
+      });
+      for (int64_t b = 0; b < copies; ++b) {
+        const auto [h, at] = job(b);
+        const double share = restored(logits.narrow(0, b, 1).reshape({m.vocab()}));
+        if (h < 0)
+          p.stream.data<double>()[l * n + at] = share;
+        else if (at < 0)
           p.heads.data<double>()[l * heads + h] = share;
         else
           p.positions.data<double>()[(l * heads + h) * n + at] = share;
-        step();
       }
-  for (int64_t l = 0; l < layers; ++l)
-    for (int64_t at = 0; at < n; ++at) {
-      // The stream entering layer l, position `at`, taken from the clean run.
-      const LayerHooks none;
-      Tensor h = corrupted.stream(l).clone();
-      std::copy_n(clean.stream(l).data<float>() + at * hidden, hidden,
-                  h.data<float>() + at * hidden);
-      for (int64_t k = l; k < layers; ++k) m.layer(k, h, none);
-      const Tensor last = h.narrow(0, n - 1, 1).clone();
-      p.stream.data<double>()[l * n + at] =
-          restored(m.unembed(m.final_norm(last)).reshape({m.vocab()}));
-      step();
+      if (progress) progress(l * jobs_count + begin + copies, total);
     }
   return p;
 }

@@ -190,13 +190,15 @@ void swiglu(Tensor& gate, const Tensor& up) {
   });
 }
 
-// [n, heads·d] → [1, heads, n, d], contiguous.
-Tensor split_heads(const Tensor& x, int64_t heads) {
-  const int64_t n = x.dim(0), d = x.dim(1) / heads;
-  Tensor out({1, heads, n, d}, DType::f32);
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < n; ++i)
-      std::copy_n(x.data<float>() + (i * heads + h) * d, d, out.data<float>() + (h * n + i) * d);
+// [B·n, heads·d] (B sequences of n rows) → [B, heads, n, d], contiguous.
+Tensor split_heads(const Tensor& x, int64_t heads, int64_t batch = 1) {
+  const int64_t n = x.numel() / x.dim(-1) / batch, d = x.dim(-1) / heads;
+  Tensor out({batch, heads, n, d}, DType::f32);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(x.data<float>() + ((b * n + i) * heads + h) * d, d,
+                    out.data<float>() + ((b * heads + h) * n + i) * d);
   return out;
 }
 
@@ -402,7 +404,10 @@ void rope(Tensor& x, int64_t start, double base) {
 void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor& h,
                  const RopeTable& rotations, KvCache& cache,
                  std::vector<AttentionCapture>* capture, const LayerHooks& hooks) {
-  const int64_t n = h.dim(0);
+  // h [n, hidden] with the cache, or [B, n, hidden]: B sequences side by side, no cache.
+  const int64_t batch = h.rank() == 3 ? h.dim(0) : 1, n = h.dim(-2);
+  if (batch > 1 && (cache.length > 0 || capture != nullptr))
+    throw Error("llama: a batch of sequences runs without a cache or a capture");
   const LlamaLayer& layer = w.layers[static_cast<std::size_t>(l)];
   const auto li = static_cast<std::size_t>(l);
   if (cache.k.size() < static_cast<std::size_t>(c.layers))
@@ -410,15 +415,20 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   Tensor x = h.clone();
   rms_norm(x, layer.attn_norm, c.eps);
-  Tensor q = split_heads(nn::linear(x, layer.q), c.heads);
-  Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads);
-  const Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads);
-  rope(q, rotations);
-  rope(k, rotations);
-  append(cache.k[li], cache.length, k);
-  append(cache.v[li], cache.length, v);
-  const Tensor keys = cache.k[li].narrow(2, 0, cache.length + n);
-  const Tensor values = cache.v[li].narrow(2, 0, cache.length + n);
+  Tensor q = split_heads(nn::linear(x, layer.q), c.heads, batch);
+  Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads, batch);
+  Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads, batch);
+  for (Tensor* t : {&q, &k}) {  // RoPE on each sequence
+    Tensor flat = t->reshape({1, batch * t->dim(1), n, c.head_dim});
+    rope(flat, rotations);
+  }
+  Tensor keys = k, values = v;
+  if (batch == 1) {
+    append(cache.k[li], cache.length, k);
+    append(cache.v[li], cache.length, v);
+    keys = cache.k[li].narrow(2, 0, cache.length + n);
+    values = cache.v[li].narrow(2, 0, cache.length + n);
+  }
   const bool keep = capture != nullptr;
   AttentionResult r = attention(q, keys, values,
                                 {.scale = scale,
@@ -442,7 +452,7 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
                         .logits = r.logits,
                         .weights = r.weights,
                         .head_out = r.out});
-  add_into(h, nn::linear(nn::merge_heads(r.out).reshape({n, c.hidden}), layer.o));
+  add_into(h, nn::linear(nn::merge_heads(r.out).reshape(h.shape()), layer.o));
   if (hooks.attended) hooks.attended(l, h);
 
   x = h.clone();

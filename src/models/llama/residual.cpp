@@ -35,7 +35,7 @@ class LlamaResidual final : public ResidualModel {
   void layer(int64_t l, Tensor& h, const LayerHooks& hooks) const override {
     check_layer(l);
     KvCache cache;
-    llama_layer(*w_, *c_, l, h, rope_table(0, h.dim(0), c_->head_dim, c_->rope_base), cache,
+    llama_layer(*w_, *c_, l, h, rope_table(0, h.dim(-2), c_->head_dim, c_->rope_base), cache,
                 nullptr, hooks);
   }
 
