@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "memory.h"
 #include "options.h"
 #include "output.h"
+#include "qkv/explain_circuits.h"
 #include "qkv/files.h"
 #include "qkv/terminal.h"
 
@@ -83,6 +85,21 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
                   "for all), e.g. 14.*:5>3")
       ->check(utf8_text())
       ->option_text("EDGES");
+  cmd->add_option("--circuit", args.circuit,
+                  "with a decoder: head L.H's circuits from its weights alone — the QK table (which "
+                  "tokens look for which), the OV table (what each token's value promotes) — and "
+                  "the induction heads' K-composers")
+      ->check(utf8_text())
+      ->option_text("L.H");
+  cmd->add_option("--tokens", args.circuit_tokens,
+                  "with --circuit: the tokens of its tables, comma-separated (default: the text's)")
+      ->check(utf8_text())
+      ->option_text("A,B,...");
+  cmd->add_option("--offset", args.offset,
+                  "with --circuit: the query's position after the key's in the QK table "
+                  "(RoPE; default 0)")
+      ->transform(integer({.lo = 0, .hi = 1 << 20}))
+      ->option_text("N");
   cmd->add_flag("--no-color", args.no_color, "no ANSI colours (the default when not a terminal)");
   cmd->add_flag("--color", args.color, "ANSI colours even when not a terminal");
   add_model_option(*cmd, args.model, {.decoder = true, .trained = true});
@@ -149,6 +166,7 @@ void check_sentence_args(const ExplainArgs& args, const std::string& text) {
     throw Error(std::string(!args.lens.target.empty()    ? "--target"
                             : !args.lens.versus.empty()  ? "--versus"
                             : !args.lens.corrupt.empty() ? "--corrupt"
+                            : !args.circuit.empty()      ? "--circuit"
                                                          : "--knockout") +
                 " needs a decoder, which predicts a next token; expected --model smollm2 or a "
                 "GGUF file");
@@ -216,7 +234,28 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
     std::cout << explain::render_overview(run, focus, style);
   if (run.causal()) std::cout << explain::render_decoder(run, style);
   std::cout << explain::render_lens(run, style);
+  if (run.circuit) std::cout << "\n" << explain::circuit_text(*run.circuit);
   return 0;
+}
+
+// --circuit L.H: the head's circuits, its layer and head checked against the model.
+std::shared_ptr<const explain::Circuit> circuit_of(const ExplainArgs& args, const Model& model,
+                                                   const explain::Run& run) {
+  const std::size_t dot = args.circuit.find('.');
+  int64_t layer = -1, head = -1;
+  const auto number = [](std::string_view s, int64_t& x) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    return ec == std::errc() && end == s.data() + s.size();
+  };
+  const std::string_view spec(args.circuit);
+  if (dot == std::string::npos || !number(spec.substr(0, dot), layer) ||
+      !number(spec.substr(dot + 1), head))
+    throw Error("--circuit \"" + clip(args.circuit, 20) + "\"; expected LAYER.HEAD, e.g. 18.6");
+  check_index("--circuit's layer", layer, run.model.layers, "layers");
+  check_index("--circuit's head", head, run.model.heads, "heads");
+  return std::make_shared<explain::Circuit>(explain::read_circuit(
+      *model.causal_lm().residual(), run,
+      {.layer = layer, .head = head, .tokens = args.circuit_tokens, .offset = args.offset}));
 }
 
 }  // namespace
@@ -237,7 +276,8 @@ int run_explain(const ExplainArgs& args) {
   if (trained) input = trained_input(args, model);
   if (kind == ModelKind::causal_lm) load_weights(model.causal_lm(), args.model.dir);
   explain::Run run = explain::capture(model, input);
-  if (args.lens_asked()) {
+  if (!args.circuit.empty()) run.circuit = circuit_of(args, model, run);
+  if (args.lens_wanted()) {
     CountProgress progress("lens: ablating and patching heads", "reruns");
     run.lens = explain::read_causal(model.causal_lm().residual(),
                                     model.causal_lm().tokenize(input.text), args.lens,

@@ -30,10 +30,14 @@ struct ExplainArgs {
   bool no_color = false, color = false;
   std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
   explain::LensRequest lens;  // --target, --versus, --corrupt, --knockout (a decoder)
-  bool lens_asked() const {
+  std::string circuit;        // --circuit L.H (a decoder), with --tokens and --offset
+  std::string circuit_tokens;
+  int64_t offset = 0;
+  bool lens_wanted() const {  // the lens: interventions on a decoder's run
     return !lens.target.empty() || !lens.versus.empty() || !lens.corrupt.empty() ||
            !lens.knockout.empty();
   }
+  bool lens_asked() const { return lens_wanted() || !circuit.empty(); }  // any decoder's option
 };
 
 CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args);

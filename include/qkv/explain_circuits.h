@@ -140,6 +140,25 @@ std::vector<Composers> top_composers(const ResidualModel& model,
                                      const std::vector<ScoredHead>& readers, int64_t top = 5,
                                      const CompositionOptions& options = {});
 
+// ---- one head's circuits, as `qkv explain --circuit L.H` shows them ----
+struct CircuitRequest {
+  int64_t layer = 0, head = 0;
+  std::string tokens;  // comma-separated texts, each one token; empty: the run's own tokens
+  int64_t offset = 0;  // the QK table's Δ
+};
+struct Circuit {
+  QkTable qk;
+  OvTable ov;  // its outputs: the tokens themselves
+  // The induction heads the run found (head_roles) and their top K-composers.
+  std::vector<Composers> composers;
+};
+// The head's QK and OV tables over the tokens, and the run's induction heads' composers. A token
+// text that is not one token of the vocabulary is a qkv::Error (Kind::invalid_argument) naming it.
+Circuit read_circuit(const ResidualModel& model, const Run& run, const CircuitRequest& request);
+// The three as one terminal view / JSON object {qk, ov, composers}.
+std::string circuit_text(const Circuit& circuit);
+nlohmann::json circuit_json(const Circuit& circuit);
+
 // ---- views: text at 80 columns, and JSON ----
 // QK: the tokens as rows (queries) and columns (keys), in blocks of columns that fit 80.
 std::string qk_text(const QkTable& table);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,8 @@
 #include "qkv/tensor.h"
 
 namespace qkv::explain {
+
+struct Circuit;  // qkv/explain_circuits.h
 
 // One token a block's queries or keys are made of.
 struct TokenInfo {
@@ -115,6 +118,8 @@ struct Run {
   char counted = 0;
   // A decoder's causal lens (qkv/explain_lens.h: read_causal), when asked for (--target).
   std::optional<CausalReading> lens;
+  // A decoder head's circuits from the weights (qkv/explain_circuits.h), when asked (--circuit).
+  std::shared_ptr<const Circuit> circuit;
 
   bool causal() const { return !blocks.empty() && blocks.front().causal; }
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }

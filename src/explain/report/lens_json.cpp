@@ -1,5 +1,6 @@
 #include "explain/report/lens_json.h"
 
+#include "qkv/explain_circuits.h"
 #include "qkv/json.h"
 
 namespace qkv::explain {
@@ -60,6 +61,7 @@ json logit_lens_json(const CausalReading& r) {
 }  // namespace
 
 void add_lens_json(json& j, const Run& run) {
+  if (run.circuit) j["circuit"] = circuit_json(*run.circuit);
   if (!run.lens) return;
   const CausalReading& r = *run.lens;
   const Attribution& a = r.attribution;
