@@ -648,8 +648,77 @@ function render() {
   });
 }
 
+// ---- the causal lens (qkv explain --target): a layers × heads grid coloured by an effect --------
+function lensView() {
+  const L = D.lens;
+  $('lens-section').hidden = !L || !L.heads;
+  if (!L || !L.heads) return;
+  const T = L.lens, q = (t) => `"${esc(t)}"`;
+  $('lens-target').innerHTML = q(T.target.token);
+  const versus = T.versus ? ` less ${q(T.versus.token)}'s` : '';
+  $('lens-intro').innerHTML = `The target's logit${versus} at the last position is ` +
+    `${fmt(T.clean.metric, 2)} (p = ${fmt(Math.exp(T.clean.log_prob), 3)}). Ablation sets a head's output ` +
+    `(its slice of W_O's input) to zero, or to its mean over the positions, and reruns the layers from ` +
+    `there; direct logit attribution reads the head's output at the last position through W_O and the ` +
+    `final norm (its scale frozen) on the target's unembedding${versus ? ' less the alternative\'s' : ''}.`;
+  const measures = [['ablation_metric_change', 'zero-ablated − clean'],
+    ['mean_ablation_metric_change', 'mean-ablated − clean'],
+    ['direct_logit_attribution', 'direct logit attribution']];
+  if (L.heads[0].patching_restored !== undefined)
+    measures.push(['patching_restored', 'share restored by patching (from the text into the corrupted prompt)']);
+  const pick = $('lens-measure');
+  pick.innerHTML = measures.map(([k, t]) => `<option value="${k}">${t}</option>`).join('');
+  const H = Math.max(...L.heads.map((e) => e.head)) + 1, layers = L.heads.length / H;
+  const draw = () => {
+    const key = pick.value, top = Math.max(1e-9, ...L.heads.map((e) => Math.abs(e[key])));
+    // An ablation that lowers the target means the head helped: coloured as its help.
+    const sign = key.includes('ablation') ? -1 : 1;
+    let html = '<span></span>';
+    for (let h = 0; h < H; h++) html += `<span class="label">h${h}</span>`;
+    for (let l = 0; l < layers; l++) {
+      html += `<span class="label">layer ${l}</span>`;
+      for (let h = 0; h < H; h++) {
+        const e = L.heads[l * H + h], x = e[key];
+        html += `<button data-l="${l}" data-h="${h}" aria-pressed="${l === S.l && h === S.h}" ` +
+          `style="background:${css(ramp(sign * x / top))}" title="layer ${l}, head ${h}: ${fmt(x, 3)}">` +
+          `${fmt(x, 2)}</button>`;
+      }
+    }
+    const g = $('lens-grid');
+    g.style.gridTemplateColumns = `auto repeat(${H}, 56px)`;
+    g.innerHTML = html;
+    g.querySelectorAll('button').forEach((b) => {
+      const l = +b.dataset.l, h = +b.dataset.h, e = L.heads[l * H + h];
+      b.onclick = () => { select({ b: 0, l, h }); draw(); $('heat').scrollIntoView({ block: 'center' }); };
+      b.onmouseenter = () => { $('lens-hover').textContent = `layer ${l}, head ${h}: zeroed ` +
+        `${fmt(e.ablation_metric_change, 3)}, mean-ablated ${fmt(e.mean_ablation_metric_change, 3)}, ` +
+        `DLA ${fmt(e.direct_logit_attribution, 3)}`; };
+    });
+  };
+  pick.onchange = draw;
+  draw();
+  $('lens-table').innerHTML = '<tr><th>layer</th><th>most likely there</th><th>target rank</th><th>target p</th></tr>' +
+    T.logit_lens.map((r) => `<tr><th scope=row>${r.layer}</th><td style="text-align:left">` +
+      r.top.slice(0, 5).map((t) => `${q(t.token)} ${fmt(t.p, 2)}`).join(' · ') +
+      `</td><td>${r.target_rank + 1}</td><td>${fmt(Math.exp(r.target_log_prob), 3)}</td></tr>`).join('');
+  const C = D.lens.circuit;
+  if (C) {
+    const table = (title, rows, cols, cell) => `<h3>${title}</h3><div class="scroll-x"><table class="numbers">` +
+      `<tr><th></th>${cols.map((c) => `<th>${q(c)}</th>`).join('')}</tr>` +
+      rows.map((r, i) => `<tr><th scope=row>${q(r)}</th>${cols.map((_, j) => `<td>${cell(i, j)}</td>`).join('')}</tr>`).join('') +
+      '</table></div>';
+    const names = C.qk.tokens.map((t) => t.text);
+    $('circuit').innerHTML =
+      table(`QK circuit of head ${C.qk.layer}.${C.qk.head}: the logit of a query token (row) on a key token (column), ` +
+        `the query ${C.qk.offset} after the key`, names, names, (i, j) => fmt(C.qk.logits[i][j], 2)) +
+      table(`OV circuit of head ${C.ov.layer}.${C.ov.head}: the logit each token's value (row) gives each output (column)`,
+        C.ov.rows.map((r) => r.text), C.ov.outputs.map((o) => o.text), (i, j) => fmt(C.ov.rows[i].outputs[j], 2));
+  }
+}
+
 header();
 select({});
+lensView();
 matchMedia('(prefers-color-scheme: dark)').addEventListener('change', render);
 window.qkv = { state: S, layer, select };
 document.body.dataset.ready = String(Math.round(performance.now()));
