@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <cmath>
 
 #include "models/model_files.h"
@@ -73,6 +74,16 @@ TEST(Lens, AnAblationChangesTheRunAndAnEmptyKnockoutDoesNot) {
   // Every head's ablation runs batched, heads side by side: the same numbers as one at a time.
   const std::vector<HeadEffect> effects = head_effects(lens, p.target);
   ASSERT_EQ(static_cast<int64_t>(effects.size()), lens.model().layers() * lens.model().heads());
+  // Every head zero-ablated as transformers did it (lens.json's every_head), to 1e-3 of the
+  // clean logit (docs/CONVENTIONS.md §1.5).
+  const nlohmann::json golden = test::read_golden_json("lens.json", "smollm2")["pairs"][0]
+                                                      ["every_head"]["zero_ablation_metric_change"];
+  ASSERT_EQ(golden.size(), effects.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < effects.size(); ++i)
+    worst = std::max(worst, std::abs(effects[i].ablation_metric_change - golden[i].get<double>()));
+  EXPECT_LT(worst, 1e-3 * std::abs(clean.logit));
+  std::printf("head_effects vs transformers, every head: max |Δ metric| %.2e\n", worst);
   for (const auto& [l, h] : {std::pair<int64_t, int64_t>{0, 0}, {23, 4}, {29, 8}}) {
     const HeadEffect& e = effects[static_cast<std::size_t>(l * lens.model().heads() + h)];
     EXPECT_EQ(e.layer, l);
@@ -126,6 +137,16 @@ TEST(Lens, PatchingTheDifferingTokenRestoresEverything) {
     for (int64_t i = 0; i < 3; ++i) EXPECT_NEAR(patched.positions.at<double>(0, h, i), 0.0, 1e-6);
   EXPECT_NEAR(patched.clean.metric, clean.measure(p.target).metric, 0);
   EXPECT_EQ(patched.positions.dim(2), n);
+  // patch()'s every head, as transformers patched them (tests/golden/smollm2/lens.json's
+  // every_head, made by make_smollm2_lens_goldens.py): a share of the whole gap, to 1e-3 of it.
+  const nlohmann::json golden =
+      test::read_golden_json("lens.json", "smollm2")["pairs"][0]["every_head"]["patching"];
+  ASSERT_EQ(static_cast<int64_t>(golden.size()), patched.heads.numel());
+  double worst = 0;
+  for (int64_t i = 0; i < patched.heads.numel(); ++i)
+    worst = std::max(worst, std::abs(patched.heads.data<double>()[i] - golden[i].get<double>()));
+  EXPECT_LT(worst, 1e-3);
+  std::printf("patch() vs transformers, every head: max |Δ share| %.2e\n", worst);
 }
 
 // Mean ablation over a one-token prompt replaces the head's output by itself: the clean run.
