@@ -64,6 +64,10 @@ struct Report {
   // counted symbol, "#"); "" marks none.
   std::string marked_key;
   std::vector<ReportTable> tables;
+  // A decoder's causal lens and circuit (Run::lens, Run::circuit) as JSON text, {"heads", "lens",
+  // "circuit"} as `qkv explain --json` has them; the page draws its lens section from it. Empty:
+  // none.
+  std::string lens;
 };
 
 // Batch entry b of a capture of [B, H, ·, ·] tensors, as [H, ·, ·] (score, scale, mask kept).

@@ -214,7 +214,9 @@ std::string html_report(const Report& report) {
       {"grid", legend.grid},   {"texts", texts},
       {"focus", report.focus}, {"layer", report.layer},
       {"head", report.head},   {"mark", report.marked_key},
-      {"blocks", blocks}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      {"blocks", blocks},
+      {"lens", report.lens.empty() ? nlohmann::json(nullptr) : nlohmann::json::parse(report.lens)}}
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   data = script_json(std::move(data));
 
   std::string page;

@@ -1,4 +1,5 @@
 
+#include "explain/report/lens_json.h"
 #include "qkv/explain.h"
 
 namespace qkv::explain {
@@ -150,7 +151,11 @@ Report report_of(const std::string& title, const Run& run, int64_t focus) {
   if (run.model.family == "perceiver") return report_of(title, run, gathers(run, 3));
   if (!run.blocks.empty() && run.blocks.front().kind == BlockKind::cross_attention)
     return trained_report(title, run);
-  return sentence_report(title, run, focus);
+  Report r = sentence_report(title, run, focus);
+  nlohmann::json lens = nlohmann::json::object();
+  add_lens_json(lens, run);
+  if (!lens.empty()) r.lens = lens.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
 }
 
 }  // namespace qkv::explain

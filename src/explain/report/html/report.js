@@ -651,8 +651,17 @@ function render() {
 // ---- the causal lens (qkv explain --target): a layers × heads grid coloured by an effect --------
 function lensView() {
   const L = D.lens;
-  $('lens-section').hidden = !L || !L.heads;
-  if (!L || !L.heads) return;
+  $('lens-section').hidden = !L;
+  if (!L) return;
+  for (const id of ['lens-intro', 'lens-measure', 'lens-grid', 'lens-table'])
+    $(id).closest('p, div, table').hidden = !L.heads;
+  $('lens-section').querySelector('h3').hidden = !L.heads;
+  if (!L.heads) $('lens-h').textContent = 'Circuits from the weights';
+  if (L.heads) lensHeads(L);
+  if (L.circuit) circuitTables(L.circuit);
+}
+
+function lensHeads(L) {
   const T = L.lens, q = (t) => `"${esc(t)}"`;
   $('lens-target').innerHTML = q(T.target.token);
   const versus = T.versus ? ` less ${q(T.versus.token)}'s` : '';
@@ -697,12 +706,15 @@ function lensView() {
   };
   pick.onchange = draw;
   draw();
-  $('lens-table').innerHTML = '<tr><th>layer</th><th>most likely there</th><th>target rank</th><th>target p</th></tr>' +
+  $('lens-table').innerHTML = '<tr><th>layer</th><th style="text-align:left">most likely there</th><th>target rank</th><th>target p</th></tr>' +
     T.logit_lens.map((r) => `<tr><th scope=row>${r.layer}</th><td style="text-align:left">` +
       r.top.slice(0, 5).map((t) => `${q(t.token)} ${fmt(t.p, 2)}`).join(' · ') +
       `</td><td>${r.target_rank + 1}</td><td>${fmt(Math.exp(r.target_log_prob), 3)}</td></tr>`).join('');
-  const C = D.lens.circuit;
-  if (C) {
+}
+
+function circuitTables(C) {
+  const q = (t) => `"${esc(t)}"`;
+  {
     const table = (title, rows, cols, cell) => `<h3>${title}</h3><div class="scroll-x"><table class="numbers">` +
       `<tr><th></th>${cols.map((c) => `<th>${q(c)}</th>`).join('')}</tr>` +
       rows.map((r, i) => `<tr><th scope=row>${q(r)}</th>${cols.map((_, j) => `<td>${cell(i, j)}</td>`).join('')}</tr>`).join('') +
