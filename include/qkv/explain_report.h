@@ -110,5 +110,8 @@ struct JsonOptions {
 // alignment, heads}. A Perceiver: {model, length, count, uniform_share, predicted, probabilities,
 // latents, html}.
 std::string json_of(const Run& run, const JsonOptions& options = {});
+// A decoder's lens and circuit alone, {"heads", "lens", "circuit"} as json_of has them; "" when
+// the run has neither (Python's Explanation.lens reads it).
+std::string lens_json(const Run& run);
 
 }  // namespace qkv::explain

@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ._lens import CausalLens
+
 from . import _checks, _qkv
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -353,13 +355,34 @@ class CausalLM:
         # Control tokens (<|im_start|>, ...) are the model's markup, not text: nothing is shown.
         return self._model.generated_bytes(ids).decode("utf-8", "replace")
 
-    def explain(self, text: str, *, memory_limit: Optional[int] = None) -> "Explanation":
+    def explain(self, text: str, *, target: Optional[str] = None, versus: Optional[str] = None,
+                corrupt: Optional[str] = None, knockout: Optional[str] = None,
+                memory_limit: Optional[int] = None) -> "Explanation":
         """`text` through the model with every layer's attention captured (causal; each shared
         key/value head repeated for the query heads that read it), and the next-token guess.
         memory_limit: bytes the capture may take (tokens² a layer and head; default: half the
-        machine's memory); past it, MemoryError before it runs."""
+        machine's memory); past it, MemoryError before it runs.
+
+        The causal lens (`qkv explain --target`), when any of these is given: target, the token
+        measured at the last position (one token, " Paris"; "" or None with another option: the
+        model's most likely); versus, a token whose logit is subtracted; corrupt, a prompt of
+        equal token length to patch into; knockout, edges "LAYER.HEAD:QUERY>KEY" (* for all)
+        blocked. The result's .lens holds every head's ablation and attribution as arrays.
+
+        >>> import qkv
+        >>> x = qkv.CausalLM().explain("The capital of France is", target=" Paris")  # doctest: +SKIP
+        >>> x.lens.top_heads("ablation", 1)                                         # doctest: +SKIP
+        [(23, 4, -3.93...)]
+        """
+        request = _qkv.LensRequest()
+        for name, value in (("target", target), ("versus", versus), ("corrupt", corrupt),
+                            ("knockout", knockout)):
+            if value is not None:
+                setattr(request, name, _text(value, name))
+        wanted = any(v is not None for v in (target, versus, corrupt, knockout))
         return _finite(Explanation(self._model.explain(_not_blank(_text(text, "text"), "text"),
-                                                       _checks.memory_limit(memory_limit)),
+                                                       _checks.memory_limit(memory_limit),
+                                                       request, wanted),
                                    self.name, [self.path]))
 
 
@@ -477,6 +500,14 @@ class Explanation:
     def next_tokens(self) -> List[Tuple[str, float]]:
         """A decoder's five most likely next tokens with their probabilities."""
         return self._e.next_tokens
+
+    @cached_property
+    def lens(self) -> Optional["CausalLens"]:
+        """A decoder's causal lens (explain(text, target=...)): qkv.CausalLens, else None."""
+        text = self._e.lens_json()
+        if not text or '"lens"' not in text:
+            return None
+        return CausalLens(text)
 
     @property
     def induction(self) -> Optional[np.ndarray]:

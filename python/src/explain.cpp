@@ -147,6 +147,10 @@ void bind_explain(nb::module_& m) {
           nb::arg("title"), nb::arg("token").none(), nb::arg("layer").none(),
           nb::arg("head").none(), "The self-contained HTML report of `qkv explain --html`.")
       .def(
+          "lens_json",
+          [](const explain::Run& e) { return text_of(explain::lens_json(e)); },
+          "The lens's JSON (explain::lens_json): {heads, lens, circuit}; \"\" without one.")
+      .def(
           "json",
           [](const explain::Run& e, const std::optional<std::string>& token) {
             const int64_t focus = focus_of(e, token);
@@ -172,6 +176,7 @@ void bind_explain(nb::module_& m) {
             else
               text += explain::render_overview(e, focus, style);
             if (e.causal()) text += explain::render_decoder(e, style);
+            text += explain::render_lens(e, style);
             return text_of(text);
           },
           nb::arg("token").none(), nb::arg("layer").none(), nb::arg("head").none(),

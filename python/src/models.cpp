@@ -66,6 +66,12 @@ std::vector<std::pair<std::string, int32_t>> pairs_of(const Encoding& encoding) 
 }  // namespace
 
 void bind_models(nb::module_& m) {
+  nb::class_<explain::LensRequest>(m, "LensRequest", "explain::LensRequest")
+      .def(nb::init<>())
+      .def_rw("target", &explain::LensRequest::target)
+      .def_rw("versus", &explain::LensRequest::versus)
+      .def_rw("corrupt", &explain::LensRequest::corrupt)
+      .def_rw("knockout", &explain::LensRequest::knockout);
   m.def("default_model_dir", &default_model_dir,
         "Where scripts/fetch_model installs all-MiniLM-L6-v2 ($QKV_HOME/models/...).");
   m.def("default_causal_lm_path", &default_causal_lm_path,
@@ -221,17 +227,25 @@ void bind_models(nb::module_& m) {
           "The new token ids after `prompt` (greedy when temperature is 0).")
       .def(
           "explain",
-          [](const CausalLM& lm, const std::string& text, int64_t memory_limit) {
-            nb::gil_scoped_release release;
+          [](const CausalLM& lm, const std::string& text, int64_t memory_limit,
+             const explain::LensRequest& lens, bool lensed) {
             const int64_t tokens = static_cast<int64_t>(lm.tokenize(text).size());
             check_memory_limit(lm.capture_bytes(tokens), memory_limit,
                                "explaining " + grouped(tokens) +
                                    " tokens (every layer's scores, logits and weights kept)",
                                "a shorter text");
-            return explain::capture(lm, text);
+            Unlocked unlocked;
+            return unlocked.run([&] {
+              explain::Run run = explain::capture(lm, text);
+              if (lensed)
+                run.lens = explain::read_causal(lm.residual(), lm.tokenize(text), lens,
+                                                [&](int64_t, int64_t) { unlocked.check_signals(); });
+              return run;
+            });
           },
-          nb::arg("text"), nb::arg("memory_limit"),
-          "explain::capture: the text with every layer's attention captured.");
+          nb::arg("text"), nb::arg("memory_limit"), nb::arg("lens"), nb::arg("lensed"),
+          "explain::capture: the text with every layer's attention captured; with a lens "
+          "request, explain::read_causal's interventions too.");
 }
 
 }  // namespace qkv::python

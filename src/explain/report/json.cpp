@@ -145,4 +145,10 @@ std::string json_of(const Run& run, const JsonOptions& options) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string lens_json(const Run& run) {
+  json j = json::object();
+  add_lens_json(j, run);
+  return j.empty() ? std::string() : j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace qkv::explain

@@ -1,5 +1,4 @@
 
-#include "explain/report/lens_json.h"
 #include "qkv/explain.h"
 
 namespace qkv::explain {
@@ -152,9 +151,7 @@ Report report_of(const std::string& title, const Run& run, int64_t focus) {
   if (!run.blocks.empty() && run.blocks.front().kind == BlockKind::cross_attention)
     return trained_report(title, run);
   Report r = sentence_report(title, run, focus);
-  nlohmann::json lens = nlohmann::json::object();
-  add_lens_json(lens, run);
-  if (!lens.empty()) r.lens = lens.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  r.lens = lens_json(run);
   return r;
 }
 
