@@ -1,5 +1,6 @@
 #include "generate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -7,6 +8,7 @@
 #include "model_args.h"
 #include "options.h"
 #include "output.h"
+#include "qkv/explain_generation.h"
 #include "qkv/model.h"
 #include "qkv/terminal.h"
 
@@ -43,15 +45,82 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
       ->check(text("the system message's text (leave --system out for the chat template's "
                    "default)"))
       ->needs(chat);
+  CLI::Option* explain = cmd->add_flag(
+      "--explain", args.explain,
+      "each token as it comes, with the heads that carried it (direct logit attribution: a "
+      "head's output at the last position through W_O, the final norm and the token's "
+      "unembedding row), where their last query looked, and the KV cache after the pass that "
+      "chose it (K and V per layer and kv head, grouped-query sharing; Q never kept). The tokens "
+      "are plain generation's. Cost: two extra passes over the whole prefix a token (O(n²) "
+      "attention): fine for 64 tokens, slow for thousands");
+  cmd->add_flag("--json", args.json,
+                "with --explain: one JSON object on stdout at the end — {cache: {layers, heads, "
+                "kv_heads, head_dim, group, bytes_per_position, sharing}, prompt_tokens, tokens, "
+                "steps: [{step, id, text, positions, queries, cache_bytes, logit, log_prob, "
+                "attribution, heads: [{layer, head, kv_head, attribution, looked}]}]}")
+      ->needs(explain);
   add_memory_limit_option(*cmd, args.memory_limit, "the model and its KV cache");
   cmd->footer(
       "\nExamples:\n"
       "  qkv generate \"The capital of France is\"\n"
       "  qkv generate --chat \"What is attention in a transformer?\" --max-tokens 80\n"
       "  qkv generate --chat --system \"Answer in French.\" \"What is the capital of Italy?\"\n"
-      "  qkv generate \"Once upon a time\" --temperature 0.8 --seed 7\n");
+      "  qkv generate \"Once upon a time\" --temperature 0.8 --seed 7\n"
+      "  qkv generate \"The capital of France is\" --explain --max-tokens 8\n");
   return cmd;
 }
+
+namespace {
+
+// Generation stops at a token that ends the text (<|im_end|>, <|endoftext|>, ...), at
+// --max-tokens, or when the prompt and the text fill the model's context; the last is not the
+// user's choice, so it is said (on stderr: stdout stays the text). Exit 0: what was generated is
+// a correct continuation, only a shorter one.
+void note_context_stop(const GenerateArgs& args, const CausalLM& model, std::size_t prompt,
+                       std::size_t out) {
+  const int64_t context = model.context_length();
+  const auto total = static_cast<int64_t>(prompt + out);
+  if (static_cast<int64_t>(out) < args.max_tokens && total >= context)
+    std::cerr << "qkv: note: stopped after " << out << " of " << args.max_tokens
+              << " tokens: the prompt (" << prompt << " tokens) and the text generated fill "
+              << "the model's context of " << context << " positions\n";
+}
+
+// --explain: each step as it comes (text), or one JSON object at the end.
+int run_generate_explained(const GenerateArgs& args, const CausalLM& model,
+                           const std::vector<int32_t>& prompt) {
+  const explain::GenerationRequest request{.generate = {.max_tokens = args.max_tokens,
+                                                        .temperature = args.temperature,
+                                                        .seed = args.seed.value_or(1)}};
+  Progress progress;
+  const auto say = [&](int64_t done) {
+    progress.show("explaining token " + grouped(done + 1) + " of at most " +
+                  grouped(args.max_tokens) + " …");
+  };
+  say(0);
+  const explain::ExplainedGeneration g = explain::explain_generation(
+      model, prompt, request,
+      [&](const explain::ExplainedGeneration& so_far, const explain::GenerationStep& step) {
+        if (!args.json) {
+          progress.clear();
+          if (step.step == 0) std::cout << explain::generation_header_text(so_far);
+          std::cout << explain::generation_step_text(so_far, step);
+          flush_stdout();
+        }
+        say(step.step + 1);
+      });
+  progress.clear();
+  if (args.json)
+    std::cout << explain::generation_json(g).dump() << "\n";
+  else
+    std::cout << (g.steps.empty() ? explain::generation_header_text(g) : "")
+              << explain::generation_footer_text(g);
+  flush_stdout();
+  note_context_stop(args, model, prompt.size(), g.steps.size());
+  return 0;
+}
+
+}  // namespace
 
 int run_generate(const GenerateArgs& args) {
   if (args.prompt.empty()) throw Error("the prompt is empty; expected a text to continue");
@@ -75,13 +144,19 @@ int run_generate(const GenerateArgs& args) {
     }
   }());
   // The KV cache grows with every position: bounded, and said, before the first token.
-  require_memory(model.generate_bytes(static_cast<int64_t>(prompt.size()) + args.max_tokens),
+  // --explain also captures every layer's weights over the whole prefix (capture_bytes).
+  const int64_t positions = static_cast<int64_t>(prompt.size()) + args.max_tokens;
+  const int64_t captured = std::min(positions, model.context_length());
+  require_memory(args.explain
+                     ? std::max(model.generate_bytes(positions), model.capture_bytes(captured))
+                     : model.generate_bytes(positions),
                  args.memory_limit,
                  "generating " + grouped(args.max_tokens) + " tokens after a prompt of " +
                      grouped(static_cast<int64_t>(prompt.size())) + " (the model and its KV cache)",
                  "a shorter prompt or --max-tokens");
   load_weights(model, args.model);
   progress.clear();
+  if (args.explain) return run_generate_explained(args, model, prompt);
   // The prompt is shown once the first token is chosen: a model that computes NaN from it leaves
   // nothing on stdout but the error.
   bool started = false;
@@ -106,16 +181,7 @@ int run_generate(const GenerateArgs& args) {
   start();
   std::cout << printable_lines(pending) << "\n";
   flush_stdout();
-  // Generation stops at a token that ends the text (<|im_end|>, <|endoftext|>, ...), at
-  // --max-tokens, or when the prompt and the text fill the model's context; the last is not the
-  // user's choice, so it is said (on stderr: stdout stays the text). Exit 0: what was generated is
-  // a correct continuation, only a shorter one.
-  const int64_t context = model.context_length();
-  const auto total = static_cast<int64_t>(prompt.size() + out.size());
-  if (static_cast<int64_t>(out.size()) < args.max_tokens && total >= context)
-    std::cerr << "qkv: note: stopped after " << out.size() << " of " << args.max_tokens
-              << " tokens: the prompt (" << prompt.size() << " tokens) and the text generated fill "
-              << "the model's context of " << context << " positions\n";
+  note_context_stop(args, model, prompt.size(), out.size());
   return 0;
 }
 

@@ -17,6 +17,8 @@ struct GenerateArgs {
   bool chat = false;
   std::optional<std::string> system;  // with --chat: the system message (else the template's)
   std::string memory_limit;           // --memory-limit SIZE; empty: half the machine's memory
+  bool explain = false;  // each token with the heads that carried it and the KV cache
+  bool json = false;     // with --explain: one JSON object (explain::generation_json)
 };
 
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args);

@@ -149,6 +149,12 @@ void rethrow_for_causal_lm(const std::string& model, const Error& e) {
 }
 
 CausalLM open_causal_lm(const std::string& model) {
+  // An installed model of another kind (minilm) was read as the default decoder, unsaid.
+  if (is_builtin_model(model) && model_kind(model) != ModelKind::causal_lm)
+    throw Error("--model " + model +
+                    " is a sentence encoder; expected a decoder LLM: smollm2 or a GGUF file of a "
+                    "Llama-architecture model",
+                Error::Kind::invalid_argument);
   try {
     // The command asked for a decoder: whatever the path holds, it is read as one (a device or a
     // BERT directory is then said to be no GGUF file), not as what the registry would call it.

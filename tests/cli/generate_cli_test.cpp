@@ -362,5 +362,70 @@ TEST(GenerateCli, ModelHelpSaysWhatEachCommandTakes) {
   EXPECT_THAT(run_qkv({"generate", "--help"}).out, HasSubstr("whatever its name"));
 }
 
+// ---- --explain: each token with the heads that carried it and the KV cache ----
+
+// The tokens --explain shows are plain generation's: its JSON's generated texts after the prompt
+// are exactly plain generate's output; the text view streams one block a token.
+TEST(GenerateCli, ExplainShowsPlainGenerationsTokens) {
+  test::smollm2_gguf();
+  const CliResult plain = run_qkv({"generate", "The capital of France is", "--max-tokens", "4"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.describe();
+  const CliResult json =
+      run_qkv({"generate", "The capital of France is", "--max-tokens", "4", "--explain", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.describe();
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  std::string text = "The capital of France is";
+  for (const nlohmann::json& step : j.at("steps")) text += step.at("text").get<std::string>();
+  EXPECT_EQ(text + "\n", plain.out);
+  ASSERT_EQ(j["steps"].size(), 4u);
+  EXPECT_EQ(j["steps"][0]["id"], 7042);  // " Paris"
+  // 30 layers × 3 kv heads × 64 floats × K and V × 4 bytes, at 5 and then 8 positions.
+  EXPECT_EQ(j["steps"][0]["cache_bytes"], 30 * 3 * 5 * 64 * 2 * 4);
+  EXPECT_EQ(j["steps"][3]["cache_bytes"], 30 * 3 * 8 * 64 * 2 * 4);
+  EXPECT_EQ(j["steps"][0]["queries"], 5);
+  EXPECT_EQ(j["steps"][3]["queries"], 1);
+  const CliResult shown =
+      run_qkv({"generate", "The capital of France is", "--max-tokens", "2", "--explain"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.describe();
+  EXPECT_THAT(shown.out, HasSubstr("kv0 ← h0 h1 h2"));
+  EXPECT_THAT(shown.out, HasSubstr("#1 \" Paris\""));
+  EXPECT_THAT(shown.out, HasSubstr("#2 "));
+  EXPECT_THAT(shown.out, HasSubstr("Text: \"" + plain.out.substr(0, 30)));
+}
+
+TEST(GenerateCli, ExplainJsonHasTheDocumentedKeysOnATinyModel) {
+  const test::ScratchDir dir("qkv-generate");
+  const std::string file = test::tiny_llama_gguf().write(dir.path("tiny.gguf"));
+  const CliResult r =
+      run_qkv({"generate", "hello", "--max-tokens", "3", "--model", file, "--explain", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key : {"cache", "prompt_tokens", "tokens", "steps"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  for (const char* key :
+       {"layers", "heads", "kv_heads", "head_dim", "group", "bytes_per_position", "sharing"})
+    EXPECT_TRUE(j["cache"].contains(key)) << key;
+  const nlohmann::json& c = j["cache"];
+  EXPECT_EQ(c["bytes_per_position"], c["layers"].get<int64_t>() * c["kv_heads"].get<int64_t>() *
+                                         c["head_dim"].get<int64_t>() * 2 * 4);
+  ASSERT_FALSE(j["steps"].empty());
+  for (const char* key : {"step", "id", "text", "positions", "queries", "cache_bytes", "logit",
+                          "log_prob", "attribution", "heads"})
+    EXPECT_TRUE(j["steps"][0].contains(key)) << key;
+  for (const char* key : {"layer", "head", "kv_head", "attribution", "looked"})
+    EXPECT_TRUE(j["steps"][0]["heads"][0].contains(key)) << key;
+}
+
+TEST(GenerateCli, ExplainRefusesASentenceModelAndJsonAlone) {
+  // --model minilm was read as the default decoder, unsaid (it generated SmolLM2's text).
+  expect_one_line_error(run_qkv({"generate", "hi", "--model", "minilm", "--explain"}), 2,
+                        "--model minilm is a sentence encoder; expected a decoder LLM");
+  expect_one_line_error(run_qkv({"generate", "hi", "--model", "minilm"}), 2,
+                        "--model minilm is a sentence encoder; expected a decoder LLM");
+  const CliResult json = run_qkv({"generate", "hi", "--json"});
+  EXPECT_EQ(json.exit_code, 2) << json.describe();
+  EXPECT_THAT(json.err, HasSubstr("--json requires --explain"));
+}
+
 }  // namespace
 }  // namespace qkv::testing
