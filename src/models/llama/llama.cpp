@@ -400,8 +400,8 @@ void rope(Tensor& x, int64_t start, double base) {
 }
 
 void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor& h,
-                 const RopeTable& rotations, KvCache& cache,
-                 std::vector<AttentionCapture>* capture, const LayerHooks& hooks) {
+                 const RopeTable& rotations, KvCache& cache, std::vector<AttentionCapture>* capture,
+                 const LayerHooks& hooks, bool capture_rows) {
   const int64_t n = h.dim(0);
   const LlamaLayer& layer = w.layers[static_cast<std::size_t>(l)];
   const auto li = static_cast<std::size_t>(l);
@@ -419,19 +419,22 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
   append(cache.v[li], cache.length, v);
   const Tensor keys = cache.k[li].narrow(2, 0, cache.length + n);
   const Tensor values = cache.v[li].narrow(2, 0, cache.length + n);
-  const bool keep = capture != nullptr;
+  const bool keep = capture != nullptr && !capture_rows, rows = capture != nullptr && capture_rows;
   AttentionResult r = attention(q, keys, values,
                                 {.scale = scale,
                                  .causal = Causal::bottom_right,
                                  .mask = hooks.mask ? hooks.mask(l) : Tensor(),
                                  .need_weights = keep,
                                  .need_scores = keep,
-                                 .path = keep ? Path::reference : Path::automatic});
+                                 .keep_for_backward = rows,
+                                 .path = keep   ? Path::reference
+                                         : rows ? Path::fused
+                                                : Path::automatic});
   if (hooks.heads) {
     r.out = r.out.contiguous().to(DType::f32);
     hooks.heads(l, r.out);
   }
-  if (keep)
+  if (capture != nullptr)
     capture->push_back({.score = Score::scaled_dot,
                         .scale = scale,
                         .causal = Causal::bottom_right,
@@ -441,7 +444,9 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
                         .scores = r.scores,
                         .logits = r.logits,
                         .weights = r.weights,
-                        .head_out = r.out});
+                        .head_out = r.out,
+                        .saved_max = r.saved_max,
+                        .saved_sum = r.saved_sum});
   add_into(h, nn::linear(nn::merge_heads(r.out).reshape({n, c.hidden}), layer.o));
   if (hooks.attended) hooks.attended(l, h);
 
@@ -480,7 +485,7 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
   if (options.capture != nullptr) options.capture->clear();
   const RopeTable rotations = rope_table(cache.length, n, c.head_dim, c.rope_base);
   for (int64_t l = 0; l < c.layers; ++l)
-    llama_layer(w, c, l, h, rotations, cache, options.capture, {});
+    llama_layer(w, c, l, h, rotations, cache, options.capture, {}, options.capture_rows);
   cache.length += n;
   if (options.last_logits_only && n > 1) h = h.narrow(0, n - 1, 1).clone();
   rms_norm(h, w.output_norm, c.eps);
