@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 #include "cases/naive_fp32.h"
 #include "core/scratch_files.h"
@@ -203,7 +204,7 @@ TEST(RowWeights, TheSwitchKeepsRowsOnlyForALongTextWhenEveryWeightIsNotAsked) {
   EXPECT_FALSE(capture(model, {.text = shorter, .every_weight = false}).blocks.front().rows());
 }
 
-// SmolLM2 on a few hundred tokens of English: every layer's rows exact; layer 0 the reference
+// SmolLM2 on 253 tokens of English: every layer's rows exact; layer 0 the reference
 // capture's; the readings the views print (sinks, previous-token heads, the focus's top keys) the
 // same heads as the reference capture's.
 TEST(RowWeights, SmolLM2RowsAreTheReferencesWeightsAndReadTheSameHeads) {
@@ -216,10 +217,11 @@ TEST(RowWeights, SmolLM2RowsAreTheReferencesWeightsAndReadTheSameHeads) {
   const explain::Run rows = capture(model, text, true), full = capture(model, text, false);
   ASSERT_GT(rows.size(), 250);
   const double worst = expect_rows_exact(rows);
-  ::testing::Test::RecordProperty("max_error_vs_float64", std::to_string(worst));
+  ::testing::Test::RecordProperty("max_error_vs_float64", (std::ostringstream() << worst).str());
   expect_layer0_is_the_references(rows, full);
   // Deeper layers read q and k that the fused and the reference forwards made a little apart;
-  // measured at 288 tokens: the weights of every layer and head differ by at most 2.1e-5.
+  // measured on these 253 tokens: the focus row of every layer and head differs by at most 9.6e-7
+  // (the bound: ten times that).
   double apart = 0;
   for (int64_t l = 0; l < rows.model.layers; ++l)
     for (int64_t h = 0; h < rows.model.heads; ++h) {
@@ -229,8 +231,9 @@ TEST(RowWeights, SmolLM2RowsAreTheReferencesWeightsAndReadTheSameHeads) {
         apart =
             std::max(apart, std::abs(a[static_cast<std::size_t>(j)] - full.weight(l, h, focus, j)));
     }
-  ::testing::Test::RecordProperty("max_difference_vs_reference_capture", std::to_string(apart));
-  EXPECT_LT(apart, 1e-3);
+  ::testing::Test::RecordProperty("max_difference_vs_reference_capture",
+                                  (std::ostringstream() << apart).str());
+  EXPECT_LT(apart, 1e-5);
   const HeadRoles a = head_roles(rows), b = head_roles(full);
   auto heads = [](const std::vector<ScoredHead>& list) {
     std::vector<std::pair<int64_t, int64_t>> out;
