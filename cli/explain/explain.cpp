@@ -182,7 +182,10 @@ explain::Input sentence_input(const ExplainArgs& args, const Model& model, std::
     model.sentence_model().require_tokens(text, "the text");
     if (args.text_b) model.sentence_model().require_tokens(*args.text_b, "the second text");
   }
-  return {.text = std::move(text), .text_b = args.text_b};
+  // The terminal's views read a few rows: a long text's decoder keeps rows; the files read all.
+  const bool every_weight =
+      args.json || !args.html.empty() || !args.svg.empty() || !args.png.empty();
+  return {.text = std::move(text), .text_b = args.text_b, .every_weight = every_weight};
 }
 
 // Every layer's scores, logits and weights are kept: tokens² a head and layer (a sentence), the

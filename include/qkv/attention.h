@@ -164,6 +164,10 @@ struct AttentionCapture {
   Tensor logits;   // [B, H, L, S] scale·scores + mask; −∞ (not a finite sentinel) where masked
   Tensor weights;  // [B, H, L, S] normalize(logits) over the keys, 0 where masked; before dropout
   Tensor head_out;  // [B, H, L, Dv] Σ_j weights_ij·v_j per head (after dropout), before W_O
+  // Where the L×S matrices were not kept (a long input on the fused path): each row's softmax as
+  // the fused kernel formed it, [B, H, L] float32 (AttentionResult::saved_max, ::saved_sum), from
+  // which qkv/attention_weights.h recomputes any weight exactly from q and k.
+  Tensor saved_max, saved_sum;
 };
 
 // Gradients of a loss with respect to every input, given dout = ∂loss/∂out. Each has the shape

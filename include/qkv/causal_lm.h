@@ -98,6 +98,11 @@ class CausalLM {
   // One pass over `ids` with every layer's attention captured ([1, H, n, ·]; k and v [1, Hkv, n,
   // ·], q and k after RoPE). Returns the logits, [n, vocab].
   Tensor capture(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
+  // The same pass on the fast path, for a long input: each layer's q, k, v, head outputs and its
+  // rows' softmax (saved_max, saved_sum), no scores, logits or weights — O(n·d) a layer; any weight
+  // is recomputed exactly from them (qkv/attention_weights.h). Returns the last position's
+  // logits, [1, vocab].
+  Tensor capture_rows(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
   // One pass over `ids` on the fast path (the fused attention kernel); the logits, [n, vocab].
   Tensor logits(const std::vector<int32_t>& ids) const;
   // The model as a qkv::ResidualModel, layer by layer with hooks, sharing these weights: what the
@@ -108,6 +113,9 @@ class CausalLM {
   // (qkv/memory.h), known from the header alone (open). capture() of `tokens` tokens: every layer's
   // scores, logits and weights (tokens² a head and layer) and the logits of every position.
   int64_t capture_bytes(int64_t tokens) const;
+  // capture_rows() of `tokens` tokens: every layer's q, k and v (k and v repeated to every head
+  // by explain), head outputs and row softmax; one pass's activations.
+  int64_t capture_rows_bytes(int64_t tokens) const;
   // generate() (and logits()) up to `positions` positions, prompt and new tokens together: the
   // KV cache at its largest and one pass's activations over the prompt.
   int64_t generate_bytes(int64_t positions) const;

@@ -65,10 +65,26 @@ struct Block {
   // One per layer, a batch of one: q [1, H, n, d], k and v [1, H, m, ·], scores, logits and
   // weights [1, H, n, m], head_out [1, H, n, dv] (see AttentionCapture). The Perceiver's latent
   // block keeps only the weights.
+  // A long text's decoder keeps rows instead (rows()): no scores, logits or weights; each layer's
+  // q, k and row softmax (saved_max, saved_sum), from which the accessors below recompute them.
   std::vector<AttentionCapture> layers;
-  int64_t heads() const { return layers.empty() ? 0 : layers.front().weights.dim(1); }
-  // The weight of query i on key j in layer l, head h.
+  int64_t heads() const;
+  // The weight of query i on key j in layer l, head h: kept, or where the run kept rows, its row
+  // recomputed (the float64 reference's; O(keys i sees · d) a call: read a long row by weight_row).
   double weight(int64_t l, int64_t h, int64_t i, int64_t j) const;
+  // ---- the same for a run that kept rows (src/explain/run/row_weights.cpp) ----
+  // Whether the layers keep rows (the row softmax) rather than the weights.
+  bool rows() const;
+  // Row i of layer l, head h over every key. The weights (i, j) of `entries`: where the run kept
+  // rows, one dot product each against the fused path's row softmax (float32's precision: see
+  // qkv/attention_weights.h) — for readings over every row, never for a row shown.
+  std::vector<double> weight_row(int64_t l, int64_t h, int64_t i) const;
+  std::vector<double> weights_at(int64_t l, int64_t h,
+                                 const std::vector<std::pair<int64_t, int64_t>>& entries) const;
+  // score(q_i, k_j) before the scale (kept, or q_i·k_j in float64), and whether the mask hides key
+  // j from query i (logit −∞; a run that kept rows: the causal mask).
+  double score(int64_t l, int64_t h, int64_t i, int64_t j) const;
+  bool masked(int64_t l, int64_t h, int64_t i, int64_t j) const;
 };
 
 // What the model is, as a view titles and describes it.
@@ -132,6 +148,10 @@ struct Run {
 struct Input {
   std::string text;
   std::optional<std::string> text_b;  // a sentence encoder's second sentence: the pair
+  // false: a decoder's text of more than kRowsAbove tokens keeps rows, not every weight (see
+  // "a long text" below) — for views that read a few rows (the terminal's); --json, the report
+  // and the images read every weight.
+  bool every_weight = true;
 };
 // The one entry point: any model the registry opens (qkv/model.h; a decoder with its weights
 // loaded), on its input, through the family's capture below. A trained model's metadata numbers
@@ -168,8 +188,8 @@ RunCost run_cost(const Model& model, const Input& input, bool json, bool html);
 Run capture(const SentenceModel& model, std::string_view text,
             std::optional<std::string_view> text_b = std::nullopt);
 // A decoder LLM on `text` (no BOS: as the model was trained), every layer captured, its next
-// tokens and its heads' induction scores.
-Run capture(const CausalLM& model, std::string_view text);
+// tokens and its heads' induction scores. With `rows`, as rows (see below).
+Run capture(const CausalLM& model, std::string_view text, bool rows = false);
 // A model `qkv train` saved, greedy-decoding `source` with every attention captured. `name`
 // titles it ("dates.safetensors"); `metadata` is its file's.
 Run capture(Seq2Seq& model, const std::string& source, const std::string& name,
@@ -188,6 +208,18 @@ int64_t run_bytes(const CausalLM& model, int64_t tokens, bool json);
 // kept, with the reference path's working set (perceiver_explain_bytes), and with `html` what
 // the page of them holds (every weight as float32 in base64, beside the run).
 int64_t run_bytes(const PerceiverConfig& config, bool html);
+
+// ---- a long text: exact weights from rows (src/explain/run/row_weights.cpp) ----
+// A decoder's capture on more than kRowsAbove tokens where every weight is not asked for
+// (Input::every_weight false) runs the fused path (CausalLM::capture_rows): per layer q, k, v, the
+// heads' outputs and each row's softmax, O(n·d), where every weight would be n² a head (30 layers
+// × 9 heads × 4,096² float32 is 18 GB). Block::weight and weight_row recompute a row as the float64
+// reference's; weights_at, the single weights the readings over every row take, comes from the
+// fused path's row softmax (qkv/attention_weights.h). The rest of the run is as capture() makes it.
+inline constexpr int64_t kRowsAbove = 512;
+bool keeps_rows(const Model& model, const Input& input);
+// What capture() of `tokens` tokens as rows needs at its peak: CausalLM::capture_rows_bytes.
+int64_t run_rows_bytes(const CausalLM& model, int64_t tokens);
 
 // ---- the focus: which query token a view starts from ----
 // The default focus: the first pronoun ("it", "he", "she", "they", ...; of A, then of B), else the

@@ -118,8 +118,10 @@ std::string words(int n) {
 // ---- explain: every layer's scores, logits and weights, tokens² a head ----
 
 TEST(MemoryCli, ExplainDecoderSaysWhatItNeedsAndRefusesPastTheLimit) {
-  // 1,500 words: 30 layers × 9 heads × 1,500² kept (about 10 GiB): refused, not bad_alloc.
-  const auto r = run_qkv({"explain", "--model", "smollm2", words(1500), "--memory-limit", "4G"});
+  // 1,500 words: 30 layers × 9 heads × 1,500² kept (about 10 GiB) for an image, which reads every
+  // weight: refused, not bad_alloc. (The terminal's views keep rows: the test below.)
+  const auto r = run_qkv({"explain", "--model", "smollm2", words(1500), "--memory-limit", "4G",
+                          "--png", temp_path("refused.png")});
   expect_refused(r, "explaining 1,500 tokens (every layer's scores, logits and weights kept)");
   EXPECT_THAT(r.err, HasSubstr("over the limit of 4.0 GiB (--memory-limit); expected a shorter "
                                "text"));
@@ -132,6 +134,15 @@ TEST(MemoryCli, ExplainDecoderEstimateCoversTheMeasuredPeak) {
   for (const int n : {60, 300})
     expect_estimate_holds({"explain", "--model", "smollm2", words(n)},
                           "explaining " + std::to_string(n) + " tokens", 1.5);
+}
+
+// Past explain::kRowsAbove tokens the terminal's views read a decoder's rows: q, k, v and each
+// row's softmax a layer, O(n·d) where every weight was n² (qkv/explain_run.h).
+TEST(MemoryCli, ExplainDecoderRowsEstimateCoversTheMeasuredPeak) {
+  expect_estimate_holds({"explain", "--model", "smollm2", words(1500)},
+                        "explaining 1,500 tokens (each layer's q, k, v and row softmax kept; the "
+                        "weights shown recomputed from them)",
+                        1.5);
 }
 
 TEST(MemoryCli, ExplainSentenceEncoderEstimateCoversTheMeasuredPeak) {

@@ -28,11 +28,15 @@ HeadRoles head_roles(const Run& run) {
     for (int64_t h = 0; h < heads; ++h)
       if (run.induction.at<double>(l, h) > 0.3)
         r.induction.emplace_back(run.induction.at<double>(l, h), l, h);
+  // Each query's weight on token 0 and on the token before it: two weights a row, read one by one
+  // (a long text's recomputed from its rows, never a row of every key).
+  std::vector<std::pair<int64_t, int64_t>> entries;
+  for (int64_t i = 1; i < n; ++i) entries.emplace_back(i, 0), entries.emplace_back(i, i - 1);
   for (int64_t l = 0; l < layers && n > 1; ++l)
     for (int64_t h = 0; h < heads; ++h) {
+      const std::vector<double> w = run.blocks.front().weights_at(l, h, entries);
       double first = 0, before = 0;
-      for (int64_t i = 1; i < n; ++i)
-        first += run.weight(l, h, i, 0), before += run.weight(l, h, i, i - 1);
+      for (std::size_t e = 0; e < w.size(); e += 2) first += w[e], before += w[e + 1];
       first /= static_cast<double>(n - 1), before /= static_cast<double>(n - 1);
       if (first > 0.5) r.sinks.emplace_back(first, l, h);
       if (before > 0.5) r.previous.emplace_back(before, l, h);

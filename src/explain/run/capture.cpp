@@ -118,7 +118,7 @@ std::vector<std::pair<std::string, double>> next_tokens(const CausalLM& model,
 
 }  // namespace
 
-Run capture(const CausalLM& model, std::string_view text) {
+Run capture(const CausalLM& model, std::string_view text, bool rows) {
   Run run;
   run.model.name = std::filesystem::path(model.path()).stem().string();
   run.model.family = "llama";
@@ -127,7 +127,8 @@ Run capture(const CausalLM& model, std::string_view text) {
   if (ids.empty()) throw Error("the text has no tokens; expected a sentence");
   run.tokens = decoder_tokens(model, ids);
   std::vector<AttentionCapture> layers;
-  const Tensor logits = model.capture(ids, layers);
+  // rows: a long text's layers as rows (src/explain/run/rows.cpp), the last position's logits.
+  const Tensor logits = rows ? model.capture_rows(ids, layers) : model.capture(ids, layers);
   ModelHeader& m = run.model;
   m.layers = static_cast<int64_t>(layers.size());
   m.heads = layers.front().q.dim(1);

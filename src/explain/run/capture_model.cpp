@@ -35,7 +35,7 @@ Run capture(const Model& model, const Input& input) {
                 : capture(model.sentence_model(), input.text);
       break;
     case ModelKind::causal_lm:
-      run = capture(model.causal_lm(), input.text);
+      run = capture(model.causal_lm(), input.text, keeps_rows(model, input));
       break;
     case ModelKind::seq2seq:
       check_metadata(model);
@@ -86,6 +86,11 @@ RunCost run_cost(const Model& model, const Input& input, bool json, bool html) {
       int64_t tokens = 0, bytes = 0;
       if (model.kind() == ModelKind::causal_lm) {
         tokens = static_cast<int64_t>(model.causal_lm().tokenize(input.text).size());
+        if (keeps_rows(model, input))
+          return {run_rows_bytes(model.causal_lm(), tokens),
+                  "explaining " + grouped(tokens) +
+                      " tokens (each layer's q, k, v and row softmax kept; the weights shown "
+                      "recomputed from them)"};
         bytes = run_bytes(model.causal_lm(), tokens, json);
       } else {
         const SentenceModel& m = model.sentence_model();

@@ -18,11 +18,6 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-double Block::weight(int64_t l, int64_t h, int64_t i, int64_t j) const {
-  const Tensor& w = layers[static_cast<std::size_t>(l)].weights;
-  return w.value(((h * w.dim(2)) + i) * w.dim(3) + j);
-}
-
 double Run::weight(int64_t l, int64_t h, int64_t i, int64_t j) const {
   return blocks.front().weight(l, h, i, j);
 }
@@ -89,8 +84,10 @@ std::vector<HeadPick> picks(const Run& e, int64_t focus, int top_k) {
       HeadPick p{.layer = l, .head = h};
       std::vector<int64_t> keys(static_cast<std::size_t>(e.size()));
       std::iota(keys.begin(), keys.end(), 0);
+      // The focus row once (a long text's is recomputed from its rows), then its keys by weight.
+      const std::vector<double> row = e.blocks.front().weight_row(l, h, focus);
       std::stable_sort(keys.begin(), keys.end(), [&](int64_t a, int64_t b) {
-        return e.weight(l, h, focus, a) > e.weight(l, h, focus, b);
+        return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)];
       });
       keys.resize(std::min<std::size_t>(keys.size(), static_cast<std::size_t>(top_k)));
       p.top = keys;

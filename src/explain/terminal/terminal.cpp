@@ -217,23 +217,22 @@ std::string render_head(const Run& e, int64_t layer, int64_t head, int64_t focus
   s << "        key          q·k_j    ×1/√" << d << "   weight\n";
   // Keys the mask hides (a decoder's later tokens) have logit −∞: listed as one line, not with
   // the dot products they were never given.
-  auto masked = [&](int64_t j) {
-    return c.logits.defined() && std::isinf(c.logits.value((head * n + focus) * n + j)) &&
-           c.logits.value((head * n + focus) * n + j) < 0;
-  };
+  auto masked = [&](int64_t j) { return e.blocks.front().masked(layer, head, focus, j); };
+  // The focus row read once (a long text's recomputed from its rows).
+  const std::vector<double> focus_row = e.blocks.front().weight_row(layer, head, focus);
+  auto at = [&](int64_t j) { return focus_row[static_cast<std::size_t>(j)]; };
   std::vector<int64_t> order, hidden;
   for (int64_t j = 0; j < n; ++j) (masked(j) ? hidden : order).push_back(j);
   const auto visible = static_cast<int64_t>(order.size());
   const int64_t listed = std::min<int64_t>(visible, 24);
   if (listed < visible)
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return e.weight(layer, head, focus, a) > e.weight(layer, head, focus, b);
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return at(a) > at(b); });
   std::vector<int64_t> rows(order.begin(), order.begin() + listed);
   std::sort(rows.begin(), rows.end());
   for (int64_t j : rows) {
-    const double raw = c.scores.value((head * n + focus) * n + j);
-    const double w = e.weight(layer, head, focus, j);
+    const double raw = e.blocks.front().score(layer, head, focus, j);
+    const double w = at(j);
     std::string name = pad_left(std::to_string(j), 6) + " " + pad_right(clip(label(e, j), 10), 10);
     s << (j == focus ? paint(name, "33", style) : name) << pad_left(fixed(raw, 2), 9)
       << pad_left(fixed(raw * e.model.scale, 2), 10) << pad_left(fixed(w, 3), 9) << " "
@@ -253,13 +252,11 @@ std::string render_head(const Run& e, int64_t layer, int64_t head, int64_t focus
     s << (e.causal() && run ? " come later: masked" : ": masked")
       << " (−∞ before the softmax), weight 0\n";
   // Output: Σ_j w_j v_j, spelled with the largest terms.
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return e.weight(layer, head, focus, a) > e.weight(layer, head, focus, b);
-  });
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return at(a) > at(b); });
   std::string sum;
   double rest = 1;
   for (std::size_t t = 0; t < std::min<std::size_t>(4, order.size()); ++t) {
-    const double w = e.weight(layer, head, focus, order[t]);
+    const double w = at(order[t]);
     sum += (t ? " + " : "") + fixed(w, 2) + "·v(" + label(e, order[t]) + ")";
     rest -= w;
   }

@@ -211,6 +211,14 @@ Tensor CausalLM::capture(const std::vector<int32_t>& ids,
   return llama_forward(*weights_, *config_, ids, cache, {.capture = &layers});
 }
 
+Tensor CausalLM::capture_rows(const std::vector<int32_t>& ids,
+                              std::vector<AttentionCapture>& layers) const {
+  require_weights("capture_rows");
+  KvCache cache;
+  return llama_forward(*weights_, *config_, ids, cache,
+                       {.capture = &layers, .capture_rows = true, .last_logits_only = true});
+}
+
 Tensor CausalLM::logits(const std::vector<int32_t>& ids) const {
   require_weights("logits");
   KvCache cache;

@@ -403,7 +403,8 @@ void rope(Tensor& x, int64_t start, double base) {
 
 void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor& h,
                  const RopeTable& rotations, KvCache& cache,
-                 std::vector<AttentionCapture>* capture, const LayerHooks& hooks) {
+                 std::vector<AttentionCapture>* capture, const LayerHooks& hooks,
+                 bool capture_rows) {
   // h [n, hidden] with the cache, or [B, n, hidden]: B sequences side by side, no cache.
   const int64_t batch = h.rank() == 3 ? h.dim(0) : 1, n = h.dim(-2);
   if (batch > 1 && (cache.length > 0 || capture != nullptr))
@@ -429,19 +430,22 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
     keys = cache.k[li].narrow(2, 0, cache.length + n);
     values = cache.v[li].narrow(2, 0, cache.length + n);
   }
-  const bool keep = capture != nullptr;
+  const bool keep = capture != nullptr && !capture_rows, rows = capture != nullptr && capture_rows;
   AttentionResult r = attention(q, keys, values,
                                 {.scale = scale,
                                  .causal = Causal::bottom_right,
                                  .mask = hooks.mask ? hooks.mask(l) : Tensor(),
                                  .need_weights = keep,
                                  .need_scores = keep,
-                                 .path = keep ? Path::reference : Path::automatic});
+                                 .keep_for_backward = rows,
+                                 .path = keep   ? Path::reference
+                                         : rows ? Path::fused
+                                                : Path::automatic});
   if (hooks.heads) {
     r.out = r.out.contiguous().to(DType::f32);
     hooks.heads(l, r.out);
   }
-  if (keep)
+  if (capture != nullptr)
     capture->push_back({.score = Score::scaled_dot,
                         .scale = scale,
                         .causal = Causal::bottom_right,
@@ -451,7 +455,9 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
                         .scores = r.scores,
                         .logits = r.logits,
                         .weights = r.weights,
-                        .head_out = r.out});
+                        .head_out = r.out,
+                        .saved_max = r.saved_max,
+                        .saved_sum = r.saved_sum});
   add_into(h, nn::linear(nn::merge_heads(r.out).reshape(h.shape()), layer.o));
   if (hooks.attended) hooks.attended(l, h);
 
@@ -490,7 +496,7 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
   if (options.capture != nullptr) options.capture->clear();
   const RopeTable rotations = rope_table(cache.length, n, c.head_dim, c.rope_base);
   for (int64_t l = 0; l < c.layers; ++l)
-    llama_layer(w, c, l, h, rotations, cache, options.capture, {});
+    llama_layer(w, c, l, h, rotations, cache, options.capture, {}, options.capture_rows);
   cache.length += n;
   if (options.last_logits_only && n > 1) h = h.narrow(0, n - 1, 1).clone();
   rms_norm(h, w.output_norm, c.eps);

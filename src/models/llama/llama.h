@@ -61,6 +61,10 @@ struct LlamaOptions {
   // Non-null: each layer's attention (q and k after RoPE, the cache's k and v, scores, logits,
   // weights, head outputs) is kept here, one per layer, through the float64 reference.
   std::vector<AttentionCapture>* capture = nullptr;
+  // With capture: each layer's attention on the fused path instead, its rows' softmax kept
+  // (AttentionCapture::saved_max, saved_sum) beside q, k, v and the head outputs, no L×S matrix:
+  // O(n·d) a layer, any weight recomputed exactly (qkv/attention_weights.h).
+  bool capture_rows = false;
   // Only the last position's logits, [1, vocab]: all that choosing the next token needs. The
   // output matrix is the largest (vocab × hidden), so on a long prompt this saves about a fifth
   // of the work.
@@ -89,12 +93,13 @@ void rope(Tensor& x, int64_t start, double base);
 // The pieces of llama_forward, for the lens (qkv/residual.h): h₀ of ids at positions start …;
 // one layer l over h [n, hidden] at positions cache.length … cache.length + n − 1 (rotations
 // theirs), its keys and values appended to the cache (whose length the caller advances), its
-// attention captured when `capture` is non-null, hooks applied.
+// attention captured when `capture` is non-null (as rows with `capture_rows`: LlamaOptions), hooks
+// applied.
 Tensor llama_embed(const LlamaWeights& weights, const LlamaConfig& config,
                    const std::vector<int32_t>& ids, int64_t start);
 void llama_layer(const LlamaWeights& weights, const LlamaConfig& config, int64_t layer, Tensor& h,
-                 const RopeTable& rotations, KvCache& cache,
-                 std::vector<AttentionCapture>* capture, const LayerHooks& hooks);
+                 const RopeTable& rotations, KvCache& cache, std::vector<AttentionCapture>* capture,
+                 const LayerHooks& hooks, bool capture_rows = false);
 // x ← x / √(mean(x²) + ε) · gain over the rows of x [n, d] (contiguous float32): RMSNorm.
 void llama_rms_norm(Tensor& x, const Tensor& gain, double eps);
 

@@ -56,6 +56,20 @@ int64_t CausalLM::capture_bytes(int64_t tokens) const {
   return peak(*this, kept + working + cache + pass_bytes(c, n, true));
 }
 
+int64_t CausalLM::capture_rows_bytes(int64_t tokens) const {
+  const LlamaConfig& c = *config_;
+  const double n = static_cast<double>(tokens), hd = static_cast<double>(c.head_dim);
+  const double heads = static_cast<double>(c.heads), layers = static_cast<double>(c.layers);
+  // Kept per layer (float32): q, k, v (k and v repeated to every head by explain) and the heads'
+  // outputs, n·d a head each, and the rows' max and sum. While explain repeats one layer's k or v:
+  // the cache's copy and its float32 copy, the repeat and its copy; and one layer's kept tensors
+  // more for the allocator's slack (measured at 4,096 tokens: 22 MB above the kept and the pass).
+  const double kept = layers * heads * n * (4 * hd + 2) * 4;
+  const double kv = static_cast<double>(c.kv_heads);
+  const double repeat = (2 * kv + 2 * heads) * n * hd * 4, slack = heads * n * 4 * hd * 4;
+  return peak(*this, kept + repeat + slack + pass_bytes(c, n, false));
+}
+
 int64_t CausalLM::generate_bytes(int64_t positions) const {
   const LlamaConfig& c = *config_;
   const double n = static_cast<double>(std::min(positions, c.context));
