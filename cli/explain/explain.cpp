@@ -176,10 +176,12 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
   const explain::Style style{.color = use_color(args), .top = args.top.value_or(3)};
   std::cout << explain::render_tokens(run, focus, style);
   if (args.layer)
-    std::cout << explain::render_head(run, *args.layer, *args.head, focus, style);
+    std::cout << explain::render_head(run, *args.layer, *args.head, focus, style)
+              << explain::render_head_values(run, *args.layer, *args.head, focus, style);
   else
     std::cout << explain::render_overview(run, focus, style);
   if (run.causal()) std::cout << explain::render_decoder(run, style);
+  std::cout << explain::render_sinks(run, style);  // terminal/values.cpp
   return 0;
 }
 

@@ -71,6 +71,10 @@ struct SinkValues {
   double others_norm = 0;  // mean over keys j ≥ 1 of ‖f^h(x_j)‖
   // Mean over queries i ≥ 1 of token 0's value-weighted share, α_i0‖f_0‖ / Σ_j α_ij‖f_j‖.
   double value_share = 0;
+  // Mean over queries i ≥ 1 of Σ_j α_ij‖f^h(x_j)‖: the most the head writes into a query's stream
+  // (the triangle inequality's bound on ‖Σ_j α_ij f^h(x_j)‖); beside others_norm, how much less
+  // than a look at a typical token it moves.
+  double moved = 0;
 };
 // Every sink head of head_roles, in its order; empty for a run without ov_norms.
 std::vector<SinkValues> sink_values(const Run& run);

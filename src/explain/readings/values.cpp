@@ -143,8 +143,10 @@ std::vector<SinkValues> sink_values(const Run& run) {
       double total = 0;
       for (int64_t j = 0; j < n; ++j) total += run.weight(l, h, i, j) * norm(j);
       if (total > 0) s.value_share += run.weight(l, h, i, 0) * norm(0) / total;
+      s.moved += total;
     }
     s.value_share /= static_cast<double>(n - 1);
+    s.moved /= static_cast<double>(n - 1);
     out.push_back(s);
   }
   return out;

@@ -38,8 +38,18 @@ nlohmann::json values_json(const Run& run, const RunValues& values, int64_t l, b
 
 nlohmann::json values_header_json(const Run& run) {
   if (run.blocks.empty() || run.blocks.front().ov_norms.empty()) return nullptr;
+  nlohmann::json sinks = nlohmann::json::array();
+  for (const SinkValues& s : sink_values(run))
+    sinks.push_back({{"layer", s.layer},
+                     {"head", s.head},
+                     {"weight", number_json(s.weight)},
+                     {"first_norm", number_json(s.first_norm)},
+                     {"others_norm", number_json(s.others_norm)},
+                     {"value_share", number_json(s.value_share)},
+                     {"moved", number_json(s.moved)}});
   return {{"norm", run.blocks.front().mixing_gain.empty() ? "pre-norm" : "post-LN"},
-          {"mixing_max_tokens", kMixingMaxTokens}};
+          {"mixing_max_tokens", kMixingMaxTokens},
+          {"sinks", sinks}};
 }
 
 }  // namespace qkv::explain

@@ -20,7 +20,8 @@ RunValues run_values(const Run& run);
 // computed); with `one_layer`, also {w_o [hidden, H·d], mixing_gain [hidden] (null: pre-norm),
 // stream_in [n, hidden]: the stream layer l reads}. Empty for a run without value norms.
 nlohmann::json values_json(const Run& run, const RunValues& values, int64_t l, bool one_layer);
-// The run's {norm: "pre-norm"|"post-LN", mixing_max_tokens}, null without value norms.
+// The run's {norm: "pre-norm"|"post-LN", mixing_max_tokens, sinks: [{layer, head, weight,
+// first_norm, others_norm, value_share, moved}] (sink_values)}, null without value norms.
 nlohmann::json values_header_json(const Run& run);
 
 }  // namespace qkv::explain
