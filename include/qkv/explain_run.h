@@ -85,9 +85,10 @@ struct Block {
   double weight(int64_t l, int64_t h, int64_t i, int64_t j) const;
 };
 
-// The longest run whose mixing Grams capture keeps (Block::mixing_gram): forming every f^h(x_j)
-// costs m·H·d·hidden multiply-adds a layer in float64 (SmolLM2 at 1,024 tokens: 10⁹ a layer, 3 s
-// in all on one core) and the mixing reading n·m·(H + 1)² more; beyond it, value norms only.
+// The longest run whose mixing capture keeps (Block::mixing_gram, the decoder's stream): forming
+// every f^h(x_j) costs m·H·d·hidden multiply-adds a layer in float64 and the rollouts n³ a layer.
+// Measured (2 shared cores, load ~6): SmolLM2 on 500 tokens 19.0 s instead of 15.3 s, 30 MB more;
+// on 10 tokens 2.7 s instead of 2.3 s. Beyond it, the value norms alone (a d × d Gram a head).
 inline constexpr int64_t kMixingMaxTokens = 512;
 
 // What the model is, as a view titles and describes it.

@@ -10,6 +10,8 @@
 // tensor's scale is far above that and far below what a wrong index, a dropped head, a missing
 // residual or a wrong centring makes (each changes results at 1e-3 or more; the perturbation test
 // below shows 1e-9 of the scale fails).
+#include "explain/run/values.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -192,6 +194,18 @@ TEST(ValueNorms, DecoderNormsAreTheNormsOfTheWrittenVectors) {
           expected.push_back(run.weight(l, h, i, j) * want[static_cast<std::size_t>(h * n + j)]);
     EXPECT_TRUE(close(numbers(vw), expected, "value-weighted layer " + std::to_string(l)));
   }
+}
+
+TEST(ValueNorms, LongRunsNormsThroughEachHeadsGramAreTheSame) {
+  // Beyond kMixingMaxTokens capture takes the norms through W_O^hᵀ W_O^h (ov_norms) instead of
+  // the vectors it forms within it: the same numbers, on both models' layers.
+  for (const explain::Run* run : {&france(), &animal()})
+    for (const int64_t l : {0, 3}) {
+      const Block& b = run->blocks.front();
+      const auto at = static_cast<std::size_t>(l);
+      EXPECT_TRUE(close(numbers(ov_norms(b.output_matrix[at], b.layers[at].v)),
+                        written_norms(*run, l), run->model.name + " through the Gram"));
+    }
 }
 
 TEST(ValueNorms, BertNormsIncludeTheValueBiasAndNotTheOutputBias) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "models/bert/bert.h"
@@ -51,11 +52,12 @@ Tensor ov_norms(const Tensor& w_o, const Tensor& v) {
   return out;
 }
 
-Tensor mixing_gram(const Tensor& w_o, const Tensor& v, const Tensor& stream, const Tensor& gain) {
-  check_shapes(w_o, v, "mixing_gram");
+WrittenValues written_values(const Tensor& w_o, const Tensor& v, const Tensor& stream,
+                             const Tensor& gain) {
+  check_shapes(w_o, v, "written_values");
   const int64_t hidden = w_o.dim(0), heads = v.dim(1), m = v.dim(2), d = v.dim(3);
   if (stream.numel() != m * hidden || (gain.defined() && gain.numel() != hidden))
-    throw Error("mixing_gram: stream " + shape_str(stream.shape()) + ", gain " +
+    throw Error("written_values: stream " + shape_str(stream.shape()) + ", gain " +
                 (gain.defined() ? shape_str(gain.shape()) : std::string("none")) +
                 "; expected [1, " + std::to_string(m) + ", " + std::to_string(hidden) + "] and [" +
                 std::to_string(hidden) + "]");
@@ -67,7 +69,8 @@ Tensor mixing_gram(const Tensor& w_o, const Tensor& v, const Tensor& stream, con
     for (int64_t c = 0; c < heads * d; ++c)
       wt[static_cast<std::size_t>(c * hidden + r)] = W.data<double>()[r * heads * d + c];
   const int64_t k = heads + 1;
-  Tensor out({1, m, k, k}, DType::f64);
+  WrittenValues out{.norms = Tensor({1, heads, m}, DType::f64),
+                    .gram = Tensor({1, m, k, k}, DType::f64)};
   parallel_for(m, default_num_threads(), [&](int64_t j, int) {
     std::vector<double> e(static_cast<std::size_t>(k * hidden), 0.0);  // the H + 1 vectors of j
     for (int64_t h = 0; h < heads; ++h) {
@@ -78,6 +81,10 @@ Tensor mixing_gram(const Tensor& w_o, const Tensor& v, const Tensor& stream, con
         for (int64_t r = 0; r < hidden; ++r) f[r] += x * row[r];
       }
     }
+    for (int64_t h = 0; h < heads; ++h) {  // ‖f^h(x_j)‖, before any norm's centring
+      const double* f = e.data() + h * hidden;
+      out.norms.data<double>()[h * m + j] = std::sqrt(std::inner_product(f, f + hidden, f, 0.0));
+    }
     std::copy_n(X.data<double>() + j * hidden, hidden, e.data() + heads * hidden);
     if (G.defined())  // LayerNorm's linear part at a fixed scale: γ ⊙ (y − mean y), times 1/σ
       for (int64_t a = 0; a < k; ++a) {
@@ -87,7 +94,7 @@ Tensor mixing_gram(const Tensor& w_o, const Tensor& v, const Tensor& stream, con
         mean /= static_cast<double>(hidden);
         for (int64_t r = 0; r < hidden; ++r) y[r] = (y[r] - mean) * G.data<double>()[r];
       }
-    double* g = out.data<double>() + j * k * k;
+    double* g = out.gram.data<double>() + j * k * k;
     for (int64_t a = 0; a < k; ++a)
       for (int64_t b = a; b < k; ++b) {
         double s = 0;
@@ -104,11 +111,13 @@ void add_values(const CausalLM& model, const std::vector<int32_t>& ids, Run& run
   Block& block = run.blocks.front();
   const std::shared_ptr<const ResidualModel> r = model.residual();
   const auto n = static_cast<int64_t>(ids.size());
-  for (std::size_t l = 0; l < block.layers.size(); ++l) {
+  for (std::size_t l = 0; l < block.layers.size(); ++l)
     block.output_matrix.push_back(r->output_matrix(static_cast<int64_t>(l)));
-    block.ov_norms.push_back(ov_norms(block.output_matrix.back(), block.layers[l].v));
+  if (n > kMixingMaxTokens) {  // the norms alone, through each head's d × d Gram
+    for (std::size_t l = 0; l < block.layers.size(); ++l)
+      block.ov_norms.push_back(ov_norms(block.output_matrix[l], block.layers[l].v));
+    return;
   }
-  if (n > kMixingMaxTokens) return;
   // The stream, rebuilt layer by layer with each head's output replaced by the captured one: the
   // captured run's stream, bit for bit (the same operations on the same numbers).
   Tensor h = r->embed(ids);
@@ -120,8 +129,10 @@ void add_values(const CausalLM& model, const std::vector<int32_t>& ids, Run& run
   }};
   for (int64_t l = 0; l < r->layers(); ++l) {
     const Tensor& in = l == 0 ? run.embeddings : run.hidden.back();
-    block.mixing_gram.push_back(mixing_gram(
-        r->output_matrix(l), block.layers[static_cast<std::size_t>(l)].v, in, Tensor()));
+    WrittenValues w = written_values(block.output_matrix[static_cast<std::size_t>(l)],
+                                     block.layers[static_cast<std::size_t>(l)].v, in, Tensor());
+    block.ov_norms.push_back(std::move(w.norms));
+    block.mixing_gram.push_back(std::move(w.gram));
     r->layer(l, h, hooks);
     run.hidden.push_back(h.clone().reshape({1, n, r->hidden()}));
   }
@@ -135,11 +146,15 @@ void add_values(const SentenceModel& model, Run& run) {
     const Tensor& v = block.layers[l].v;
     block.output_matrix.push_back(layer.attention_out.weight);
     block.mixing_gain.push_back(layer.attention_norm.weight);
-    block.ov_norms.push_back(ov_norms(layer.attention_out.weight, v));
-    if (run.size() > kMixingMaxTokens) continue;
+    if (run.size() > kMixingMaxTokens) {
+      block.ov_norms.push_back(ov_norms(layer.attention_out.weight, v));
+      continue;
+    }
     const Tensor& in = l == 0 ? run.embeddings : run.hidden[l - 1];
-    block.mixing_gram.push_back(
-        mixing_gram(layer.attention_out.weight, v, in, layer.attention_norm.weight));
+    WrittenValues w =
+        written_values(layer.attention_out.weight, v, in, layer.attention_norm.weight);
+    block.ov_norms.push_back(std::move(w.norms));
+    block.mixing_gram.push_back(std::move(w.gram));
   }
 }
 
