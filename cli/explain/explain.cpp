@@ -55,7 +55,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       ->check(text("a source to decode, e.g. \"march 3rd 2021\", or a Perceiver's input or @FILE"))
       ->option_text("TEXT");
   cmd->add_flag("--json", args.json,
-                "print everything captured (tokens; per layer q, k, v, scores, weights, outputs)");
+                "print everything captured (tokens; per layer q, k, v, scores, weights, outputs, "
+                "value norms, mixing, rollout); with --layer, that layer only and its W_O");
   cmd->add_option("--html", args.html,
                   "write one self-contained HTML report (every layer and head; offline)")
       ->option_text("FILE");
@@ -226,16 +227,18 @@ int show_sentence(const ExplainArgs& args, const Model& model, const explain::Ru
                                   : explain::png_model_grid(run)});
   write_and_say(outputs);
   if (args.json) {
-    std::cout << explain::json_of(run, {.focus = focus}) << "\n";
+    std::cout << explain::json_of(run, {.focus = focus, .layer = args.layer.value_or(-1)}) << "\n";
     return 0;
   }
   const explain::Style style{.color = use_color(args), .top = args.top.value_or(3)};
   std::cout << explain::render_tokens(run, focus, style);
   if (args.layer)
-    std::cout << explain::render_head(run, *args.layer, *args.head, focus, style);
+    std::cout << explain::render_head(run, *args.layer, *args.head, focus, style)
+              << explain::render_head_values(run, *args.layer, *args.head, focus, style);
   else
     std::cout << explain::render_overview(run, focus, style);
   if (run.causal()) std::cout << explain::render_decoder(run, style);
+  std::cout << explain::render_sinks(run, style);  // terminal/values.cpp
   std::cout << explain::render_lens(run, style);
   if (run.circuit) std::cout << "\n" << explain::circuit_text(*run.circuit);
   return 0;

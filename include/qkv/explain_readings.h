@@ -36,6 +36,51 @@ HeadRoles head_roles(const Run& run);
 // Induction Heads").
 Tensor induction_scores(const std::vector<AttentionCapture>& repeat, int64_t t);
 
+// ---- what the values carried (a run whose block keeps ov_norms: BERT, a decoder) ----
+// Layer l's value-weighted attention [H, n, m] float64: ‖α^h_ij f^h(x_j)‖ = α^h_ij·‖f^h(x_j)‖,
+// f^h(x_j) = W_O^h v^h_j what head h writes into the stream for key j (Kobayashi et al. 2020,
+// "Attention is not only a weight"; Block::ov_norms). A qkv::Error for a run without the norms.
+Tensor value_weighted(const Run& run, int64_t layer);
+// Layer l's residual-and-norm mixing (Kobayashi et al. 2021, "Incorporating Residual and
+// Normalization Layers into Analysis of Masked Language Models") [n, m] float64: how much of
+// token i's new vector came from token j. A decoder's (pre-norm) new vector is
+// x_i + Σ_j Σ_h α^h_ij f^h(x_j); BERT's (post-LN) is LN(x_i + Σ_j Σ_h α^h_ij f^h(x_j) + b_O), the
+// LayerNorm's scale 1/σ_i that of the whole sum, fixed, its centring and gain applied to each
+// part, and b_O and the LayerNorm's bias β given to no token. Token j's part is
+// c_ij = [i = j]·x_i + Σ_h α^h_ij f^h(x_j) (the residual belongs to i); the entry is its norm's
+// share of the row, ‖c_ij‖ / Σ_k ‖c_ik‖, so a row sums to 1. Exact, from Block::mixing_gram in
+// n·m·(H + 1)² operations; a qkv::Error for a run without the Grams (one longer than
+// kMixingMaxTokens tokens) that says so.
+Tensor mixing(const Run& run, int64_t layer);
+bool has_mixing(const Run& run);
+// Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers"), every
+// layer [n, n] float64: Ã_l = ½·mean_h A_l + ½·I with its rows renormalised, R_0 = Ã_0 and
+// R_l = Ã_l·R_{l−1}. Row i of R_l: which input tokens token i's vector after layer l came from.
+// n³ a layer: a qkv::Error beyond kMixingMaxTokens tokens.
+std::vector<Tensor> attention_rollout(const Run& run);
+// The same product over the layers' mixing matrices (no identity added: the mixing counts the
+// residual already; the product GlobEnc, Modarressi et al. 2022, takes).
+std::vector<Tensor> mixing_rollout(const Run& run);
+
+// An attention sink (head_roles' sinks) explained with its values: what it looks at and what it
+// moves. A head that puts 0.9 of its weight on token 0 whose value there is tiny moves little.
+struct SinkValues {
+  int64_t layer = 0, head = 0;
+  double weight = 0;       // mean over queries i ≥ 1 of α_i0 (head_roles' score)
+  double first_norm = 0;   // ‖f^h(x_0)‖
+  double others_norm = 0;  // mean over keys j ≥ 1 of ‖f^h(x_j)‖
+  // Mean over queries i ≥ 1 of token 0's value-weighted share, α_i0‖f_0‖ / Σ_j α_ij‖f_j‖.
+  double value_share = 0;
+  // Mean over queries i ≥ 1 of Σ_j α_ij‖f^h(x_j)‖: the most the head writes into a query's stream
+  // (the triangle inequality's bound on ‖Σ_j α_ij f^h(x_j)‖); beside others_norm, how much less
+  // than a look at a typical token it moves.
+  double moved = 0;
+};
+// Every sink head of head_roles, in its order; empty for a run without ov_norms. The means over
+// queries take every query i ≥ 1 up to kSinkRows of them, else kSinkRows spread evenly.
+inline constexpr int64_t kSinkRows = 128;
+std::vector<SinkValues> sink_values(const Run& run);
+
 // ---- an encoder-decoder's alignment ----
 // The cross-attention weights of decoder layer `layer` [H, steps, S] (float64): each output step's
 // attention over the source (Bahdanau et al. 2014, Figure 3). Throws for a run without them.

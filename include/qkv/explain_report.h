@@ -104,8 +104,10 @@ struct JsonOptions {
   std::string html_path;   // a Perceiver: the report written beside, "" for none (null)
 };
 // A sentence: {text, text_b, truncated, model, scale, tokens, focus, embedding,
-// embeddings_layer_norm, layers: [{q, k, v, scores, logits, weights, head_out, hidden}]} and a
-// decoder's {causal, next_tokens, induction} — per layer tensors [heads, tokens, ...]. A trained
+// embeddings_layer_norm, layers: [{q, k, v, scores, logits, weights, head_out, hidden, ov_norms,
+// mixing, rollout, mixing_rollout} (with `layer`, also w_o, mixing_gain, stream_in: see
+// explain/report/values_json.h)], values} and a decoder's {causal, next_tokens, induction} — per
+// layer tensors [heads, tokens, ...]. A trained
 // encoder-decoder: {model, architecture, task, input, output, layer, head, entropy, source, steps,
 // alignment, heads}. A Perceiver: {model, length, count, uniform_share, predicted, probabilities,
 // latents, html}.

@@ -41,6 +41,16 @@ std::string render_lens(const Run& run, const Style& style);
 // One head: the weights matrix as a heatmap, then the focus token step by step.
 std::string render_head(const Run& run, int64_t layer, int64_t head, int64_t focus,
                         const Style& style);
+// ---- in the terminal: what the values carried (terminal/values.cpp) ----
+// One head's focus row weighted by its values (α_ij·‖W_O^h v_j‖ beside α_ij: Kobayashi et al.
+// 2020), then where the focus token's new vector came from in that layer (the residual-and-norm
+// mixing, Kobayashi et al. 2021) and through the layers so far (attention rollout, Abnar &
+// Zuidema 2020). "" for a run without value norms.
+std::string render_head_values(const Run& run, int64_t layer, int64_t head, int64_t focus,
+                               const Style& style);
+// The attention sinks (head_roles) with their values: weight on token 0, token 0's ‖W_O^h v‖
+// against the other tokens' mean, and token 0's value-weighted share. "" without sinks or norms.
+std::string render_sinks(const Run& run, const Style& style);
 
 // ---- in the terminal: an encoder-decoder `qkv train` made ----
 // weights: [outputs.size(), source characters] (float64), each row the attention of one output

@@ -100,6 +100,8 @@ class SentenceModel {
   const BertConfig& config() const { return config_; }
   // Whether `id` is the vocabulary's [CLS] or [SEP], the two tokens every encoding adds.
   bool is_cls_or_sep(int32_t id) const;
+  // The weights as loaded (models/bert/bert.h): what explain reads W_O and the LayerNorms from.
+  const BertWeights& weights() const { return *weights_; }
   const SentenceModelOptions& options() const { return options_; }
 
  private:

@@ -430,7 +430,8 @@ class Explanation:
 
     So for any layer l and head h, weights[l, h] == softmax(q[l, h] @ k[l, h].T * scale).
     A decoder's k and v repeat each of its kv_heads shared heads for the heads that read it.
-    hidden_states (layers + 1, n, dim): the embeddings, then each layer's output (encoders);
+    hidden_states (layers + 1, n, dim): the embeddings, then each layer's output (encoders, and
+    decoders on at most 512 tokens);
     embedding (dim,): the sentence embedding (encoders; Model.encode's vector).
 
     html() writes the self-contained report of `qkv explain --html`, json() is `--json`'s

@@ -491,7 +491,10 @@ def test_causal_lm_explain_matches_transformers_attention(lm):
     # The next token: transformers' most likely one at the last position.
     best = golden["positions"][-1]["ids"][0]
     assert x.next_tokens[0][0] == lm.token_text(best)
-    assert x.induction.shape == (30, 9) and x.hidden_states is None and x.embedding is None
+    assert x.induction.shape == (30, 9) and x.embedding is None
+    # The residual stream (kept within 512 tokens for the mixing, issue 28): h₀, then each layer's
+    # output, the last of which the final norm and the unembedding turn into the next token.
+    assert x.hidden_states.shape == (31, n, 576)
 
 
 def test_causal_lm_generates_greedily(lm):

@@ -245,6 +245,8 @@ def test_trained_model(b, binary, out):
                 "({j: +tr.dataset.j, w: +tr.querySelector('.w').dataset.v}))")}
             worst = max(worst, max(abs(shown[j] - w) for j, w in enumerate(row)))
     check(worst < 1e-5, f"trained model: cross-attention weights of layer 1 match --json (max |Δ| {worst:.1e})")
+    check(b.evaluate("document.getElementById('heat-what-wrap').hidden") is True,
+          "trained model: no weights / value-weighted switch (it keeps no value norms)")
     b.click(*b.center('#blocks button[data-b="2"]'))
     upper = b.evaluate("""(() => { const L = qkv.layer(2, 0), n = L.n; let s = 0;
         for (let h = 0; h < 2; h++) for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++)
@@ -545,6 +547,68 @@ def test_decoder(b, binary, out):
     check(b.console_errors() == [], f"decoder: still no console errors ({b.console_errors()})")
 
 
+def heat_pixel(b, i, j, n):
+    """The heatmap's colour (r, g, b) at the centre of cell (query i, key j) of n × n cells."""
+    return b.evaluate("""(() => { const c = document.getElementById('heat'), n = %d;
+        const cell = Math.max(2, Math.min(26, Math.floor(600 / n))), pad = cell >= 10 ? 96 : 8;
+        const d = c.getContext('2d').getImageData(pad + %d * cell + cell / 2, pad + %d * cell + cell / 2, 1, 1).data;
+        return [d[0], d[1], d[2]]; })()""" % (n, j, i))
+
+
+def test_value_weighted(b, binary, out):
+    """The heatmap's switch weights / value-weighted (Kobayashi et al. 2020): in the value-weighted
+    view a cell is α_ij·‖W_O^h v_j‖ with its row scaled to sum 1, the norms those of --json; MiniLM's
+    layer 2, head 5 puts half of "it"'s weight on [CLS], whose value is tiny: the switch shows it
+    gone. The readout names both numbers; a screenshot of each view."""
+    work = tempfile.mkdtemp(prefix="qkv-report-")
+    page = os.path.join(work, "values.html")
+    layer, head = 2, 5
+    qkv(binary, "explain", "--html", page)
+    dump = json.loads(qkv(binary, "explain", "--json", "--layer", str(layer), "--head", str(head)))
+    L, n, focus = dump["layers"][0], len(dump["tokens"]), dump["focus"]
+    check(L["layer"] == layer and "w_o" in L, f"values: --json --layer {layer} keeps that layer and its W_O")
+    b.navigate("file://" + page)
+    b.wait_for("document.body.dataset.ready", timeout=20)
+    b.evaluate(f"qkv.select({{l: {layer}, h: {head}, q: {focus}}})")
+    check(b.evaluate("document.getElementById('heat-what-wrap').hidden") is False,
+          "values: the page offers the switch weights / value-weighted")
+    weights_pixel = heat_pixel(b, focus, 0, n)
+    b.evaluate("(() => { const s = document.getElementById('heat-what'); s.value = 'vw';"
+               " s.dispatchEvent(new Event('change')); })()")
+    check(b.evaluate("document.getElementById('heat-sel').textContent") ==
+          f"layer {layer}, head {head} · value-weighted", "values: the heatmap says it is value-weighted")
+    moved = [L["weights"][head][focus][j] * L["ov_norms"][head][j] for j in range(n)]
+    want = [x / sum(moved) for x in moved]
+    b.evaluate("document.getElementById('heat').scrollIntoView({block: 'center'})")
+    box = b.evaluate("(() => { const r = document.getElementById('heat').getBoundingClientRect();"
+                     " return [r.left, r.top]; })()")
+    cell = max(2, min(26, 600 // n))
+    pad = 96 if cell >= 10 else 8
+    worst = 0.0
+    for j in range(n):
+        b.mouse_move(box[0] + pad + j * cell + cell / 2, box[1] + pad + focus * cell + cell / 2)
+        text = b.evaluate("document.getElementById('hover').textContent")
+        shown = float(text.split("value-weighted ")[1].replace("−", "-"))
+        norm = float(text.split("‖W_O v‖ ")[1].split(",")[0])
+        worst = max(worst, abs(shown - want[j]))
+        check(abs(norm - L["ov_norms"][head][j]) <= 0.006,
+              f"values: cell ({focus}, {j}) reads ‖W_O v‖ {norm} (--json {L['ov_norms'][head][j]:.4f})")
+    # The readout rounds to 4 decimals; vn travels as float32.
+    check(worst <= 6e-5, f"values: every value-weighted cell of the focus row is --json's "
+          f"α·‖W_O v‖ / Σ (max |Δ| {worst:.1e})")
+    w0 = L["weights"][head][focus][0]
+    check(w0 > 0.4 and want[0] < 0.05,
+          f"values: [CLS] holds {w0:.2f} of the weight but {want[0]:.3f} of what the head moves")
+    vw_pixel = heat_pixel(b, focus, 0, n)
+    check(vw_pixel != weights_pixel, f"values: the [CLS] cell changes colour ({weights_pixel} → {vw_pixel})")
+    b.screenshot(os.path.join(out, "report-value-weighted.png"))
+    b.evaluate("(() => { const s = document.getElementById('heat-what'); s.value = 'w';"
+               " s.dispatchEvent(new Event('change')); })()")
+    check(heat_pixel(b, focus, 0, n) == weights_pixel, "values: switched back, the weights' colours")
+    b.screenshot(os.path.join(out, "report-weights-l2h5.png"))
+    check(b.console_errors() == [], f"values: no console errors ({b.console_errors()})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qkv", required=True, help="the qkv binary")
@@ -553,6 +617,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with Browser() as b:
         test_default_sentence(b, args.qkv, args.out)
+        test_value_weighted(b, args.qkv, args.out)
         test_sentence_pair(b, args.qkv, args.out)
         test_attend_example(b, args.qkv, args.out)
         test_trained_model(b, args.qkv, args.out)

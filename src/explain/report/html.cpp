@@ -85,6 +85,13 @@ nlohmann::json weights_block_json(const ReportBlock& b) {
 
 bool weights_only(const ReportBlock& b) { return !b.layers.front().q.defined(); }
 
+// A block that keeps its value norms (BERT, a decoder: Block::ov_norms) gives each layer's
+// ‖W_O^h v_j‖ [H, m] as float32 ("vn"): the page's switch weights / value-weighted.
+void add_value_norms(const ReportBlock& b, nlohmann::json& layers) {
+  for (std::size_t l = 0; l < b.ov_norms.size() && l < layers.size(); ++l)
+    layers[l]["vn"] = f32_base64(b.ov_norms[l]);
+}
+
 nlohmann::json block_json(const ReportBlock& b) {
   if (weights_only(b)) return weights_block_json(b);
   const AttentionCapture& first = b.layers.front();
@@ -101,6 +108,7 @@ nlohmann::json block_json(const ReportBlock& b) {
     }
     layers.push_back(std::move(j));
   }
+  add_value_norms(b, layers);
   return {{"name", b.name},
           {"note", b.note},
           {"score", page_score_name(first.score)},

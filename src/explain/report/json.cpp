@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "explain/report/lens_json.h"
+#include "explain/report/values_json.h"
 #include "qkv/explain.h"
 
 namespace qkv::explain {
@@ -18,7 +19,8 @@ json numbers(const std::vector<double>& xs) {
 }
 
 // {text, tokens: [{index, id, text, surface, word, special}], focus, model, embedding,
-//  layers: [{q, k, v, scores, logits, weights, head_out, hidden}]} — per layer tensors are
+//  layers: [{q, k, v, scores, logits, weights, head_out, hidden} and what the values carried
+//  (values_json.h)], values} — per layer tensors are
 // [heads, tokens, ...] (the batch of one dropped); `layer` alone (≥ 0) keeps only that layer.
 json sentence_json(const Run& e, int64_t focus, int64_t layer) {
   json tokens = json::array();
@@ -33,6 +35,7 @@ json sentence_json(const Run& e, int64_t focus, int64_t layer) {
                       {"segment", t.segment}});
   }
   json layers = json::array();
+  const RunValues values = run_values(e);
   const std::vector<AttentionCapture>& captured = e.blocks.front().layers;
   for (int64_t l = 0; l < e.model.layers; ++l) {
     if (layer >= 0 && l != layer) continue;
@@ -48,6 +51,7 @@ json sentence_json(const Run& e, int64_t focus, int64_t layer) {
                       {"weights", tensor_json(unbatch(c.weights))},
                       {"head_out", tensor_json(unbatch(c.head_out))},
                       {"hidden", tensor_json(unbatch(hidden))}});
+    layers.back().update(values_json(e, values, l, layer >= 0));  // values_json.cpp
   }
   json j = {
       {"text", e.text},
@@ -60,7 +64,8 @@ json sentence_json(const Run& e, int64_t focus, int64_t layer) {
       {"focus", focus},
       {"embedding", tensor_json(unbatch(e.output.embedding))},
       {"embeddings_layer_norm", tensor_json(unbatch(e.embeddings))},
-      {"layers", layers}};
+      {"layers", layers},
+      {"values", values_header_json(e)}};
   if (e.causal()) {  // a decoder: its grouped heads and its next-token prediction
     json next = json::array();
     for (const auto& [token, p] : e.output.next_tokens)

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "explain/run/values.h"
 #include "models/llama/llama.h"
 #include "qkv/explain_readings.h"
 #include "qkv/explain_run.h"
@@ -141,6 +142,7 @@ Run capture(const CausalLM& model, std::string_view text, bool rows) {
     c.v = repeat_heads(c.v, m.heads);
   }
   run.blocks.push_back(self_block(run, std::move(layers), true, m.heads, m.kv_heads));
+  add_values(model, ids, run);  // the values' norms, the stream and the mixing (values.cpp)
   run.induction = induction_of(model, m.layers, m.heads);
   run.output.next_tokens = next_tokens(model, logits);
   return run;
@@ -186,6 +188,7 @@ Run capture(const SentenceModel& model, std::string_view text,
   run.hidden = std::move(captured.hidden);
   run.blocks.push_back(
       self_block(run, std::move(captured.layers), false, c.num_heads, c.num_heads));
+  add_values(model, run);
   return run;
 }
 

@@ -40,6 +40,7 @@ function layer(b, l) {
     return L;
   }
   const L = { n, m, q: floats(raw.q), k: floats(raw.k), v: raw.v32 ? floats(raw.v32) : halves(raw.v) };
+  if (raw.vn) L.vn = floats(raw.vn);  // ‖W_O^h v_j‖ [H, m]: the value-weighted view
   if (raw.logits) {
     L.z = floats(raw.logits);
     L.w = floats(raw.weights);
@@ -77,6 +78,26 @@ function attend(B, L) {
 }
 const block = () => D.blocks[S.b];
 const weight = (L, h, i, j) => L.w[(h * L.n + i) * L.m + j];
+
+// ---- what the values carried (Kobayashi et al. 2020): the heatmap's switch ---------------------
+// A block with value norms (BERT, a decoder: html.cpp's vn) can show, instead of α_ij, what head h
+// moved from key j to query i: α_ij·‖W_O^h v_j‖, each row scaled to sum 1 so that it reads on the
+// weights' scale. A head whose weight sits on a key with a tiny value (a sink) shows it gone.
+const valueWeighted = (L) => !!L.vn && $('heat-what').value === 'vw';
+function movedRow(L, h, i) {
+  L.moved ||= new Map();
+  const key = h * L.n + i;
+  if (!L.moved.has(key)) {
+    const row = new Float64Array(L.m);
+    let sum = 0;
+    for (let j = 0; j < L.m; j++) sum += (row[j] = weight(L, h, i, j) * L.vn[h * L.m + j]);
+    if (sum > 0) for (let j = 0; j < L.m; j++) row[j] /= sum;
+    L.moved.set(key, row);
+  }
+  return L.moved.get(key);
+}
+const cellValue = (L, h, i, j) => (valueWeighted(L) ? movedRow(L, h, i)[j] : weight(L, h, i, j));
+const movedText = (L, h, i, j) => (L.vn ? `, ‖W_O v‖ ${fmt(L.vn[h * L.m + j], 2)}, value-weighted ${fmt(movedRow(L, h, i)[j], 4)}` : '');
 
 // ---- filters: which queries and keys are on screen ---------------------------------------------
 function shown(tokens, side) {
@@ -158,6 +179,7 @@ function header() {
   for (const id of ['hide-special', 'hide-punct', 'pair']) $(id).onchange = () => select({});
   $('heat-scale').value = D.blocks[0].queries.length > 64 ? 'row' : 'abs';
   $('heat-scale').onchange = heat;
+  $('heat-what').onchange = heat;
 }
 
 function status() {
@@ -245,7 +267,9 @@ function grid() {
 
 function heat() {
   const B = block(), L = layer(S.b, S.l), qs = queries(), ks = keys(), c = $('heat');
-  $('heat-sel').textContent = D.grid ? `layer ${S.l}, head ${S.h}` : B.name;
+  $('heat-sel').textContent = (D.grid ? `layer ${S.l}, head ${S.h}` : B.name) +
+    (valueWeighted(L) ? ' · value-weighted' : '');
+  $('heat-what-wrap').hidden = !L.vn;
   const cell = Math.max(2, Math.min(26, Math.floor(600 / Math.max(qs.length, ks.length, 1))));
   const labels = cell >= 10, pad = labels ? 96 : 8;
   c.width = pad + ks.length * cell + 4;
@@ -256,11 +280,11 @@ function heat() {
   const grey = mix(C.bg, C.fg, 0.25), at = (i, j) => (S.h * L.n + i) * L.m + j;
   let anyMasked = false;
   qs.forEach((i, r) => {
-    const top = perRow ? Math.max(1e-12, ...ks.map((j) => Math.abs(weight(L, S.h, i, j)))) : 1;
+    const top = perRow ? Math.max(1e-12, ...ks.map((j) => Math.abs(cellValue(L, S.h, i, j)))) : 1;
     ks.forEach((j, col) => {
       const off = masked(L.z[at(i, j)]);
       anyMasked ||= off;
-      const rgb = off ? grey : ramp(weight(L, S.h, i, j) / top);
+      const rgb = off ? grey : ramp(cellValue(L, S.h, i, j) / top);
       img.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * (r * ks.length + col));
     });
   });
@@ -300,7 +324,8 @@ function heat() {
     return [Math.floor(((e.clientY - box.top) * sy - pad) / cell), Math.floor(((e.clientX - box.left) * sx - pad) / cell)];
   };
   const describe = (i, j) => `"${B.queries[i].t}" (${i}) → "${B.keys[j].t}" (${j}): ` +
-    `weight ${fmt(L.w[at(i, j)], 4)}, score ${fmt(L.z[at(i, j)])}${masked(L.z[at(i, j)]) ? ' (masked)' : ''}`;
+    `weight ${fmt(L.w[at(i, j)], 4)}, score ${fmt(L.z[at(i, j)])}${masked(L.z[at(i, j)]) ? ' (masked)' : ''}` +
+    movedText(L, S.h, i, j);
   // The readout follows the redraw (another head, another filter): never the numbers of the last one.
   const readout = () => {
     const [i, j] = S.cell || [], shown = qs.includes(i) && ks.includes(j);
