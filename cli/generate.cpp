@@ -45,7 +45,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
       ->check(text("the system message's text (leave --system out for the chat template's "
                    "default)"))
       ->needs(chat);
-  CLI::Option* explain = cmd->add_flag(
+  cmd->add_flag(
       "--explain", args.explain,
       "each token as it comes, with the heads that carried it (direct logit attribution: a "
       "head's output at the last position through W_O, the final norm and the token's "
@@ -57,8 +57,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
                 "with --explain: one JSON object on stdout at the end — {cache: {layers, heads, "
                 "kv_heads, head_dim, group, bytes_per_position, sharing}, prompt_tokens, tokens, "
                 "steps: [{step, id, text, positions, queries, cache_bytes, logit, log_prob, "
-                "attribution, heads: [{layer, head, kv_head, attribution, looked}]}]}")
-      ->needs(explain);
+                "attribution, heads: [{layer, head, kv_head, attribution, looked}]}]}");
   add_memory_limit_option(*cmd, args.memory_limit, "the model and its KV cache");
   cmd->footer(
       "\nExamples:\n"
@@ -124,6 +123,8 @@ int run_generate_explained(const GenerateArgs& args, const CausalLM& model,
 
 int run_generate(const GenerateArgs& args) {
   if (args.prompt.empty()) throw Error("the prompt is empty; expected a text to continue");
+  if (args.json && !args.explain)
+    throw Error("--json requires --explain; expected qkv generate --explain --json TEXT");
   if (args.system && args.system->empty())
     throw Error(
         "--system is empty; expected the system message's text (leave --system out for the chat "

@@ -146,7 +146,7 @@ std::vector<SinkValues> sink_values(const Run& run) {
       const int64_t i = 1 + r * (n - 1) / rows;
       const std::vector<double> w = run.blocks.front().weight_row(l, h, i);
       double total = 0;
-      for (int64_t j = 0; j <= i && j < static_cast<int64_t>(w.size()); ++j)
+      for (int64_t j = 0; j < static_cast<int64_t>(w.size()); ++j)
         total += w[static_cast<std::size_t>(j)] * norm(j);
       if (total > 0) s.value_share += w[0] * norm(0) / total;
       s.moved += total;
