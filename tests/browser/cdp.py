@@ -275,11 +275,14 @@ class Browser:
 
     def center(self, selector):
         """The viewport coordinates of the middle of the first element matching selector,
-        scrolled into view first."""
-        box = self.evaluate(f"""(() => {{
+        scrolled into view first. The box is read two frames after the scroll: an input event
+        sent sooner is hit-tested at the compositor's old scroll offset, and lands on whatever
+        was there before (a neighbouring row, one test in three)."""
+        box = self.evaluate(f"""(async () => {{
             const e = document.querySelector({json.dumps(selector)});
             if (!e) return null;
-            e.scrollIntoView({{block: 'nearest', inline: 'nearest'}});
+            e.scrollIntoView({{block: 'center', inline: 'nearest'}});
+            for (let k = 0; k < 2; ++k) await new Promise(r => requestAnimationFrame(r));
             const r = e.getBoundingClientRect();
             return [r.left + r.width / 2, r.top + r.height / 2];
         }})()""")
