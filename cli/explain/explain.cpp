@@ -69,7 +69,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
   cmd->add_option("--target", args.lens.target,
                   "a decoder: which heads carry this next token (one token, e.g. \" Paris\"; "
                   "default: the model's most likely) — every head ablated, its direct logit "
-                  "attribution, the logit lens")
+                  "attribution, the logit lens; a model qkv train made: this output character at "
+                  "--step (default: the one it wrote)")
       ->check(utf8_text())
       ->option_text("TOKEN");
   cmd->add_option("--versus", args.lens.versus,
@@ -78,7 +79,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       ->option_text("TOKEN");
   cmd->add_option("--corrupt", args.lens.corrupt,
                   "with a decoder: activation patching from the text into this prompt of equal "
-                  "token length (\"The capital of Italy is\")")
+                  "token length (\"The capital of Italy is\"); a model qkv train made: from the "
+                  "source into this source")
       ->check(utf8_text())
       ->option_text("TEXT");
   cmd->add_option("--knockout", args.lens.knockout,
@@ -86,10 +88,16 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
                   "for all), e.g. 14.*:5>3")
       ->check(utf8_text())
       ->option_text("EDGES");
-  cmd->add_option("--circuit", args.circuit,
-                  "with a decoder: head L.H's circuits from its weights alone — the QK table (which "
-                  "tokens look for which), the OV table (what each token's value promotes) — and "
-                  "the induction heads' K-composers")
+  cmd->add_option("--step", args.step,
+                  "a model qkv train made: the output step the lens (--target) measures, from 1 "
+                  "(default 1)")
+      ->transform(integer({.lo = 1, .hi = 1 << 20}))
+      ->option_text("N");
+  cmd->add_option(
+         "--circuit", args.circuit,
+         "with a decoder: head L.H's circuits from its weights alone — the QK table (which "
+         "tokens look for which), the OV table (what each token's value promotes) — and "
+         "the induction heads' K-composers")
       ->check(utf8_text())
       ->option_text("L.H");
   cmd->add_option("--tokens", args.circuit_tokens,
@@ -116,6 +124,8 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "pair.html\n"
       "  qkv train --task dates --out dates.safetensors\n"
       "  qkv explain --model dates.safetensors --input \"march 3rd 2021\"\n"
+      "  qkv explain --model dates.safetensors --input \"march 3rd 2021\" --step 9 --corrupt "
+      "\"march 8th 2021\"\n"
       "  qkv explain --model count.safetensors --html latents.html   (qkv train --model "
       "perceiver)\n"
       "  qkv explain --model smollm2 \"The capital of France is\"   (a decoder: any GGUF file)\n"
@@ -126,7 +136,11 @@ CLI::App* add_explain_command(CLI::App& app, ExplainArgs& args) {
       "knockout adds −∞ to the chosen edges' logits; patching copies a head's output (or the\n"
       "stream) from the text's run into the corrupted one's; direct logit attribution reads each\n"
       "head's output at the last position through W_O and the final norm (scale frozen) on the\n"
-      "target's unembedding row; the logit lens reads the stream after each layer.\n");
+      "target's unembedding row; the logit lens reads the stream after each layer. A model qkv\n"
+      "train made is lensed at one output step (--step): its decoder reads <s> and the outputs\n"
+      "before the step, each block's self- and cross-attention a layer of the lens (L0 self,\n"
+      "L0 cross, ...); --corrupt is another source, --knockout's keys in a cross layer are the\n"
+      "source's characters.\n");
   return cmd;
 }
 
@@ -163,6 +177,10 @@ void check_sentence_args(const ExplainArgs& args, const std::string& text) {
   if (decoder && args.text_b)
     throw Error("a second text \"" + clip(*args.text_b, 40) +
                 "\" is given, but a decoder reads one text; expected one");
+  if (args.step)
+    throw Error("--step " + std::to_string(*args.step) +
+                " applies to a model qkv train made (its output steps); a decoder's lens reads "
+                "the text's last position; expected no --step");
   if (!decoder && args.lens_asked())
     throw Error(std::string(!args.lens.target.empty()    ? "--target"
                             : !args.lens.versus.empty()  ? "--versus"
@@ -285,9 +303,11 @@ int run_explain(const ExplainArgs& args) {
   if (!args.circuit.empty()) run.circuit = circuit_of(args, model, run);
   if (args.lens_wanted()) {
     CountProgress progress("lens: ablating and patching heads", "reruns");
-    run.lens = explain::read_causal(model.causal_lm().residual(),
-                                    model.causal_lm().tokenize(input.text), args.lens,
-                                    [&](int64_t done, int64_t all) { progress.update(done, all); });
+    const auto on = [&](int64_t done, int64_t all) { progress.update(done, all); };
+    run.lens = kind == ModelKind::seq2seq
+                   ? lens_of_step(args, model.seq2seq(), run, on)
+                   : explain::read_causal(model.causal_lm().residual(),
+                                          model.causal_lm().tokenize(input.text), args.lens, on);
   }
   explain::require_finite(run);  // before any file is written or anything printed
   return trained ? show_trained(args, run) : show_sentence(args, model, run);

@@ -28,14 +28,15 @@ struct ExplainArgs {
   std::string svg;   // write a heatmap (with --layer/--head) or the model grid here
   std::string png;   // the same picture as a PNG
   bool no_color = false, color = false;
-  std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
-  explain::LensRequest lens;  // --target, --versus, --corrupt, --knockout (a decoder)
-  std::string circuit;        // --circuit L.H (a decoder), with --tokens and --offset
+  std::string memory_limit;     // --memory-limit SIZE; empty: half the machine's memory
+  explain::LensRequest lens;    // --target, --versus, --corrupt, --knockout (a decoder)
+  std::optional<int64_t> step;  // --step N (from 1): a trained seq2seq model's output step
+  std::string circuit;          // --circuit L.H (a decoder), with --tokens and --offset
   std::string circuit_tokens;
   int64_t offset = 0;
   bool lens_wanted() const {  // the lens: interventions on a decoder's run
     return !lens.target.empty() || !lens.versus.empty() || !lens.corrupt.empty() ||
-           !lens.knockout.empty();
+           !lens.knockout.empty() || step.has_value();
   }
   bool lens_asked() const { return lens_wanted() || !circuit.empty(); }  // any decoder's option
 };
@@ -50,6 +51,10 @@ void check_trained_args(const ExplainArgs& args, ModelKind kind);
 Model open_trained(const std::string& path);
 explain::Input trained_input(const ExplainArgs& args, const Model& model);
 int show_trained(const ExplainArgs& args, const explain::Run& run);
+// The lens of a trained transformer's output step (--step, default 1) as the request asks:
+// --corrupt checked as a source of the model's.
+explain::CausalReading lens_of_step(const ExplainArgs& args, Seq2Seq& model,
+                                    const explain::Run& run, const explain::OnProgress& progress);
 
 // Throws a usage error "--layer 9 is out of range; this model has layers 0–5" when `index` is
 // given and outside [0, count); `what` names the count ("layers", "decoder layers", "heads").

@@ -110,6 +110,7 @@ std::string perceiver_input(const ExplainArgs& args, const Model& model) {
 }
 
 int show_seq2seq(const ExplainArgs& args, const explain::Run& run) {
+  const explain::Style style{.color = use_color(args)};
   const int64_t layer = args.layer.value_or(run.model.layers - 1);
   const Tensor alignment = explain::alignment(run, layer);
   const int64_t head = args.head.value_or(explain::sharpest_head(explain::head_entropy(alignment)));
@@ -126,8 +127,8 @@ int show_seq2seq(const ExplainArgs& args, const explain::Run& run) {
                      run, {.layer = layer, .head = head, .model_path = path_json(args.model.dir)})
               << "\n";
   else
-    std::cout << explain::render_seq2seq(
-        run, {.layer = layer, .head = args.head, .style = {.color = use_color(args)}});
+    std::cout << explain::render_seq2seq(run, {.layer = layer, .head = args.head, .style = style})
+              << explain::render_lens(run, style);
   return 0;
 }
 
@@ -150,9 +151,15 @@ int show_perceiver(const ExplainArgs& args, const explain::Run& run) {
 }  // namespace
 
 void check_trained_args(const ExplainArgs& args, ModelKind kind) {
-  if (args.lens_asked())
-    throw Error("--target, --versus, --corrupt and --knockout read a decoder's next token; a "
-                "model qkv trains is not lensed yet; expected --model smollm2 or a GGUF file");
+  if (kind == ModelKind::perceiver && args.lens_asked())
+    throw Error(
+        "--target, --versus, --corrupt, --knockout, --step and --circuit read a model's "
+        "output token; a Perceiver classifies its input; expected them with a decoder "
+        "(--model smollm2) or a seq2seq model from qkv train");
+  if (!args.circuit.empty())
+    throw Error("--circuit \"" + clip(args.circuit, 20) +
+                "\" reads a decoder's weights through its vocabulary; a model qkv train made is "
+                "lensed by --target and --step; expected --model smollm2 or a GGUF file");
   if (kind == ModelKind::perceiver)
     check_perceiver_args(args);
   else
@@ -170,6 +177,23 @@ Model open_trained(const std::string& path) {
 explain::Input trained_input(const ExplainArgs& args, const Model& model) {
   return {.text = model.kind() == ModelKind::perceiver ? perceiver_input(args, model)
                                                        : seq2seq_source(args, model)};
+}
+
+explain::CausalReading lens_of_step(const ExplainArgs& args, Seq2Seq& model,
+                                    const explain::Run& run, const explain::OnProgress& progress) {
+  if (!args.lens.corrupt.empty()) try {
+      explain::check_source(model, args.lens.corrupt);
+    } catch (const Error& e) {
+      throw Error("--corrupt " + std::string(e.what()), Error::Kind::invalid_argument);
+    }
+  try {
+    return explain::read_step(model, run.text, run.output.steps, args.step.value_or(1) - 1,
+                              args.lens, progress);
+  } catch (const Error& e) {
+    if (e.kind() != Error::Kind::invalid_argument) throw;
+    const std::string what = e.what();
+    throw Error(what.starts_with("output step") ? "--step: " + what : what, e.kind());
+  }
 }
 
 int show_trained(const ExplainArgs& args, const explain::Run& run) {

@@ -30,6 +30,10 @@
 #include "qkv/residual.h"
 #include "qkv/tensor.h"
 
+namespace qkv {
+class Seq2Seq;  // qkv/seq2seq.h
+}
+
 namespace qkv::explain {
 
 // The token an intervention is measured on, and the alternative it is compared with.
@@ -40,10 +44,10 @@ struct Target {
 
 // A target's standing in one pass's last-position logits.
 struct Measure {
-  double logit = 0;     // the target's
-  double log_prob = 0;  // its log-probability (log-softmax over the vocabulary)
+  double logit = 0;         // the target's
+  double log_prob = 0;      // its log-probability (log-softmax over the vocabulary)
   double versus_logit = 0;  // the alternative's (0 when none)
-  double metric = 0;    // logit − versus_logit, or logit when there is no alternative
+  double metric = 0;        // logit − versus_logit, or logit when there is no alternative
 };
 
 enum class Ablation { zero, mean };
@@ -113,10 +117,12 @@ struct HeadEffect {
 
 // Direct logit attribution of the clean run's last position: parts that sum to the metric.
 struct Attribution {
-  double embedding = 0;                // h₀'s part
-  std::vector<double> heads;           // [layers · heads], layer-major
-  std::vector<double> attention, mlp;  // per layer: its attention's (Σ of its heads) and MLP's
-  double total = 0;                    // Σ of every part: the clean metric, up to rounding
+  double embedding = 0;       // h₀'s part
+  std::vector<double> heads;  // [layers · heads], layer-major
+  // Per layer: its attention's (Σ of its heads, and W_O's bias where there is one) and MLP's.
+  std::vector<double> attention, mlp;
+  double constant = 0;  // what no layer writes: ResidualModel::logit_bias (a LayerNorm's β, b_U)
+  double total = 0;     // Σ of every part: the clean metric, up to rounding
 };
 Attribution direct_logit_attribution(const Lens& lens, const Target& target);
 
@@ -150,18 +156,24 @@ Patching patch(const Lens& clean, const Lens& corrupted, const Target& target,
 // ---- the lens of one run, as the views show it ----
 // What `qkv explain --target` asks: texts, each one token of the model's vocabulary.
 struct LensRequest {
-  std::string target;   // empty: the model's most likely next token
-  std::string versus;   // empty: none
-  std::string corrupt;  // a corrupted prompt of the same token length: patching; empty: none
+  std::string target;    // empty: the model's most likely next token
+  std::string versus;    // empty: none
+  std::string corrupt;   // a corrupted prompt of the same token length: patching; empty: none
   std::string knockout;  // edges to block, parse_edges' spelling; empty: none
 };
 
 // "L.H:Q>K" items, comma-separated: query position Q of head H in layer L no longer sees key K;
 // `*` for every head, query or key ("14.*:9>4", "3.2:*>0"); a key after its query is skipped
 // (the causal mask blocks it already). Out-of-range numbers are a qkv::Error naming the item.
+// Layers as `model` numbers them, with their keys (ResidualModel::keys, ::causal); n queries.
+std::vector<Edge> parse_edges(const std::string& spec, const ResidualModel& model, int64_t n);
+// The same for a decoder of `layers` layers of `heads` causal self-attention heads.
 std::vector<Edge> parse_edges(const std::string& spec, int64_t layers, int64_t heads, int64_t n);
 
 struct CausalReading {
+  std::vector<std::string> layer_names;  // ResidualModel::layer_name, one a layer
+  std::vector<std::string> tokens;       // the positions read, as the vocabulary spells them
+  int64_t step = -1;  // an encoder–decoder's output step (0-based; read_step); else −1
   Target target;
   std::string target_text, versus_text;  // as the vocabulary spells them
   bool target_given = false;             // false: the most likely next token
@@ -178,9 +190,21 @@ struct CausalReading {
 };
 // The lens of `ids` (a decoder's prompt) as the request asks: the target resolved (a text that is
 // not one token is a qkv::Error saying what it is), every head ablated, the attribution, the logit
-// lens, and patching and knockout when asked. `progress` counts the reruns.
+// lens, and patching and knockout when asked. `progress` counts the reruns. With
+// `corrupted_model`, the corrupted run is that model on the same ids (an encoder–decoder's decoder
+// over the corrupted source), and request.corrupt only names it.
 CausalReading read_causal(std::shared_ptr<const ResidualModel> model,
                           const std::vector<int32_t>& ids, const LensRequest& request,
-                          const OnProgress& progress = {});
+                          const OnProgress& progress = {},
+                          std::shared_ptr<const ResidualModel> corrupted_model = nullptr);
+
+// The lens of output step `step` (0-based) of an encoder–decoder transformer `qkv train` made, on
+// `source`: its decoder (Seq2Seq::residual) read teacher-forced on <s> and the outputs before the
+// step (`outputs`: the greedy decoding's tokens, Run::output.steps), measured where it writes step
+// `step` — by default the token it wrote there. request.corrupt is another source: the corrupted
+// run reads the same decoder tokens over its encoding. A qkv::Error for a step out of range.
+CausalReading read_step(Seq2Seq& model, const std::string& source,
+                        const std::vector<std::string>& outputs, int64_t step,
+                        const LensRequest& request, const OnProgress& progress = {});
 
 }  // namespace qkv::explain

@@ -6,7 +6,9 @@
 //   h ← h + MLP(h)
 //
 // and the logits are unembed(final_norm(h)). The hooks read or change what passes between those
-// steps; a hook left empty costs nothing.
+// steps; a hook left empty costs nothing. An encoder–decoder's decoder (Seq2Seq::residual) gives
+// one too, its attentions as layers of their own: layer 2b is block b's causal self-attention (no
+// MLP after it), layer 2b + 1 its cross-attention over the encoder's output, then the block's MLP.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +26,12 @@ struct LayerHooks {
   // Layer l's heads' outputs o, [B, H, n, head_dim] float32 (W_O's input, head by head): read or
   // changed in place before W_O applies (a head ablated is its slice set here).
   std::function<void(int64_t layer, Tensor& heads)> heads;
-  // Layer l's keep-mask, bool [1 or B, H, n, n]: true where query i may attend to key j (combined
-  // with the causal mask by AND); an undefined tensor: none. A blocked edge is −∞ before the
-  // softmax.
+  // Layer l's keep-mask, bool [1 or B, H, n, keys(l, n)]: true where query i may attend to key j
+  // (combined with the causal mask by AND); an undefined tensor: none. A blocked edge is −∞ before
+  // the softmax.
   std::function<Tensor(int64_t layer)> mask;
   // The stream after layer l's attention and after its MLP: read or changed in place.
-  std::function<void(int64_t layer, Tensor& stream)> attended, layer_out;
+  std::function<void(int64_t layer, Tensor&stream)> attended, layer_out;
 };
 
 class ResidualModel {
@@ -43,6 +45,12 @@ class ResidualModel {
   virtual int64_t vocab() const = 0;
   virtual int64_t context() const = 0;  // positions read at most
   virtual std::string token_text(int32_t id) const = 0;
+  // Layer l as the views name it: "L5" (a decoder), "L0 self", "L0 cross" (an encoder–decoder).
+  virtual std::string layer_name(int64_t l) const { return "L" + std::to_string(l); }
+  // The keys layer l's queries read at n positions: the positions themselves (self-attention), or
+  // the encoder's outputs (cross-attention); and whether query i sees key j ≤ i only.
+  virtual int64_t keys(int64_t /*l*/, int64_t n) const { return n; }
+  virtual bool causal(int64_t /*l*/) const { return true; }
   virtual std::vector<int32_t> tokenize(const std::string& text) const = 0;
 
   // h₀ [n, hidden] float32: the ids' embeddings (ids checked against the vocabulary, n against
@@ -61,8 +69,11 @@ class ResidualModel {
                                                 const float* at) const = 0;
   // Logits of each row of normed [n, hidden] (after final_norm), [n, vocab] float32.
   virtual Tensor unembed(const Tensor& normed) const = 0;
-  // Row `id` of the unembedding, [hidden] float64: logit(id) = normed · row.
+  // Row `id` of the unembedding, [hidden] float64: logit(id) = normed · row + logit_bias(id).
   virtual std::vector<double> unembedding_row(int32_t id) const = 0;
+  // The part of logit(id) no layer writes: the final norm's bias through the unembedding, and the
+  // unembedding's own bias (0 for RMSNorm and an unembedding without bias).
+  virtual double logit_bias(int32_t /*id*/) const { return 0; }
   // Layer l's matrices, float32 [out, in] as y = x·Wᵀ: W_Q [H·d, hidden], W_K and W_V
   // [Hkv·d, hidden], W_O [hidden, H·d] (columns h·d … h·d + d − 1 take head h's output).
   virtual const Tensor& query_matrix(int64_t l) const = 0;
@@ -72,7 +83,8 @@ class ResidualModel {
   // The norm before layer l's attention, of each row of h [n, hidden]: what W_Q, W_K, W_V read.
   virtual Tensor attention_norm(int64_t l, const Tensor& h) const = 0;
   // Where position enters: x [1, heads, n, head_dim] (queries or keys) as at positions start …
-  // start + n − 1, in place (RoPE rotates q and k; v and the stream carry no position).
+  // start + n − 1, in place (RoPE rotates q and k; v and the stream carry no position; a model
+  // that adds its positions to the embedding leaves x as it is).
   virtual void position(Tensor& x, int64_t start) const = 0;
 };
 

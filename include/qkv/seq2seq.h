@@ -12,6 +12,7 @@
 
 #include "qkv/attention.h"
 #include "qkv/nn.h"
+#include "qkv/residual.h"
 #include "qkv/tasks.h"
 #include "qkv/tensor.h"
 
@@ -135,6 +136,12 @@ class Seq2Seq : public nn::Module {
   // Greedy-decodes `source`, then runs one teacher-forced pass of the encoder and the decoder
   // over the source and BOS + the output with capture on. Errors as greedy_decode's.
   virtual Seq2SeqCapture capture(const std::string& source) = 0;
+
+  // The decoder over `source`'s encoding as a model with a residual stream (qkv/residual.h): what
+  // the causal lens intervenes on at an output step, its attentions as layers (2b: block b's
+  // self-attention, 2b + 1: its cross-attention and feed-forward), float32. The source is checked
+  // as greedy_decode checks it. RNNsearch keeps no residual stream: a qkv::Error saying so.
+  virtual std::shared_ptr<const ResidualModel> residual(const std::string& source);
 
   // The parameters and the config (in the metadata, with `extra` entries) to `path`, atomically.
   void save(const std::string& path, const std::map<std::string, std::string>& extra = {});

@@ -48,7 +48,6 @@ Attribution direct_logit_attribution(const Lens& lens, const Target& target) {
   for (int64_t l = 0; l < layers; ++l) {
     const Tensor& wo = m.output_matrix(l);  // [hidden, H·d]
     const float* o = lens.heads(l).data<float>();
-    double attention = 0;
     for (int64_t h = 0; h < heads; ++h) {
       std::vector<double> part(static_cast<std::size_t>(hidden), 0.0);
       const float* oh = o + (h * n + last) * d;
@@ -59,12 +58,13 @@ Attribution direct_logit_attribution(const Lens& lens, const Target& target) {
         part[static_cast<std::size_t>(r)] = s;
       }
       a.heads.push_back(read(part));
-      attention += a.heads.back();
     }
-    a.attention.push_back(attention);
+    // The whole attention's part: its heads' and W_O's bias's, where it has one.
+    a.attention.push_back(read(minus(row(lens.attended(l), last), row(lens.stream(l), last))));
     a.mlp.push_back(read(minus(row(lens.stream(l + 1), last), row(lens.attended(l), last))));
   }
-  a.total = a.embedding;
+  a.constant = m.logit_bias(target.id) - (target.versus >= 0 ? m.logit_bias(target.versus) : 0.0);
+  a.total = a.embedding + a.constant;
   for (int64_t l = 0; l < layers; ++l)
     a.total += a.attention[static_cast<std::size_t>(l)] + a.mlp[static_cast<std::size_t>(l)];
   return a;
@@ -96,16 +96,16 @@ std::vector<HeadEffect> head_effects(const Lens& lens, const Target& target,
     for (int64_t h = 0; h < heads; ++h) {
       const Measure& zero = measured[static_cast<std::size_t>(2 * h)];
       const Measure& mean = measured[static_cast<std::size_t>(2 * h + 1)];
-      effects.push_back({.layer = l,
-                         .head = h,
-                         .ablation_logit_change = zero.logit - clean.logit,
-                         .ablation_log_prob_change = zero.log_prob - clean.log_prob,
-                         .ablation_metric_change = zero.metric - clean.metric,
-                         .mean_ablation_logit_change = mean.logit - clean.logit,
-                         .mean_ablation_log_prob_change = mean.log_prob - clean.log_prob,
-                         .mean_ablation_metric_change = mean.metric - clean.metric,
-                         .direct_logit_attribution =
-                             dla.heads[static_cast<std::size_t>(l * heads + h)]});
+      effects.push_back(
+          {.layer = l,
+           .head = h,
+           .ablation_logit_change = zero.logit - clean.logit,
+           .ablation_log_prob_change = zero.log_prob - clean.log_prob,
+           .ablation_metric_change = zero.metric - clean.metric,
+           .mean_ablation_logit_change = mean.logit - clean.logit,
+           .mean_ablation_log_prob_change = mean.log_prob - clean.log_prob,
+           .mean_ablation_metric_change = mean.metric - clean.metric,
+           .direct_logit_attribution = dla.heads[static_cast<std::size_t>(l * heads + h)]});
     }
     if (progress) progress(static_cast<int64_t>(effects.size()), total);
   }

@@ -89,8 +89,8 @@ Measure Lens::measure(const Tensor& last, const Target& target) const {
     throw Error("target token id " + std::to_string(target.id) + "; expected " + range(vocab),
                 Error::Kind::invalid_argument);
   if (target.versus < -1 || target.versus >= vocab)
-    throw Error("versus token id " + std::to_string(target.versus) + "; expected " +
-                    range(vocab) + " (or none)",
+    throw Error("versus token id " + std::to_string(target.versus) + "; expected " + range(vocab) +
+                    " (or none)",
                 Error::Kind::invalid_argument);
   const float* z = last.data<float>();
   const double top = *std::max_element(z, z + vocab);
@@ -142,11 +142,12 @@ Measure Lens::knockout(const std::vector<Edge>& edges, const Target& target) con
   int64_t first = model_->layers();
   for (const Edge& e : edges) {
     check_head(*model_, e.layer, e.head);
-    if (e.query < 0 || e.query >= n || e.key < 0 || e.key >= n)
+    const int64_t keys = model_->keys(e.layer, n);
+    if (e.query < 0 || e.query >= n || e.key < 0 || e.key >= keys)
       throw Error("edge " + std::to_string(e.query) + "→" + std::to_string(e.key) +
-                      ": positions are " + range(n),
+                      ": queries are " + range(n) + ", keys " + range(keys),
                   Error::Kind::invalid_argument);
-    if (e.key > e.query)
+    if (model_->causal(e.layer) && e.key > e.query)
       throw Error("edge " + std::to_string(e.query) + "→" + std::to_string(e.key) +
                       " looks ahead, which the causal mask already blocks; expected key ≤ query",
                   Error::Kind::invalid_argument);
@@ -156,9 +157,10 @@ Measure Lens::knockout(const std::vector<Edge>& edges, const Target& target) con
     bool any = false;
     for (const Edge& e : edges) any = any || e.layer == l;
     if (!any) return Tensor();
-    Tensor keep = Tensor::full({1, heads, n, n}, 1.0, DType::b8);
+    const int64_t keys = model_->keys(l, n);
+    Tensor keep = Tensor::full({1, heads, n, keys}, 1.0, DType::b8);
     for (const Edge& e : edges)
-      if (e.layer == l) keep.data<bool>()[(e.head * n + e.query) * n + e.key] = false;
+      if (e.layer == l) keep.data<bool>()[(e.head * n + e.query) * keys + e.key] = false;
     return keep;
   }};
   return measure(rerun(first, hooks), target);

@@ -97,18 +97,20 @@ json seq2seq_json(const Run& run, JsonOptions o) {
   for (int64_t h = 0; h < heads.dim(0); ++h) per_head.push_back(rows(h));
   json source = json::array();
   for (const char ch : run.text) source.push_back(std::string(1, ch));
-  return {{"model", o.model_path},
-          {"architecture", run.model.family},
-          {"task", run.model.task},
-          {"input", run.text},
-          {"output", run.output.decoded},
-          {"layer", o.layer},
-          {"head", o.head},
-          {"entropy", numbers(head_entropy(heads))},
-          {"source", source},
-          {"steps", run.output.steps},
-          {"alignment", rows(o.head)},
-          {"heads", per_head}};
+  json j = {{"model", o.model_path},
+            {"architecture", run.model.family},
+            {"task", run.model.task},
+            {"input", run.text},
+            {"output", run.output.decoded},
+            {"layer", o.layer},
+            {"head", o.head},
+            {"entropy", numbers(head_entropy(heads))},
+            {"source", source},
+            {"steps", run.output.steps},
+            {"alignment", rows(o.head)},
+            {"heads", per_head}};
+  add_lens_json(j, run, /*heads_in_lens=*/true);
+  return j;
 }
 
 // A Perceiver: its prediction and what each latent gathers.

@@ -24,16 +24,16 @@ json numbers(const std::vector<double>& xs) {
 json heads_json(const CausalReading& r) {
   json heads = json::array();
   for (const HeadEffect& e : r.heads)
-    heads.push_back({{"layer", e.layer},
-                     {"head", e.head},
-                     {"ablation_logit_change", number_json(e.ablation_logit_change)},
-                     {"ablation_log_prob_change", number_json(e.ablation_log_prob_change)},
-                     {"ablation_metric_change", number_json(e.ablation_metric_change)},
-                     {"mean_ablation_logit_change", number_json(e.mean_ablation_logit_change)},
-                     {"mean_ablation_log_prob_change",
-                      number_json(e.mean_ablation_log_prob_change)},
-                     {"mean_ablation_metric_change", number_json(e.mean_ablation_metric_change)},
-                     {"direct_logit_attribution", number_json(e.direct_logit_attribution)}});
+    heads.push_back(
+        {{"layer", e.layer},
+         {"head", e.head},
+         {"ablation_logit_change", number_json(e.ablation_logit_change)},
+         {"ablation_log_prob_change", number_json(e.ablation_log_prob_change)},
+         {"ablation_metric_change", number_json(e.ablation_metric_change)},
+         {"mean_ablation_logit_change", number_json(e.mean_ablation_logit_change)},
+         {"mean_ablation_log_prob_change", number_json(e.mean_ablation_log_prob_change)},
+         {"mean_ablation_metric_change", number_json(e.mean_ablation_metric_change)},
+         {"direct_logit_attribution", number_json(e.direct_logit_attribution)}});
   if (r.patching) {
     const Tensor& p = r.patching->heads;
     for (std::size_t i = 0; i < heads.size(); ++i)
@@ -60,7 +60,7 @@ json logit_lens_json(const CausalReading& r) {
 
 }  // namespace
 
-void add_lens_json(json& j, const Run& run) {
+void add_lens_json(json& j, const Run& run, bool heads_in_lens) {
   if (run.circuit) j["circuit"] = circuit_json(*run.circuit);
   if (!run.lens) return;
   const CausalReading& r = *run.lens;
@@ -69,12 +69,16 @@ void add_lens_json(json& j, const Run& run) {
       {"target", {{"id", r.target.id}, {"token", r.target_text}, {"given", r.target_given}}},
       {"versus", r.target.versus >= 0 ? json{{"id", r.target.versus}, {"token", r.versus_text}}
                                       : json(nullptr)},
-      {"position", run.size() - 1},
+      {"layers", r.layer_names},
+      {"tokens", r.tokens},
+      {"step", r.step >= 0 ? json(r.step + 1) : json(nullptr)},
+      {"position", static_cast<int64_t>(r.tokens.size()) - 1},
       {"clean", measure_json(r.clean)},
       {"attribution",
        {{"embedding", number_json(a.embedding)},
         {"attention", numbers(a.attention)},
         {"mlp", numbers(a.mlp)},
+        {"constant", number_json(a.constant)},
         {"total", number_json(a.total)}}},
       {"logit_lens", logit_lens_json(r)},
       {"knockout", nullptr},
@@ -82,7 +86,8 @@ void add_lens_json(json& j, const Run& run) {
   if (r.knocked) {
     json edges = json::array();
     for (const Edge& e : r.edges) edges.push_back({e.layer, e.head, e.query, e.key});
-    lens["knockout"] = {{"spec", r.knockout}, {"edges", edges}, {"measure", measure_json(*r.knocked)}};
+    lens["knockout"] = {
+        {"spec", r.knockout}, {"edges", edges}, {"measure", measure_json(*r.knocked)}};
   }
   if (r.patching)
     lens["patching"] = {{"corrupt", r.corrupt},
@@ -91,7 +96,7 @@ void add_lens_json(json& j, const Run& run) {
                         {"heads", tensor_json(r.patching->heads)},
                         {"positions", tensor_json(r.patching->positions)},
                         {"stream", tensor_json(r.patching->stream)}};
-  j["heads"] = heads_json(r);
+  (heads_in_lens ? lens : j)["heads"] = heads_json(r);
   j["lens"] = std::move(lens);
 }
 

@@ -9,7 +9,8 @@
 
 namespace qkv::explain {
 
-// Adds "heads" and "lens" to j when the run has a lens; nothing otherwise.
-void add_lens_json(nlohmann::json& j, const Run& run);
+// Adds "heads" and "lens" to j when the run has a lens; nothing otherwise. An encoder–decoder's
+// document has its own "heads" (each head's alignment): `heads_in_lens` puts the lens's in "lens".
+void add_lens_json(nlohmann::json& j, const Run& run, bool heads_in_lens = false);
 
 }  // namespace qkv::explain

@@ -110,6 +110,14 @@ std::vector<int32_t> Seq2Seq::begin_capture(const std::string& source, Seq2SeqCa
   return target_in;
 }
 
+std::shared_ptr<const ResidualModel> Seq2Seq::residual(const std::string& /*source*/) {
+  throw Error(std::string(to_string(config_.architecture)) +
+                  " keeps no residual stream (a GRU's state is not a sum of its layers' "
+                  "outputs), so its heads cannot be ablated or attributed; expected a transformer "
+                  "model (qkv train --arch transformer)",
+              Error::Kind::invalid_argument);
+}
+
 std::unique_ptr<Seq2Seq> make_seq2seq(const Seq2SeqConfig& config, nn::Rng& rng, DType dtype) {
   if (config.architecture == Seq2SeqArchitecture::rnnsearch)
     return std::make_unique<RnnSearch>(config, rng, dtype);

@@ -15,6 +15,7 @@ class TransformerSeq2Seq final : public Seq2Seq {
   Tensor forward(const Batch& batch, bool training, nn::Rng& rng) override;
   void backward(const Tensor& dlogits) override;
   Seq2SeqCapture capture(const std::string& source) override;
+  std::shared_ptr<const ResidualModel> residual(const std::string& source) override;  // residual.cpp
   void collect(std::vector<nn::Parameter*>& out) override;
 
  private:
