@@ -122,9 +122,9 @@ void bind_values(nb::module_& m, nb::class_<explain::Run>& run) {
            "{rollout, mixing_rollout}: every layer's [n, n] (float64), each None where not "
            "computed (explain::attention_rollout, mixing_rollout).")
       .def("sinks", &sinks, "explain::sink_values as dicts.");
-  m.def("explain_generation", &generation, nb::arg("lm"), nb::arg("prompt"),
-        nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("seed"), nb::arg("top_heads"),
-        nb::arg("top_keys"), nb::arg("memory_limit"),
+  m.def("explain_generation", &generation, nb::arg("lm"), nb::arg("prompt"), nb::arg("max_tokens"),
+        nb::arg("temperature"), nb::arg("seed"), nb::arg("top_heads"), nb::arg("top_keys"),
+        nb::arg("memory_limit"),
         "explain::explain_generation's JSON (explain::generation_json), as `qkv generate "
         "--explain --json` prints it.");
 }
