@@ -45,6 +45,8 @@ def test_arrays_have_their_shapes_and_are_read_only(case):
         a = getattr(x, name)
         assert a.shape == shape and a.dtype == np.float64, name
         assert not a.flags.writeable, f"{name}: a record of the run, read-only"
+    with pytest.raises(ValueError, match=f"layer {L} is out of range; this model has layers"):
+        x.json(layer=L)
 
 
 def test_value_norms_are_the_written_vectors_norms(case):
