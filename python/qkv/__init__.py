@@ -15,12 +15,15 @@ transformers on toy tasks and return their results. `python -m qkv` is the qkv c
 """
 
 from ._attention import AttentionGrads, SavedForward, attention, attention_backward
+from ._generation import CarryingHead, ExplainedGeneration, GenerationStep, Look
 from ._lens import CausalLens
 from ._models import CausalLM, Explanation, Model
+from ._values import Sink
 from ._train import (ExperimentResult, TrainProgress, TrainSummary, experiment,
                      experiment_names, tasks, train)
 
 __version__ = "0.1.0"
 __all__ = ["attention", "attention_backward", "AttentionGrads", "SavedForward", "Model",
            "CausalLM", "CausalLens", "Explanation", "train", "TrainSummary", "TrainProgress", "tasks",
-           "experiment", "ExperimentResult", "experiment_names"]
+           "experiment", "ExperimentResult", "experiment_names", "Sink", "ExplainedGeneration",
+           "GenerationStep", "CarryingHead", "Look"]

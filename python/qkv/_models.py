@@ -3,6 +3,7 @@ qkv.Explanation (one text through a model with every attention layer captured, a
 report). The models run in qkv's C++ (python/src/models.cpp, explain.cpp) without the GIL."""
 
 import html as _html
+import json
 import math
 import os
 import warnings
@@ -11,7 +12,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ._generation import ExplainedGeneration
 from ._lens import CausalLens
+from ._values import ValueArrays
 
 from . import _checks, _qkv
 
@@ -330,28 +333,64 @@ class CausalLM:
         given with temperature 0, where nothing is drawn, it warns as `qkv generate` notes it).
         memory_limit: bytes the model and its KV cache may take (default: half the machine's
         memory); past it, MemoryError before the first token."""
+        prompt_ids, max_tokens, temperature, seed = self._generation(prompt, max_tokens,
+                                                                     temperature, seed, chat)
+        ids = self._model.generate(prompt_ids, max_tokens, temperature, seed,
+                                   _checks.memory_limit(memory_limit))
+        return self._generated(prompt_ids, ids, max_tokens)
+
+    def explain_generation(self, prompt: str, max_tokens: int = 16, *,
+                           temperature: float = 0.0, seed: Optional[int] = None,
+                           chat: bool = True, top_heads: int = 3, top_keys: int = 3,
+                           memory_limit: Optional[int] = None) -> ExplainedGeneration:
+        """generate(prompt, ...) explained token by token, as `qkv generate --explain --json`
+        (chat=False is the command without --chat): the same tokens, and for each the top_heads
+        heads that carried it (direct logit attribution at the last position), the top_keys keys
+        their last query weighted most, and the KV cache after the pass that chose it.
+        Each token costs two more passes over its whole prefix: fine for 64 tokens, slow for
+        thousands. memory_limit: bytes the model, its cache and a step's capture may take.
+
+        >>> import qkv
+        >>> g = qkv.CausalLM().explain_generation("The capital of France is", 4,
+        ...                                       chat=False)               # doctest: +SKIP
+        >>> g.text, g.head_index[0, 0], g.cache_bytes                        # doctest: +SKIP
+        (' Paris.', array([...]), array([...]))
+        """
+        prompt_ids, max_tokens, temperature, seed = self._generation(prompt, max_tokens,
+                                                                     temperature, seed, chat)
+        document = _qkv.explain_generation(
+            self._model, prompt_ids, max_tokens, temperature, seed,
+            _positive(top_heads, "top_heads", 1, _NO_LIMIT),
+            _positive(top_keys, "top_keys", 1, _NO_LIMIT), _checks.memory_limit(memory_limit))
+        ids = [t["id"] for t in json.loads(document)["steps"]]
+        return ExplainedGeneration(document, self._generated(prompt_ids, ids, max_tokens))
+
+    def _generation(self, prompt: str, max_tokens: int, temperature: float,
+                    seed: Optional[int], chat: bool) -> Tuple[List[int], int, float, int]:
+        """generate's arguments checked, in the ranges `qkv generate` takes (--max-tokens,
+        --temperature): (the prompt's ids, framed by the chat template when `chat`, max_tokens,
+        temperature, seed)."""
         _text(prompt, "prompt")
-        # The ranges `qkv generate` takes (--max-tokens, --temperature).
         max_tokens = _positive(max_tokens, "max_tokens", 1, 8192)
         temperature = _checks.number(temperature, "temperature")
         if not (0 <= temperature <= 100):
             raise ValueError(f"temperature {temperature}; expected a number in [0, 100]")
         text = self._model.chat_prompt(prompt) if _checks.flag(chat, "chat") else prompt
-        prompt_ids = self._model.tokenize(text)
         if seed is not None and temperature == 0:
             warnings.warn("seed has no effect at temperature 0 (greedy: each step takes the "
                           "likeliest token); give a temperature above 0 to sample",
-                          RuntimeWarning, stacklevel=2)
-        ids = self._model.generate(prompt_ids, max_tokens, temperature,
-                                   _positive(1 if seed is None else seed, "seed", 0, 2**64 - 1),
-                                   _checks.memory_limit(memory_limit))
+                          RuntimeWarning, stacklevel=3)
+        return (self._model.tokenize(text), max_tokens, temperature,
+                _positive(1 if seed is None else seed, "seed", 0, 2**64 - 1))
+
+    def _generated(self, prompt_ids: List[int], ids: List[int], max_tokens: int) -> str:
         # A stop the caller did not choose is said, as `qkv generate` notes it (issue 26): the
         # prompt and the text filled the model's context.
         context = self._model.context_length
         if len(ids) < max_tokens and len(prompt_ids) + len(ids) >= context:
             warnings.warn(f"stopped after {len(ids)} of {max_tokens} tokens: the prompt "
                           f"({len(prompt_ids)} tokens) and the text generated fill the model's "
-                          f"context of {context} positions", RuntimeWarning, stacklevel=2)
+                          f"context of {context} positions", RuntimeWarning, stacklevel=3)
         # Control tokens (<|im_start|>, ...) are the model's markup, not text: nothing is shown.
         return self._model.generated_bytes(ids).decode("utf-8", "replace")
 
@@ -414,7 +453,7 @@ def _stacked(name: str, doc: str) -> cached_property:
     return cached_property(get)
 
 
-class Explanation:
+class Explanation(ValueArrays):
     """One text through a model with every attention layer captured: what `qkv explain` shows.
 
     tokens: the n tokens (tokens[i] is query row i and key column j = i); token_info: each
@@ -433,6 +472,14 @@ class Explanation:
     hidden_states (layers + 1, n, dim): the embeddings, then each layer's output (encoders, and
     decoders on at most 512 tokens);
     embedding (dim,): the sentence embedding (encoders; Model.encode's vector).
+
+    What the values carried (BERT and decoders; float64, read-only; qkv/_values.py):
+        value_norms     (layers, heads, n)     ‖W_O^h v^h_j‖ (Kobayashi et al. 2020)
+        value_weighted  (layers, heads, n, n)  weights · value_norms: ‖α^h_ij W_O^h v^h_j‖
+        mixing          (layers, n, n)         residual-and-norm mixing (Kobayashi et al. 2021)
+        rollout         (layers, n, n)         attention rollout (Abnar & Zuidema 2020)
+        mixing_rollout  (layers, n, n)         the product of the layers' mixing
+    and sinks, the attention sinks with their value norms (qkv.Sink).
 
     html() writes the self-contained report of `qkv explain --html`, json() is `--json`'s
     document and terminal() what `qkv explain` prints; in Jupyter the Explanation shows the
@@ -546,11 +593,14 @@ class Explanation:
         _checks.write_file(destination, page.encode("utf-8"), prefix="")
         return None
 
-    def json(self, *, token: Union[str, int, None] = None) -> str:
+    def json(self, *, token: Union[str, int, None] = None, layer: Optional[int] = None) -> str:
         """The JSON document of `qkv explain --json`: the tokens and, per layer, every q, k, v,
         score, logit, weight, head output and hidden state (NaN as "NaN", ±∞ as "Infinity" and
-        "-Infinity"); token picks the focus it names (as --token)."""
-        return self._e.json(None if token is None else _token(token))
+        "-Infinity"); token picks the focus it names (as --token). layer (as --layer) keeps that
+        layer alone, with what a recomputation of its values needs: w_o, mixing_gain (a post-LN
+        model's LayerNorm gain, else null) and stream_in (the stream the layer reads)."""
+        layer = _index(layer, "layer", self.layers)
+        return self._e.json(None if token is None else _token(token), layer)
 
     def terminal(self, *, token: Union[str, int, None] = None, layer: Optional[int] = None,
                  head: Optional[int] = None, color: bool = False) -> str:

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "qkv/explain_run.h"
 #include "qkv/memory.h"
 #include "qkv/tensor.h"
 
@@ -25,6 +26,8 @@ void bind_models(nanobind::module_& m);     // models.cpp: the sentence encoder,
 void bind_explain(nanobind::module_& m);    // explain.cpp: a captured run and its HTML report
 void bind_train(nanobind::module_& m);      // train.cpp: training, the tasks, the experiments
 void bind_files(nanobind::module_& m);      // files.cpp: the files the Python functions write
+// values.cpp, from bind_explain: the run's value readings as arrays, and generation explained
+void bind_values(nanobind::module_& m, nanobind::class_<explain::Run>& run);
 
 // files.cpp: a path from os.fsencode, and the error of a failed write raised as Python's OSError
 // (a usage error as ValueError), its message prefixed (the argument's name, "save: ").

@@ -50,8 +50,8 @@ void check_index(const char* what, const std::optional<int64_t>& index, int64_t 
 }  // namespace
 
 void bind_explain(nb::module_& m) {
-  nb::class_<explain::Run>(m, "Run", "explain::Run: one captured run. Use qkv.Explanation.")
-      .def_prop_ro("model", [](const explain::Run& e) { return e.model.name; })
+  nb::class_<explain::Run> run(m, "Run", "explain::Run: one captured run. Use qkv.Explanation.");
+  run.def_prop_ro("model", [](const explain::Run& e) { return e.model.name; })
       .def_prop_ro("text", [](const explain::Run& e) { return text_of(e.text); })
       .def_prop_ro("text_b",
                    [](const explain::Run& e) -> nb::object {
@@ -152,16 +152,19 @@ void bind_explain(nb::module_& m) {
           "The lens's JSON (explain::lens_json): {heads, lens, circuit}; \"\" without one.")
       .def(
           "json",
-          [](const explain::Run& e, const std::optional<std::string>& token) {
+          [](const explain::Run& e, const std::optional<std::string>& token,
+             std::optional<int64_t> layer) {
+            check_index("layer", layer, e.model.layers);
             const int64_t focus = focus_of(e, token);
             std::string text;
             {
               nb::gil_scoped_release release;
-              text = explain::json_of(e, {.focus = focus});
+              text = explain::json_of(e, {.focus = focus, .layer = layer.value_or(-1)});
             }
             return text_of(text);
           },
-          nb::arg("token").none(), "The JSON document of `qkv explain --json` (explain::json_of).")
+          nb::arg("token").none(), nb::arg("layer").none(),
+          "The JSON document of `qkv explain --json [--layer L]` (explain::json_of).")
       .def(
           "terminal",
           [](const explain::Run& e, const std::optional<std::string>& token,
@@ -181,6 +184,7 @@ void bind_explain(nb::module_& m) {
           },
           nb::arg("token").none(), nb::arg("layer").none(), nb::arg("head").none(),
           nb::arg("color"), "What `qkv explain` prints (explain::render_*).");
+  bind_values(m, run);
 }
 
 }  // namespace qkv::python

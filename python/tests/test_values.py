@@ -2,14 +2,12 @@
 value-weighted attention (Kobayashi et al. 2020, "Attention is not only a weight"), the
 residual-and-norm mixing (Kobayashi et al. 2021), attention rollout (Abnar & Zuidema 2020) and the
 rollout of the mixing, on SmolLM2-135M (pre-norm, grouped-query heads, no biases) and
-all-MiniLM-L6-v2 (post-LN, biases). Each is written here from the papers' formulas, in float64,
+all-MiniLM-L6-v2 (post-LN, biases). Each is written from the papers' formulas, in float64,
 from the JSON's v, weights and (with --layer) W_O, the LayerNorm's gain and the stream the layer
 reads; none of it from qkv.
 
-Tolerance: qkv computes in float64 from the same float32 numbers the JSON prints exactly (17
-digits), in another order; docs/CONVENTIONS.md §1.2 allows NumPy checks a relative error of 1e-9,
-far above the ~1e-15 they differ by and far below what a dropped head or residual makes (the
-last test shows one number moved by 1e-7 of its scale fails)."""
+The recomputations and the checker (relative error 1e-9) are in values_numpy.py, shared with
+test_values_arrays.py; the last test shows one number moved by 1e-7 of its scale fails."""
 import json
 import subprocess
 import sys
@@ -17,7 +15,9 @@ import sys
 import numpy as np
 import pytest
 
-RELATIVE = 1e-9
+from values_numpy import (check, mixing, perturbed, residual_averaged, rollout, sink_numbers,
+                          value_norms, value_weighted)
+
 SMOL_TEXT = "The capital of France is"
 MINI_TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -27,54 +27,6 @@ def explain_json(*args):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def check(got, want, what):
-    """The checker: max |got − want| ≤ 1e-9·max(1, max |want|)."""
-    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
-    worst = np.max(np.abs(got - want))
-    bound = RELATIVE * max(1.0, np.max(np.abs(want)))
-    assert worst <= bound, f"{what}: max |Δ| {worst:.3e} > {bound:.3e}"
-
-
-def written(layer):
-    """f^h(x_j) = W_O^h v^h_j [H, m, hidden]: W_O [hidden, H·d], its columns h·d … h·d + d − 1
-    taking head h; v [H, m, d] as captured (BERT's bias b_V included)."""
-    w_o, v = np.array(layer["w_o"]), np.array(layer["v"])
-    heads, _, d = v.shape
-    return np.einsum("rhk,hjk->hjr", w_o.reshape(w_o.shape[0], heads, d), v)
-
-
-def value_norms(layer):
-    return np.linalg.norm(written(layer), axis=2)
-
-
-def mixing(layer):
-    """Kobayashi et al. 2021: c_ij = [i = j]·x_i + Σ_h α^h_ij f^h(x_j); post-LN (a gain given),
-    each part centred and multiplied by γ (the 1/σ_i of the whole sum is common to the row);
-    each row's ‖c_ij‖ / Σ_k ‖c_ik‖."""
-    f, alpha, x = written(layer), np.array(layer["weights"]), np.array(layer["stream_in"])
-    n = x.shape[0]
-    parts = np.einsum("hij,hjr->ijr", alpha, f) + np.eye(n)[:, :, None] * x[:, None, :]
-    if layer["mixing_gain"] is not None:
-        parts = (parts - parts.mean(axis=2, keepdims=True)) * np.array(layer["mixing_gain"])
-    norms = np.linalg.norm(parts, axis=2)
-    return norms / norms.sum(axis=1, keepdims=True)
-
-
-def rollout(steps):
-    out, r = [], np.eye(steps[0].shape[0])
-    for a in steps:
-        r = a @ r
-        out.append(r)
-    return out
-
-
-def residual_averaged(weights):
-    """Abnar & Zuidema 2020: ½·mean_h A + ½·I, rows renormalised."""
-    a = 0.5 * np.array(weights).mean(axis=0) + 0.5 * np.eye(len(weights[0]))
-    return a / a.sum(axis=1, keepdims=True)
 
 
 CASES = {"smollm2": (["--model", "smollm2", SMOL_TEXT], 14, "pre-norm"),
@@ -98,8 +50,7 @@ def test_value_weighted_norms_are_the_written_vectors_norms(case):
     check(L["ov_norms"], norms, f"{name} layer {layer}: ‖W_O^h v^h_j‖")
     check(full["layers"][layer]["ov_norms"], norms, f"{name}: the full document's norms")
     # The value-weighted matrix ‖α^h_ij f^h(x_j)‖ = α^h_ij·‖f^h(x_j)‖ (the norm of the product).
-    product = np.linalg.norm(np.array(L["weights"])[..., None] * written(L)[:, None, :, :], axis=3)
-    check(np.array(L["weights"]) * np.array(L["ov_norms"])[:, None, :], product,
+    check(np.array(L["weights"]) * np.array(L["ov_norms"])[:, None, :], value_weighted(L),
           f"{name}: weights × ov_norms")
 
 
@@ -131,23 +82,15 @@ def test_sinks_are_explained_with_their_value_norms(case):
     sinks = full["values"]["sinks"]
     assert sinks, f"{name}: the text has attention sinks"
     for s in sinks[:10]:
-        w = np.array(full["layers"][s["layer"]]["weights"][s["head"]])
-        f = np.array(full["layers"][s["layer"]]["ov_norms"][s["head"]])
-        moved = w[1:] * f  # queries i ≥ 1
+        at = full["layers"][s["layer"]]
         check([s["weight"], s["first_norm"], s["others_norm"], s["value_share"], s["moved"]],
-              [w[1:, 0].mean(), f[0], f[1:].mean(), (moved[:, 0] / moved.sum(axis=1)).mean(),
-               moved.sum(axis=1).mean()], f"{name}: sink L{s['layer']}h{s['head']}")
+              sink_numbers(at["weights"][s["head"]], at["ov_norms"][s["head"]]),
+              f"{name}: sink L{s['layer']}h{s['head']}")
 
 
 def test_each_checker_rejects_a_perturbed_result(case):
     name, full, one, layer, _ = case
     L = one["layers"][0]
-
-    def perturbed(x):
-        x = np.array(x, dtype=np.float64)
-        x.flat[x.size // 2] += 1e-7 * max(1.0, np.max(np.abs(x)))
-        return x
-
     with pytest.raises(AssertionError):
         check(perturbed(L["ov_norms"]), value_norms(L), "norms")
     with pytest.raises(AssertionError):

@@ -33,15 +33,16 @@ def tokens():
 
 
 def write_zero_llama(path, layers=2, hidden=16, heads=4, kv_heads=2, ffn=24, fill=None,
-                     output=None):
+                     output=None, context=32):
     """A llama GGUF whose tensors are all 0, except those `fill` names ({name: value}); with
-    `output` (a list of floats a token), an untied output.weight of those rows."""
+    `output` (a list of floats a token), an untied output.weight of those rows; `context`
+    positions."""
     fill = fill or {}
     vocab = tokens()
     kv = kv_heads * (hidden // heads)
     metadata = {
         "general.architecture": "llama",
-        "llama.block_count": layers, "llama.context_length": 32,
+        "llama.block_count": layers, "llama.context_length": context,
         "llama.embedding_length": hidden, "llama.feed_forward_length": ffn,
         "llama.attention.head_count": heads, "llama.attention.head_count_kv": kv_heads,
         "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "smollm",
