@@ -148,8 +148,11 @@ Report report_of(const std::string& title, const Run& run, const Gathers& g) {
 
 Report report_of(const std::string& title, const Run& run, int64_t focus) {
   if (run.model.family == "perceiver") return report_of(title, run, gathers(run, 3));
-  if (!run.blocks.empty() && run.blocks.front().kind == BlockKind::cross_attention)
-    return trained_report(title, run);
+  if (!run.blocks.empty() && run.blocks.front().kind == BlockKind::cross_attention) {
+    Report r = trained_report(title, run);
+    r.lens = lens_json(run);  // a step's lens (--step), when asked
+    return r;
+  }
   Report r = sentence_report(title, run, focus);
   r.lens = lens_json(run);
   return r;

@@ -690,7 +690,12 @@ function lensHeads(L) {
   const T = L.lens, q = (t) => `"${esc(t)}"`;
   $('lens-target').innerHTML = q(T.target.token);
   const versus = T.versus ? ` less ${q(T.versus.token)}'s` : '';
-  $('lens-intro').innerHTML = `The target's logit${versus} at the last position is ` +
+  // A lens layer by name ("L23", "L1 cross"); a seq2seq step's layers are its decoder's attentions:
+  // even ones its self-attention (block 2 of the page), odd ones its cross-attention (block 0).
+  const name = (l) => (T.layers ? T.layers[l] : `layer ${l}`);
+  const where = (l) => (T.step ? { b: l % 2 ? 0 : 2, l: l >> 1, q: T.step - 1 } : { b: 0, l });
+  const at = T.step ? `at output step ${T.step}` : 'at the last position';
+  $('lens-intro').innerHTML = `The target's logit${versus} ${at} is ` +
     `${fmt(T.clean.metric, 2)} (p = ${fmt(Math.exp(T.clean.log_prob), 3)}). Ablation sets a head's output ` +
     `(its slice of W_O's input) to zero, or to its mean over the positions, and reruns the layers from ` +
     `there; direct logit attribution reads the head's output at the last position through W_O and the ` +
@@ -710,11 +715,11 @@ function lensHeads(L) {
     let html = '<span></span>';
     for (let h = 0; h < H; h++) html += `<span class="label">h${h}</span>`;
     for (let l = 0; l < layers; l++) {
-      html += `<span class="label">layer ${l}</span>`;
+      html += `<span class="label">${esc(name(l))}</span>`;
       for (let h = 0; h < H; h++) {
         const e = L.heads[l * H + h], x = e[key];
-        html += `<button data-l="${l}" data-h="${h}" aria-pressed="${l === S.l && h === S.h}" ` +
-          `style="background:${css(ramp(sign * x / top))}" title="layer ${l}, head ${h}: ${fmt(x, 3)}">` +
+        html += `<button data-l="${l}" data-h="${h}" aria-pressed="${where(l).b === S.b && where(l).l === S.l && h === S.h}" ` +
+          `style="background:${css(ramp(sign * x / top))}" title="${esc(name(l))}, head ${h}: ${fmt(x, 3)}">` +
           `${fmt(x, 2)}</button>`;
       }
     }
@@ -723,8 +728,8 @@ function lensHeads(L) {
     g.innerHTML = html;
     g.querySelectorAll('button').forEach((b) => {
       const l = +b.dataset.l, h = +b.dataset.h, e = L.heads[l * H + h];
-      b.onclick = () => { select({ b: 0, l, h }); draw(); $('heat').scrollIntoView({ block: 'center' }); };
-      b.onmouseenter = () => { $('lens-hover').textContent = `layer ${l}, head ${h}: zeroed ` +
+      b.onclick = () => { select({ ...where(l), h }); draw(); $('heat').scrollIntoView({ block: 'center' }); };
+      b.onmouseenter = () => { $('lens-hover').textContent = `${name(l)}, head ${h}: zeroed ` +
         `${fmt(e.ablation_metric_change, 3)}, mean-ablated ${fmt(e.mean_ablation_metric_change, 3)}, ` +
         `DLA ${fmt(e.direct_logit_attribution, 3)}`; };
     });
@@ -732,7 +737,7 @@ function lensHeads(L) {
   pick.onchange = draw;
   draw();
   $('lens-table').innerHTML = '<tr><th>layer</th><th style="text-align:left">most likely there</th><th>target rank</th><th>target p</th></tr>' +
-    T.logit_lens.map((r) => `<tr><th scope=row>${r.layer}</th><td style="text-align:left">` +
+    T.logit_lens.map((r) => `<tr><th scope=row>${esc(name(r.layer))}</th><td style="text-align:left">` +
       r.top.slice(0, 5).map((t) => `${q(t.token)} ${fmt(t.p, 2)}`).join(' · ') +
       `</td><td>${r.target_rank + 1}</td><td>${fmt(Math.exp(r.target_log_prob), 3)}</td></tr>`).join('');
 }
