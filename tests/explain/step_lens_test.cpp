@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qkv/explain_lens.h"
+#include "qkv/explain_run.h"
 #include "qkv/model.h"
 
 namespace qkv::explain {
@@ -197,6 +198,43 @@ TEST(StepLens, ReadStepMeasuresTheWrittenTokenAndPatchesFromAnotherSource) {
   for (int64_t h = 0; h < 2; ++h) cross += std::abs(p.heads.at<double>(1, h));
   EXPECT_GT(cross, 1e-4);  // a cross-attention head carries the source
   EXPECT_THROW(read_step(*m, kSource, outputs, static_cast<int64_t>(outputs.size()), {}), Error);
+}
+
+// What the values carried in a trained model's three attentions: ‖W_O^h v_j‖ per head and key,
+// recomputed here from the capture's v and the W_O parameter, vector by vector.
+TEST(TrainedValues, EachBlocksNormsAreWOTimesEachValue) {
+  auto m = tiny_model({.kv_heads = 1});
+  const explain::Run run = capture(*m, kSource, "tiny");
+  ASSERT_EQ(run.blocks.size(), 3u);
+  const std::vector<std::string> names = {"decoder.1.cross_attention.o.weight",
+                                          "encoder.1.attention.o.weight",
+                                          "decoder.1.self_attention.o.weight"};
+  for (std::size_t b = 0; b < 3; ++b) {
+    const Block& block = run.blocks[b];
+    ASSERT_EQ(block.ov_norms.size(), 2u) << block.name;
+    const Tensor& wo = parameter(*m, names[b]).value;                // [8, 8]
+    const Tensor v = block.layers[1].v.to(DType::f64).contiguous();  // [1, 1, m, 4]: one kv head
+    ASSERT_EQ(v.dim(1), 1) << block.name;
+    const int64_t keys = v.dim(2);
+    double worst = 0;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t j = 0; j < keys; ++j) {
+        double sq = 0;
+        for (int64_t r = 0; r < 8; ++r) {
+          double y = 0;
+          for (int64_t k = 0; k < 4; ++k)
+            y += double{wo.data<float>()[r * 8 + h * 4 + k]} * v.data<double>()[j * 4 + k];
+          sq += y * y;
+        }
+        worst = std::max(worst, std::abs(block.ov_norms[1].at<double>(0, h, j) - std::sqrt(sq)));
+      }
+    EXPECT_LE(worst, 1e-9) << block.name;
+    // The check sees a swapped head: head 0's norms are not head 1's.
+    EXPECT_GT(
+        std::abs(block.ov_norms[1].at<double>(0, 0, 0) - block.ov_norms[1].at<double>(0, 1, 0)),
+        1e-6)
+        << block.name;
+  }
 }
 
 TEST(StepLens, RnnSearchHasNoResidualStream) {

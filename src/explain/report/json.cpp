@@ -109,6 +109,20 @@ json seq2seq_json(const Run& run, JsonOptions o) {
             {"steps", run.output.steps},
             {"alignment", rows(o.head)},
             {"heads", per_head}};
+  // What each source character's value carries into the stream, head by head at that layer:
+  // ‖W_O^h v_j‖ (Kobayashi et al. 2020); the value-weighted alignment is alignment × it.
+  const Block& cross = run.blocks.front();
+  if (static_cast<int64_t>(cross.ov_norms.size()) > o.layer) {
+    const Tensor& norms = cross.ov_norms[static_cast<std::size_t>(o.layer)];  // [1, H, S]
+    json per = json::array();
+    for (int64_t h = 0; h < norms.dim(1); ++h) {
+      json row = json::array();
+      for (int64_t k = 0; k < norms.dim(2); ++k)
+        row.push_back(number_json(norms.at<double>(0, h, k)));
+      per.push_back(std::move(row));
+    }
+    j["ov_norms"] = std::move(per);
+  }
   add_lens_json(j, run, /*heads_in_lens=*/true);
   return j;
 }

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "explain/run/values.h"
 #include "qkv/explain_run.h"
 
 namespace qkv::explain {
@@ -88,6 +89,7 @@ Run capture(Seq2Seq& model, const std::string& source, const std::string& name,
                                        outputs, seq2seq_tokens(c.target_tokens, false), true));
   }
   if (!run.blocks.front().layers.empty()) run.model.scale = run.blocks.front().layers[0].scale;
+  add_values(model, run);  // each head's ‖W_O^h v_j‖ (values.cpp)
   return run;
 }
 

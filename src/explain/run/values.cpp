@@ -158,4 +158,39 @@ void add_values(const SentenceModel& model, Run& run) {
   }
 }
 
+void add_values(Seq2Seq& model, Run& run) {
+  if (model.config().architecture != Seq2SeqArchitecture::transformer) return;
+  std::vector<nn::Parameter*> parameters;
+  model.collect(parameters);
+  const auto w_o = [&](const std::string& name) {
+    for (const nn::Parameter* p : parameters)
+      if (p->name == name) return p->value;
+    return Tensor();  // identity_v: no W_O, the values go into the stream as they are
+  };
+  const int64_t d = model.config().d_model;
+  Tensor eye({d, d}, DType::f64);
+  for (int64_t i = 0; i < d; ++i) eye.data<double>()[i * d + i] = 1.0;
+  // The blocks as capture(Seq2Seq) orders them: cross-, encoder self-, decoder self-attention.
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"decoder.", ".cross_attention.o.weight"},
+      {"encoder.", ".attention.o.weight"},
+      {"decoder.", ".self_attention.o.weight"}};
+  for (std::size_t b = 0; b < names.size() && b < run.blocks.size(); ++b) {
+    Block& block = run.blocks[b];
+    for (std::size_t l = 0; l < block.layers.size(); ++l) {
+      const Tensor w = w_o(names[b].first + std::to_string(l) + names[b].second);
+      block.output_matrix.push_back(w.defined() ? w : eye);
+      // Grouped-query attention keeps one v a kv head: each query head reads its group's.
+      const Tensor kv = block.layers[l].v.to(DType::f64).contiguous();
+      const int64_t heads = model.config().heads, group = heads / kv.dim(1), m = kv.dim(2),
+                    dv = kv.dim(3);
+      Tensor v({1, heads, m, dv}, DType::f64);
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy_n(kv.data<double>() + (h / group) * m * dv, m * dv,
+                    v.data<double>() + h * m * dv);
+      block.ov_norms.push_back(ov_norms(block.output_matrix.back(), v));
+    }
+  }
+}
+
 }  // namespace qkv::explain

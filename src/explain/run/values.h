@@ -7,6 +7,7 @@
 
 #include "qkv/causal_lm.h"
 #include "qkv/explain_run.h"
+#include "qkv/seq2seq.h"
 #include "qkv/sentence_model.h"
 
 namespace qkv::explain {
@@ -33,5 +34,9 @@ WrittenValues written_values(const Tensor& w_o, const Tensor& v, const Tensor& s
 void add_values(const CausalLM& model, const std::vector<int32_t>& ids, Run& run);
 // BERT's run (capture(SentenceModel)), its stream already kept: the same.
 void add_values(const SentenceModel& model, Run& run);
+// A trained encoder–decoder transformer's run (capture(Seq2Seq)): each block's ov_norms (its
+// stream is not kept, so no mixing); W_O is the identity where the model has none (identity_v).
+// RNNsearch: nothing.
+void add_values(Seq2Seq& model, Run& run);
 
 }  // namespace qkv::explain
