@@ -245,8 +245,8 @@ def test_trained_model(b, binary, out):
                 "({j: +tr.dataset.j, w: +tr.querySelector('.w').dataset.v}))")}
             worst = max(worst, max(abs(shown[j] - w) for j, w in enumerate(row)))
     check(worst < 1e-5, f"trained model: cross-attention weights of layer 1 match --json (max |Δ| {worst:.1e})")
-    check(b.evaluate("document.getElementById('heat-what-wrap').hidden") is True,
-          "trained model: no weights / value-weighted switch (it keeps no value norms)")
+    check(b.evaluate("document.getElementById('heat-what-wrap').hidden") is False,
+          "trained model: the weights / value-weighted switch (it keeps each head's value norms)")
     b.click(*b.center('#blocks button[data-b="2"]'))
     upper = b.evaluate("""(() => { const L = qkv.layer(2, 0), n = L.n; let s = 0;
         for (let h = 0; h < 2; h++) for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++)
