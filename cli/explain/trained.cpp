@@ -181,19 +181,16 @@ explain::Input trained_input(const ExplainArgs& args, const Model& model) {
 
 explain::CausalReading lens_of_step(const ExplainArgs& args, Seq2Seq& model,
                                     const explain::Run& run, const explain::OnProgress& progress) {
+  const int64_t step = args.step.value_or(1), steps = static_cast<int64_t>(run.output.steps.size());
+  if (step > steps)
+    throw Error("--step: output step " + std::to_string(step) + " of \"" + clip(run.text, 40) +
+                "\"; its decoding has steps 1 to " + std::to_string(steps));
   if (!args.lens.corrupt.empty()) try {
       explain::check_source(model, args.lens.corrupt);
     } catch (const Error& e) {
       throw Error("--corrupt " + std::string(e.what()), Error::Kind::invalid_argument);
     }
-  try {
-    return explain::read_step(model, run.text, run.output.steps, args.step.value_or(1) - 1,
-                              args.lens, progress);
-  } catch (const Error& e) {
-    if (e.kind() != Error::Kind::invalid_argument) throw;
-    const std::string what = e.what();
-    throw Error(what.starts_with("output step") ? "--step: " + what : what, e.kind());
-  }
+  return explain::read_step(model, run.text, run.output.steps, step - 1, args.lens, progress);
 }
 
 int show_trained(const ExplainArgs& args, const explain::Run& run) {

@@ -174,6 +174,10 @@ struct CausalReading {
   std::vector<std::string> layer_names;  // ResidualModel::layer_name, one a layer
   std::vector<std::string> tokens;       // the positions read, as the vocabulary spells them
   int64_t step = -1;  // an encoder–decoder's output step (0-based; read_step); else −1
+  // Where the captured run (explain::Run) keeps each lens layer's weights, {block, layer}: a
+  // decoder's layer l is block 0's layer l; read_step's even layers are capture(Seq2Seq)'s decoder
+  // self-attention (block 2), its odd ones the cross-attention (block 0), layer l / 2 of each.
+  std::vector<std::pair<int64_t, int64_t>> captured_at;
   Target target;
   std::string target_text, versus_text;  // as the vocabulary spells them
   bool target_given = false;             // false: the most likely next token

@@ -13,6 +13,7 @@
 
 #include "kernels/reference/naive_attention.h"
 #include "qkv/attention.h"
+#include "usage_error.h"
 
 namespace qkv_test {
 namespace {
@@ -24,22 +25,7 @@ using qkv::Tensor;
 using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
-
-// The message of the qkv::Error that `f` throws; a test failure if it throws nothing or another
-// type, or an Error of the wrong kind.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const qkv::Error& e) {
-    EXPECT_EQ(e.kind(), qkv::Error::Kind::invalid_argument) << e.what();
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a std::exception that is not qkv::Error: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
+constexpr auto error_of = qkv::test::usage_error_of;
 
 // `word` appears as a whole identifier (case-insensitive): "k" in "k has shape" or "params.w",
 // not the "k" of "mask". A plain matcher class (not MATCHER_P): the tests link gtest, not gmock.

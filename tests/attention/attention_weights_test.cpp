@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cases/naive_fp32.h"
+#include "usage_error.h"
 
 namespace qkv {
 namespace {
@@ -21,6 +22,7 @@ using cases::NaiveProblem;
 using cases::NaiveRow;
 using cases::rule_tolerance;
 using ::testing::HasSubstr;
+constexpr auto error_of = test::usage_error_of;
 
 Tensor normal(Shape shape, std::mt19937_64& rng, float sigma = 1) {
   Tensor t(std::move(shape), DType::f32);
@@ -253,16 +255,6 @@ TEST(AttentionWeights, NaNStaysInItsRowAndMaskedKeysWeighNothing) {
   double sum = 0;
   for (int64_t j = 0; j < 11; ++j) sum += rows.value(2 * 11 + j);
   EXPECT_NEAR(sum, 1.0, 1e-12);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(AttentionWeights, WhatIsNotAFusedForwardsSoftmaxIsRefused) {

@@ -17,11 +17,13 @@
 #include "qkv/explain_readings.h"
 #include "qkv/explain_run.h"
 #include "qkv/terminal.h"
+#include "usage_error.h"
 
 namespace qkv::explain {
 namespace {
 
 using Matrix = std::vector<double>;  // row-major
+constexpr auto error_of = test::usage_error_of;
 
 const CausalLM& smollm2() {
   static const CausalLM model = CausalLM::load(test::smollm2_gguf());
@@ -347,16 +349,6 @@ TEST(Circuits, CompositionOnAModelBuiltForIt) {
                     scores[static_cast<std::size_t>(h1)], 1e-14)
             << "0." << h1;
   EXPECT_EQ(composition_score(*rm, 1, 0, 0, 1), 0);  // head 1.0 reads nothing
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), Error::Kind::invalid_argument);
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Circuits, SaysWhatIsOutOfRange) {

@@ -257,18 +257,6 @@ TEST(RowWeights, SmolLM2RowsAreTheReferencesWeightsAndReadTheSameHeads) {
   }
 }
 
-}  // namespace
-}  // namespace qkv::explain
-
-namespace qkv::explain {
-namespace {
-
-using cases::kOutputFactor;
-using cases::naive_row;
-using cases::NaiveProblem;
-using cases::NaiveRow;
-using cases::rule_tolerance;
-
 // The numbers of the closing note, run by hand on a long text (the file $QKV_LONG_TEXT):
 //   QKV_LONG_TEXT=long.txt build/tests/qkv_tests --gtest_also_run_disabled_tests \
 //     --gtest_filter='RowWeights.DISABLED_LongText*'

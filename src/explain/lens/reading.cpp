@@ -93,7 +93,10 @@ CausalReading read_causal(std::shared_ptr<const ResidualModel> model,
   const ResidualModel& m = *model;
   const Lens lens(model, ids);
   CausalReading r;
-  for (int64_t l = 0; l < m.layers(); ++l) r.layer_names.push_back(m.layer_name(l));
+  for (int64_t l = 0; l < m.layers(); ++l) {
+    r.layer_names.push_back(m.layer_name(l));
+    r.captured_at.emplace_back(0, l);
+  }
   for (const int32_t id : ids) r.tokens.push_back(m.token_text(id));
   r.target_given = !request.target.empty();
   r.target.id = r.target_given ? one_token(m, request.target, "--target") : lens.top_token();

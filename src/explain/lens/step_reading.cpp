@@ -24,6 +24,9 @@ CausalReading read_step(Seq2Seq& model, const std::string& source,
       request.corrupt.empty() ? nullptr : model.residual(request.corrupt);
   CausalReading r = read_causal(decoder, ids, request, progress, corrupted);
   r.step = step;
+  for (int64_t l = 0; l < decoder->layers();
+       ++l)  // capture(Seq2Seq)'s blocks: cross, encoder, decoder
+    r.captured_at[static_cast<std::size_t>(l)] = {l % 2 == 0 ? 2 : 0, l / 2};
   return r;
 }
 

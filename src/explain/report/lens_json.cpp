@@ -70,6 +70,7 @@ void add_lens_json(json& j, const Run& run, bool heads_in_lens) {
       {"versus", r.target.versus >= 0 ? json{{"id", r.target.versus}, {"token", r.versus_text}}
                                       : json(nullptr)},
       {"layers", r.layer_names},
+      {"captured_at", r.captured_at},
       {"tokens", r.tokens},
       {"step", r.step >= 0 ? json(r.step + 1) : json(nullptr)},
       {"position", static_cast<int64_t>(r.tokens.size()) - 1},

@@ -31,13 +31,12 @@ std::string head_name(const CausalReading& r, int64_t l, int64_t h) {
   return layer + (layer.find(' ') == std::string::npos ? "h" : " h") + std::to_string(h);
 }
 
-// Where head (l, h)'s last query looked most, and with what weight: "France" 0.71. A decoder's
-// lens layer l is its run's layer l; an encoder–decoder's is its decoder self-attention's (even l)
-// or cross-attention's (odd l) layer l / 2, its query the output step's row.
+// Where head (l, h)'s last query looked most, and with what weight: "France" 0.71 — in the block
+// and layer of the run that keep lens layer l's weights, on the row of the position measured.
 std::string looked_at(const Run& run, const CausalReading& r, int64_t l, int64_t h) {
-  const bool step = r.step >= 0;
-  const Block& block = step ? run.blocks[l % 2 == 0 ? 2 : 0] : run.blocks.front();
-  const int64_t layer = step ? l / 2 : l, query = step ? r.step : run.size() - 1;
+  const auto [b, layer] = r.captured_at[static_cast<std::size_t>(l)];
+  const Block& block = run.blocks[static_cast<std::size_t>(b)];
+  const int64_t query = r.step >= 0 ? r.step : run.size() - 1;
   const auto keys = static_cast<int64_t>(block.keys.size());
   int64_t best = 0;
   for (int64_t j = 1; j < keys && (!block.causal || j <= query); ++j)

@@ -59,6 +59,13 @@ Tensor repeated(const Tensor& x, int64_t b) {
   return out;
 }
 
+// h += y, both contiguous float32 of one size (a sublayer's output into the stream).
+void add_into(Tensor& h, const Tensor& y) {
+  float* ph = h.data<float>();
+  const float* py = y.data<float>();
+  for (int64_t i = 0; i < h.numel(); ++i) ph[i] += py[i];
+}
+
 class DecoderResidual final : public ResidualModel {
  public:
   DecoderResidual(const Seq2SeqConfig& config, const Vocabulary& vocab, std::vector<Block> blocks,
@@ -191,10 +198,7 @@ void DecoderResidual::attend(int64_t l, Tensor& h, const LayerHooks& hooks) cons
   Tensor o = qkv::attention(q, k, v, options).out.contiguous();
   if (hooks.heads) hooks.heads(l, o);
   const Tensor merged = nn::merge_heads(o);
-  const Tensor y = a.identity_v ? merged : nn::linear(merged, a.o);
-  float* ph = h.data<float>();
-  const float* py = y.data<float>();
-  for (int64_t i = 0; i < h.numel(); ++i) ph[i] += py[i];
+  add_into(h, a.identity_v ? merged : nn::linear(merged, a.o));
 }
 
 void DecoderResidual::feed_forward(const Block& b, Tensor& h) const {
@@ -207,10 +211,7 @@ void DecoderResidual::feed_forward(const Block& b, Tensor& h) const {
     float* p = z.data<float>();
     for (int64_t i = 0; i < z.numel(); ++i) p[i] = p[i] > 0.0F ? p[i] : 0.0F;
   }
-  const Tensor y = nn::linear(z, b.ffn_out);
-  float* ph = h.data<float>();
-  const float* py = y.data<float>();
-  for (int64_t i = 0; i < h.numel(); ++i) ph[i] += py[i];
+  add_into(h, nn::linear(z, b.ffn_out));
 }
 
 void DecoderResidual::layer(int64_t l, Tensor& h, const LayerHooks& hooks) const {

@@ -690,10 +690,10 @@ function lensHeads(L) {
   const T = L.lens, q = (t) => `"${esc(t)}"`;
   $('lens-target').innerHTML = q(T.target.token);
   const versus = T.versus ? ` less ${q(T.versus.token)}'s` : '';
-  // A lens layer by name ("L23", "L1 cross"); a seq2seq step's layers are its decoder's attentions:
-  // even ones its self-attention (block 2 of the page), odd ones its cross-attention (block 0).
-  const name = (l) => (T.layers ? T.layers[l] : `layer ${l}`);
-  const where = (l) => (T.step ? { b: l % 2 ? 0 : 2, l: l >> 1, q: T.step - 1 } : { b: 0, l });
+  // A lens layer by name ("L23", "L1 cross"), and the block and layer of the page that show it
+  // (a seq2seq step's: its decoder's self- or cross-attention, at the step's row).
+  const name = (l) => T.layers[l];
+  const where = (l) => ({ b: T.captured_at[l][0], l: T.captured_at[l][1], ...(T.step ? { q: T.step - 1 } : {}) });
   const at = T.step ? `at output step ${T.step}` : 'at the last position';
   $('lens-intro').innerHTML = `The target's logit${versus} ${at} is ` +
     `${fmt(T.clean.metric, 2)} (p = ${fmt(Math.exp(T.clean.log_prob), 3)}). Ablation sets a head's output ` +
