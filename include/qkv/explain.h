@@ -5,6 +5,7 @@
 // call of qkv::attention explained (`qkv attend`) is qkv/attend.h.
 #pragma once
 
+#include "qkv/explain_focus.h"
 #include "qkv/explain_readings.h"
 #include "qkv/explain_report.h"
 #include "qkv/explain_run.h"
