@@ -1,6 +1,7 @@
 """Tiny random models of the GGUF families qkv reads (llama: Llama 3 and Llama 2 style, qwen2, qwen3,
 gemma3), written as GGUF the way llama.cpp's convert_hf_to_gguf.py writes them, and the goldens qkv
-is compared with: tests/golden/gguf_families/{tiny-*.gguf, tiny-*.npz, README.md, FORMAT.md}.
+is compared with: tests/golden/gguf_families/{tiny-*.gguf, tiny-*.{logits,attentions}.npy, goldens.json,
+README.md} (FORMAT.md, written by hand, says what the files hold and how llama.cpp runs them).
 
     ~/.cache/qkv/torch-venv/bin/python tests/golden/make_gguf_family_goldens.py
 
@@ -77,7 +78,8 @@ def llama3_spec():
         **COMMON, vocab_size=len(vocab["tokens"]), num_hidden_layers=3, num_key_value_heads=2,
         rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False,
         bos_token_id=ids["bos"], eos_token_id=ids["eos"])
-    return dict(name="llama3", arch="llama", config=config, cls=transformers.LlamaForCausalLM,
+    return dict(name="llama3",
+                options="Llama 3: byte-level BPE (pre llama-bpe), BOS added; rope_theta 500000 with llama3 scaling (factor 8, low 1, high 4, original context 64) stored as rope_freqs.weight; GQA 4:2; separate output.weight; q/k rows permuted (llama.cpp's normal RoPE)", arch="llama", config=config, cls=transformers.LlamaForCausalLM,
                 vocab=vocab, tok=("gpt2", "llama-bpe", ids, tt.LLAMA3_TEMPLATE, True, None),
                 permute_qk=True, key_length=True, seed=3,
                 types={"token_embd": Q.F16, "output": Q.Q8_0, "attn_q": Q.Q4_0,
@@ -95,7 +97,8 @@ def llama2_spec():
         **COMMON, vocab_size=len(vocab["tokens"]), num_hidden_layers=2, num_key_value_heads=4,
         rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
-    return dict(name="llama2", arch="llama", config=config, cls=transformers.LlamaForCausalLM,
+    return dict(name="llama2",
+                options="Llama 2 / TinyLlama / Mistral: SentencePiece vocabulary (scores, <0x00>..<0xFF> byte fallback, <unk> <s> </s>), BOS added, space prefix by default; rope_theta 10000; MHA 4:4; tied output (no output.weight); no attention.key_length; 2 layers; q/k rows permuted", arch="llama", config=config, cls=transformers.LlamaForCausalLM,
                 vocab=vocab, tok=("llama", "default", ids, tt.MISTRAL_TEMPLATE, True, None),
                 permute_qk=True, key_length=False, seed=2,
                 types={"token_embd": Q.Q8_0, "attn_q": Q.BF16, "attn_k": Q.BF16,
@@ -112,7 +115,8 @@ def qwen2_spec():
         **COMMON, vocab_size=len(vocab["tokens"]), num_hidden_layers=3, num_key_value_heads=2,
         rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         tie_word_embeddings=True, bos_token_id=eot, eos_token_id=ids["eos"])
-    return dict(name="qwen2", arch="qwen2", config=config, cls=transformers.Qwen2ForCausalLM,
+    return dict(name="qwen2",
+                options="q, k, v biases; NeoX RoPE (no permutation); rope_theta 1e6; GQA 4:2; tied output; byte-level BPE (pre qwen2), no BOS", arch="qwen2", config=config, cls=transformers.Qwen2ForCausalLM,
                 vocab=vocab, tok=("gpt2", "qwen2", ids, tt.QWEN2_TEMPLATE, False, None),
                 permute_qk=False, key_length=False, seed=5,
                 types={"token_embd": Q.Q5_1, "attn_q": Q.Q8_0, "attn_k": Q.Q8_0,
@@ -130,7 +134,8 @@ def qwen3_spec():
         num_key_value_heads=1, rms_norm_eps=1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         tie_word_embeddings=False, bos_token_id=eot, eos_token_id=ids["eos"])
-    return dict(name="qwen3", arch="qwen3", config=config, cls=transformers.Qwen3ForCausalLM,
+    return dict(name="qwen3",
+                options="q_norm, k_norm (RMSNorm over each head's 32 dims, before RoPE); head_dim 32 != 64/4 (attention.key_length); MQA 4:1; NeoX RoPE; rope_theta 1e6; separate output.weight; no biases; pre qwen2, no BOS", arch="qwen3", config=config, cls=transformers.Qwen3ForCausalLM,
                 vocab=vocab, tok=("gpt2", "qwen2", ids, tt.QWEN3_TEMPLATE, False, None),
                 permute_qk=False, key_length=True, seed=7,
                 types={"token_embd": Q.Q4_0, "output": Q.Q5_0, "attn_q": Q.Q5_1,
@@ -152,9 +157,10 @@ def gemma3_spec():
         layer_types=["sliding_attention", "sliding_attention", "full_attention"],
         query_pre_attn_scalar=16, tie_word_embeddings=True, bos_token_id=2, eos_token_id=1,
         pad_token_id=0)
-    return dict(name="gemma3", arch="gemma3", config=config, cls=transformers.Gemma3ForCausalLM,
+    return dict(name="gemma3",
+                options="norm weights stored +1 (all six kinds, q/k norms too); GeGLU (gelu tanh); embeddings x sqrt(64); tied output; post-attention and post-FFN norms; sliding window 4 on layers 0, 1 and global layer 2 (sliding_window_pattern 3); RoPE base 10000 local, 1e6 global; attention scale 1/sqrt(16); MQA 4:1; SentencePiece without space prefix; an all-F32 twin", arch="gemma3", config=config, cls=transformers.Gemma3ForCausalLM,
                 vocab=vocab, tok=("llama", "default", ids, tt.GEMMA3_TEMPLATE, True, False),
-                permute_qk=False, key_length=True, seed=11, norm_plus_one=True,
+                permute_qk=False, key_length=True, seed=11, norm_plus_one=True, f32_variant=True,
                 types={"token_embd": Q.Q8_0, "attn_q": Q.BF16, "attn_k": Q.F16,
                        "attn_v": Q.Q4_0, "attn_output": Q.Q5_0, "ffn_gate": Q.Q4_1,
                        "ffn_up": Q.Q5_1, "ffn_down": [Q.Q4_K, Q.Q5_K, Q.Q6_K]},
@@ -326,13 +332,14 @@ def build(spec):
     torch.manual_seed(spec["seed"])
     model = spec["cls"](spec["config"]).to(torch.float64)
     randomize(model, spec)
-    stored, table, deq = [], [], {}
+    stored, plain, table, deq = [], [], [], {}
     if spec["name"] == "llama3":
         stored.append(("rope_freqs.weight", llama3_rope_factors(spec), Q.F32))
     for name, w, hf_name in to_gguf_tensors(model, spec):
         qtype = tensor_type(spec, name, w)
         data, back = quantize(w, qtype)
         stored.append((name, data, qtype))
+        plain.append((name, back, Q.F32))
         deq[hf_name] = torch.from_numpy(from_stored(name, back, spec))
     if spec["config"].tie_word_embeddings and "lm_head.weight" in model.state_dict():
         deq["lm_head.weight"] = deq["model.embed_tokens.weight"]
@@ -343,6 +350,9 @@ def build(spec):
         table.append((name, qtype.name, shape))
     path = os.path.join(OUT, f"tiny-{spec['name']}.gguf")
     write_gguf(path, spec, stored)
+    if spec.get("f32_variant"):  # the same dequantized weights, all F32: the same goldens
+        f32 = dict(spec, file_type=gguf.LlamaFileType.ALL_F32)
+        write_gguf(path.replace(".gguf", "-f32.gguf"), f32, plain)
     return path, model.eval(), table
 
 
@@ -409,14 +419,20 @@ def max_rel(a, b):
 
 def weights_from_reader(path, spec, ids, reference_logits):
     """{what was compared: difference} between the reader's model and the reference; with the
-    original config given to the reader where it drops something (its weights are then checked)."""
+    original config given to the reader where it drops something (its weights are then checked);
+    and the same for the all-F32 twin where there is one."""
     out, reloaded = {}, reload(path, spec)
     out["reload"] = "fails" if reloaded is None else max_rel(run(reloaded, ids)[0],
                                                              reference_logits)
-    if spec["dropped"]:
-        fixed = reload(path, spec, config=spec["config"])
-        out["reload, config restored"] = "fails" if fixed is None else max_rel(
-            run(fixed, ids)[0], reference_logits)
+    paths = [path] + ([path.replace(".gguf", "-f32.gguf")] if spec.get("f32_variant") else [])
+    for p in paths:
+        label = "reload" + (" of the F32 twin" if p != path else "")
+        if spec["dropped"]:
+            fixed = reload(p, spec, config=spec["config"])
+            label += ", config restored"
+        else:
+            fixed = reload(p, spec)
+        out[label] = "fails" if fixed is None else max_rel(run(fixed, ids)[0], reference_logits)
     return out, reloaded
 
 
@@ -430,25 +446,95 @@ def goldens(spec):
     logits, attn = run(source, ids)
     new_ids, margins = greedy(source, ids[:N_PROMPT])
     agrees = generate_agrees(source, ids[:N_PROMPT], new_ids, spec["tok"][2]["eos"])
-    np.savez_compressed(os.path.join(OUT, f"tiny-{spec['name']}.npz"),
-                        ids=np.array(ids, dtype=np.int64), logits=logits, attentions=attn,
-                        prompt=np.array(ids[:N_PROMPT], dtype=np.int64),
-                        generated=np.array(new_ids, dtype=np.int64),
-                        generated_margins=np.array(margins))
+    stem = os.path.join(OUT, f"tiny-{spec['name']}")
+    np.save(stem + ".logits.npy", logits)  # .npy float64: what qkv's npy reader takes
+    np.save(stem + ".attentions.npy", attn)
     samples = {t: tok(t)["input_ids"] for t in tt.SAMPLE_TEXTS}
     return dict(name=spec["name"], arch=spec["arch"], file=os.path.basename(path),
-                size=os.path.getsize(path), table=table, ids=ids, generated=new_ids,
-                min_margin=min(margins), generate_agrees=agrees, diffs=diffs,
+                size=os.path.getsize(path), table=table, ids=ids, prompt=ids[:N_PROMPT],
+                generated=new_ids, generated_margins=margins, min_margin=min(margins), generate_agrees=agrees, diffs=diffs,
                 source="original (dequantized weights)" if source is original else "reload",
+                options=spec["options"],
                 dropped=spec["dropped"], vocab=len(spec["vocab"]["tokens"]), samples=samples)
+
+
+# ---------------------------------------------------------------- README.md
+
+
+README_HEAD = """# Tiny GGUF models of each family, and their goldens
+
+Written by `tests/golden/make_gguf_family_goldens.py` (its header says how and why; FORMAT.md says
+what each family's file holds and how llama.cpp and transformers run it). Random weights, so the
+text they generate is nonsense; the numbers are what is compared.
+
+`tiny-NAME.logits.npy` [12, vocab] and `tiny-NAME.attentions.npy` [layers, heads, 12, 12] (each
+query head; masked entries exactly 0): float64, from transformers in float64 with eager attention,
+for the input `ids` in `goldens.json`: 12 ids by transformers' tokenizer built from the file, BOS
+first where the file adds one. `goldens.json` per family: `ids`, `prompt` (= ids[:5]) and
+`generated`, 8 greedy ids after it (each step recomputes the sequence; eos does not stop it), with
+`generated_margins`, each step's best minus second logit; `samples`, transformers' tokenizer's ids
+for a few texts; `table`, each tensor's type and shape; `diffs`, below.
+
+Reload vs original: the largest |logit difference| over each position, relative to that
+position's largest |logit| (docs/CONVENTIONS.md section 1.5), between the model transformers' GGUF
+reader builds from the file and the original model holding the file's dequantized weights; 0 means
+bit-identical float64 logits.
+"""
+
+
+def describe(path):
+    """Markdown lines: a file's keys (long arrays as counts) and tensors (type, ne)."""
+    r = gguf.GGUFReader(path)
+    lines = [f"### {os.path.basename(path)}", "", "| key | type | value |", "|---|---|---|"]
+    for k, f in r.fields.items():
+        if k.startswith("GGUF."):
+            continue
+        v = f.contents()
+        if k == "tokenizer.chat_template":
+            v = f"({len(v)} characters)"
+        elif isinstance(v, list) and len(v) > 4:
+            v = f"[{len(v)}] {v[:3]}..."
+        kind = "/".join(t.name for t in f.types)
+        lines.append(f"| {k} | {kind} | {str(v).replace('|', '&#124;')} |")
+    lines += ["", "| tensor | type | ne (innermost first) |", "|---|---|---|"]
+    lines += [f"| {t.name} | {t.tensor_type.name} | {[int(n) for n in t.shape]} |"
+              for t in r.tensors]
+    return lines + [""]
+
+
+def fmt_diff(v):
+    return v if isinstance(v, str) else f"{v:.3g}"
+
+
+def write_readme(results):
+    rows = ["| file | family | options exercised | tensor types | goldens from | "
+            "reload vs original |", "|---|---|---|---|---|---|"]
+    for r in results:
+        types = {}
+        for _, t, _ in r["table"]:
+            types[t] = types.get(t, 0) + 1
+        kinds = ", ".join(f"{t} x{n}" for t, n in sorted(types.items()))
+        diffs = "; ".join(f"{k}: {fmt_diff(v)}" for k, v in r["diffs"].items())
+        if r["dropped"]:
+            diffs += f" ({r['dropped']})"
+        rows.append(f"| {r['file']} ({r['size'] // 1024} KiB) | {r['arch']} | {r['options']} | "
+                    f"{kinds} | {r['source']}; greedy ids {r['generated']} (smallest margin "
+                    f"{r['min_margin']:.2g}; generate() agrees: {r['generate_agrees']}) | {diffs} |")
+    lines = [README_HEAD, "## The files", ""] + rows + ["", "## What each file holds", ""]
+    for name in sorted(os.listdir(OUT)):
+        if name.endswith(".gguf"):
+            lines += describe(os.path.join(OUT, name))
+    with open(os.path.join(OUT, "README.md"), "w") as f:
+        f.write("\n".join(lines))
 
 
 def main():
     torch.set_grad_enabled(False)
     results = [goldens(make()) for make in SPECS]
-    with open(os.path.join(OUT, "summary.json"), "w") as f:
+    with open(os.path.join(OUT, "goldens.json"), "w") as f:
         json.dump(results, f, indent=1, ensure_ascii=False)
         f.write("\n")
+    write_readme(results)
     for r in results:
         print(r["name"], r["file"], r["size"], r["source"], r["diffs"], "gen ok",
               r["generate_agrees"], "min margin %.3g" % r["min_margin"], file=sys.stderr)
