@@ -1,7 +1,8 @@
-"""Tiny random models of the GGUF families qkv reads (llama: Llama 3 and Llama 2 style, qwen2, qwen3,
-gemma3), written as GGUF the way llama.cpp's convert_hf_to_gguf.py writes them, and the goldens qkv
-is compared with: tests/golden/gguf_families/{tiny-*.gguf, tiny-*.{logits,attentions}.npy, goldens.json,
-README.md} (FORMAT.md, written by hand, says what the files hold and how llama.cpp runs them).
+"""Tiny random models of the GGUF families qkv reads (llama: Llama 3 and Llama 2 style, qwen2,
+qwen3, gemma3), written as GGUF the way llama.cpp's convert_hf_to_gguf.py writes them, and the
+goldens qkv is compared with: tests/golden/gguf_families/{tiny-*.gguf,
+tiny-*.{logits,attentions}.npy, goldens.json, README.md} (FORMAT.md, written by hand, says what
+the files hold and how llama.cpp runs them).
 
     ~/.cache/qkv/torch-venv/bin/python tests/golden/make_gguf_family_goldens.py
 
@@ -19,7 +20,9 @@ Q4_K, Q5_K, Q6_K on ffn_down, whose rows hold the 256 of the intermediate size; 
 F32 as llama.cpp keeps them), written with the family's metadata and a working tokenizer
 (gguf_families/tiny_tokenizers.py), and the dequantized weights put back into the model ("the
 original"). The file is then loaded through transformers' own GGUF reader
-(from_pretrained(dir, gguf_file=...)), in float64 with eager attention, and the goldens are
+(from_pretrained(dir, gguf_file=...)), in float64 with eager attention (and with the softmax,
+RMSNorm and RoPE frequencies transformers keeps in float32 made float64: float64_throughout), and
+the goldens are
     logits      [n, vocab]            for a fixed sequence of 12 ids (BOS first where added),
     attentions  [layers, heads, n, n] every layer's attention weights for it,
     generated   [8]                   greedy ids after its first 5 ids (each step recomputes the
@@ -79,7 +82,11 @@ def llama3_spec():
         rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False,
         bos_token_id=ids["bos"], eos_token_id=ids["eos"])
     return dict(name="llama3",
-                options="Llama 3: byte-level BPE (pre llama-bpe), BOS added; rope_theta 500000 with llama3 scaling (factor 8, low 1, high 4, original context 64) stored as rope_freqs.weight; GQA 4:2; separate output.weight; q/k rows permuted (llama.cpp's normal RoPE)", arch="llama", config=config, cls=transformers.LlamaForCausalLM,
+                options=("Llama 3: byte-level BPE (pre llama-bpe), BOS added; rope_theta 500000 "
+                         "with llama3 scaling (factor 8, low 1, high 4, original context 64) "
+                         "stored as rope_freqs.weight; GQA 4:2; separate output.weight; q/k rows"
+                         " permuted (llama.cpp's normal RoPE)"),
+                arch="llama", config=config, cls=transformers.LlamaForCausalLM,
                 vocab=vocab, tok=("gpt2", "llama-bpe", ids, tt.LLAMA3_TEMPLATE, True, None),
                 permute_qk=True, key_length=True, seed=3,
                 types={"token_embd": Q.F16, "output": Q.Q8_0, "attn_q": Q.Q4_0,
@@ -98,7 +105,11 @@ def llama2_spec():
         rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
     return dict(name="llama2",
-                options="Llama 2 / TinyLlama / Mistral: SentencePiece vocabulary (scores, <0x00>..<0xFF> byte fallback, <unk> <s> </s>), BOS added, space prefix by default; rope_theta 10000; MHA 4:4; tied output (no output.weight); no attention.key_length; 2 layers; q/k rows permuted", arch="llama", config=config, cls=transformers.LlamaForCausalLM,
+                options=("Llama 2 / TinyLlama / Mistral: SentencePiece vocabulary (scores, "
+                         "<0x00>..<0xFF> byte fallback, <unk> <s> </s>), BOS added, space prefix"
+                         " by default; rope_theta 10000; MHA 4:4; tied output (no "
+                         "output.weight); no attention.key_length; 2 layers; q/k rows permuted"),
+                arch="llama", config=config, cls=transformers.LlamaForCausalLM,
                 vocab=vocab, tok=("llama", "default", ids, tt.MISTRAL_TEMPLATE, True, None),
                 permute_qk=True, key_length=False, seed=2,
                 types={"token_embd": Q.Q8_0, "attn_q": Q.BF16, "attn_k": Q.BF16,
@@ -116,7 +127,9 @@ def qwen2_spec():
         rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         tie_word_embeddings=True, bos_token_id=eot, eos_token_id=ids["eos"])
     return dict(name="qwen2",
-                options="q, k, v biases; NeoX RoPE (no permutation); rope_theta 1e6; GQA 4:2; tied output; byte-level BPE (pre qwen2), no BOS", arch="qwen2", config=config, cls=transformers.Qwen2ForCausalLM,
+                options=("q, k, v biases; NeoX RoPE (no permutation); rope_theta 1e6; GQA 4:2; "
+                         "tied output; byte-level BPE (pre qwen2), no BOS"),
+                arch="qwen2", config=config, cls=transformers.Qwen2ForCausalLM,
                 vocab=vocab, tok=("gpt2", "qwen2", ids, tt.QWEN2_TEMPLATE, False, None),
                 permute_qk=False, key_length=False, seed=5,
                 types={"token_embd": Q.Q5_1, "attn_q": Q.Q8_0, "attn_k": Q.Q8_0,
@@ -135,7 +148,10 @@ def qwen3_spec():
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         tie_word_embeddings=False, bos_token_id=eot, eos_token_id=ids["eos"])
     return dict(name="qwen3",
-                options="q_norm, k_norm (RMSNorm over each head's 32 dims, before RoPE); head_dim 32 != 64/4 (attention.key_length); MQA 4:1; NeoX RoPE; rope_theta 1e6; separate output.weight; no biases; pre qwen2, no BOS", arch="qwen3", config=config, cls=transformers.Qwen3ForCausalLM,
+                options=("q_norm, k_norm (RMSNorm over each head's 32 dims, before RoPE); "
+                         "head_dim 32 != 64/4 (attention.key_length); MQA 4:1; NeoX RoPE; "
+                         "rope_theta 1e6; separate output.weight; no biases; pre qwen2, no BOS"),
+                arch="qwen3", config=config, cls=transformers.Qwen3ForCausalLM,
                 vocab=vocab, tok=("gpt2", "qwen2", ids, tt.QWEN3_TEMPLATE, False, None),
                 permute_qk=False, key_length=True, seed=7,
                 types={"token_embd": Q.Q4_0, "output": Q.Q5_0, "attn_q": Q.Q5_1,
@@ -158,7 +174,13 @@ def gemma3_spec():
         query_pre_attn_scalar=16, tie_word_embeddings=True, bos_token_id=2, eos_token_id=1,
         pad_token_id=0)
     return dict(name="gemma3",
-                options="norm weights stored +1 (all six kinds, q/k norms too); GeGLU (gelu tanh); embeddings x sqrt(64); tied output; post-attention and post-FFN norms; sliding window 4 on layers 0, 1 and global layer 2 (sliding_window_pattern 3); RoPE base 10000 local, 1e6 global; attention scale 1/sqrt(16); MQA 4:1; SentencePiece without space prefix; an all-F32 twin", arch="gemma3", config=config, cls=transformers.Gemma3ForCausalLM,
+                options=("norm weights stored +1 (all six kinds, q/k norms too); GeGLU (gelu "
+                         "tanh); embeddings x sqrt(64); tied output; post-attention and post-FFN"
+                         " norms; sliding window 4 on layers 0, 1 and global layer 2 "
+                         "(sliding_window_pattern 3); RoPE base 10000 local, 1e6 global; "
+                         "attention scale 1/sqrt(16); MQA 4:1; SentencePiece without space "
+                         "prefix; an all-F32 twin"),
+                arch="gemma3", config=config, cls=transformers.Gemma3ForCausalLM,
                 vocab=vocab, tok=("llama", "default", ids, tt.GEMMA3_TEMPLATE, True, False),
                 permute_qk=False, key_length=True, seed=11, norm_plus_one=True, f32_variant=True,
                 types={"token_embd": Q.Q8_0, "attn_q": Q.BF16, "attn_k": Q.F16,
@@ -302,7 +324,7 @@ def write_hparams(writer, spec):
         writer.add_rope_dimension_count(cfg.head_dim)
     if spec["arch"] == "gemma3":
         writer.add_sliding_window(cfg.sliding_window)
-        # Not written by the converter (llama.cpp then assumes 6); llama.cpp reads it (see FORMAT.md).
+        # Not written by the converter (llama.cpp then assumes 6), but read (see FORMAT.md).
         period = cfg.layer_types.index("full_attention") + 1
         writer.add_sliding_window_pattern(period)
     writer.add_file_type(spec["file_type"])
@@ -357,6 +379,38 @@ def build(spec):
 
 
 # ---------------------------------------------------------------- the goldens
+
+
+class _TorchWithFloat64:
+    """`torch` as the modeling modules see it, with torch.float / torch.float32 meaning float64."""
+
+    def __getattr__(self, name):
+        return torch.float64 if name in ("float", "float32") else getattr(torch, name)
+
+
+class float64_throughout:
+    """transformers computes the softmax (dtype=torch.float32), RMSNorm (.to(torch.float32),
+    Gemma's x.float()) and the RoPE inverse frequencies (dtype=torch.float) in float32 even in a
+    float64 model. Within this context the modeling modules' `torch` and Tensor.float give float64
+    instead, so the goldens are float64 through and through (the README gives how much it moved
+    them)."""
+    MODULES = ["transformers.modeling_rope_utils", "transformers.models.llama.modeling_llama",
+               "transformers.models.qwen2.modeling_qwen2",
+               "transformers.models.qwen3.modeling_qwen3",
+               "transformers.models.gemma3.modeling_gemma3"]
+
+    def __enter__(self):
+        self.saved = [(sys.modules[m], sys.modules[m].torch) for m in self.MODULES]
+        self.float = torch.Tensor.float
+        for module, _ in self.saved:
+            module.torch = _TorchWithFloat64()
+        torch.Tensor.float = lambda t, *a, **k: t.to(torch.float64)
+        return self
+
+    def __exit__(self, *exc):
+        for module, original in self.saved:
+            module.torch = original
+        torch.Tensor.float = self.float
 
 
 def fixed_ids(path, spec):
@@ -452,7 +506,8 @@ def goldens(spec):
     samples = {t: tok(t)["input_ids"] for t in tt.SAMPLE_TEXTS}
     return dict(name=spec["name"], arch=spec["arch"], file=os.path.basename(path),
                 size=os.path.getsize(path), table=table, ids=ids, prompt=ids[:N_PROMPT],
-                generated=new_ids, generated_margins=margins, min_margin=min(margins), generate_agrees=agrees, diffs=diffs,
+                generated=new_ids, generated_margins=margins, min_margin=min(margins),
+                generate_agrees=agrees, diffs=diffs,
                 source="original (dequantized weights)" if source is original else "reload",
                 options=spec["options"],
                 dropped=spec["dropped"], vocab=len(spec["vocab"]["tokens"]), samples=samples)
@@ -475,10 +530,15 @@ first where the file adds one. `goldens.json` per family: `ids`, `prompt` (= ids
 `generated_margins`, each step's best minus second logit; `samples`, transformers' tokenizer's ids
 for a few texts; `table`, each tensor's type and shape; `diffs`, below.
 
+float64 throughout: transformers computes softmax, RMSNorm and the RoPE frequencies in float32
+even in a float64 model; the script runs it with those in float64 (`float64_throughout`), which
+moved the goldens by at most 2.3e-7 of their scale.
+
 Reload vs original: the largest |logit difference| over each position, relative to that
 position's largest |logit| (docs/CONVENTIONS.md section 1.5), between the model transformers' GGUF
-reader builds from the file and the original model holding the file's dequantized weights; 0 means
-bit-identical float64 logits.
+reader builds from the file and the original model holding the file's dequantized weights. 0 is
+bit-identical; ~2e-13 is the file's rms eps, a float32 (1e-6 -> 9.99999997e-07), against the
+original's float64 1e-6 (the goldens from a reload use the file's, as qkv does).
 """
 
 
@@ -519,7 +579,8 @@ def write_readme(results):
             diffs += f" ({r['dropped']})"
         rows.append(f"| {r['file']} ({r['size'] // 1024} KiB) | {r['arch']} | {r['options']} | "
                     f"{kinds} | {r['source']}; greedy ids {r['generated']} (smallest margin "
-                    f"{r['min_margin']:.2g}; generate() agrees: {r['generate_agrees']}) | {diffs} |")
+                    f"{r['min_margin']:.2g}; generate() agrees: {r['generate_agrees']}) | "
+                    f"{diffs} |")
     lines = [README_HEAD, "## The files", ""] + rows + ["", "## What each file holds", ""]
     for name in sorted(os.listdir(OUT)):
         if name.endswith(".gguf"):
@@ -530,7 +591,10 @@ def write_readme(results):
 
 def main():
     torch.set_grad_enabled(False)
-    results = [goldens(make()) for make in SPECS]
+    for m in float64_throughout.MODULES:
+        __import__(m)
+    with float64_throughout():
+        results = [goldens(make()) for make in SPECS]
     with open(os.path.join(OUT, "goldens.json"), "w") as f:
         json.dump(results, f, indent=1, ensure_ascii=False)
         f.write("\n")

@@ -57,7 +57,7 @@ def _affine_blocks(x, levels):
 
 
 def _pack_nibbles(q):
-    """q [n, 8, 32] of 4-bit values -> qs [n, 128]: sub-blocks 2k and 2k+1 share bytes 32k..32k+31."""
+    """q [n, 8, 32] of 4-bit values -> qs [n, 128]: sub-blocks 2k, 2k+1 share bytes 32k..32k+31."""
     n = q.shape[0]
     pairs = q.reshape(n, 4, 2, 32)
     return (pairs[:, :, 0, :] | (pairs[:, :, 1, :] << 4)).reshape(n, 128)

@@ -1,5 +1,5 @@
-"""Small working tokenizers for the tiny GGUF models, trained with the `tokenizers` library on a short
-English text, and written under the tokenizer.ggml.* keys as llama.cpp's convert_hf_to_gguf.py
+"""Small working tokenizers for the tiny GGUF models, trained with the `tokenizers` library on a
+short English text, and written under the tokenizer.ggml.* keys as llama.cpp's convert_hf_to_gguf.py
 writes them (_set_vocab_gpt2 for byte-level BPE, _set_vocab_sentencepiece for SentencePiece;
 gguf.SpecialVocab for the special ids, add_bos_token and the chat template).
 
