@@ -111,7 +111,7 @@ def llama2_spec():
                          "output.weight); no attention.key_length; 2 layers; q/k rows permuted"),
                 arch="llama", config=config, cls=transformers.LlamaForCausalLM,
                 vocab=vocab, tok=("llama", "default", ids, tt.MISTRAL_TEMPLATE, True, None),
-                permute_qk=True, key_length=False, seed=2,
+                permute_qk=True, key_length=False, seed=6,
                 types={"token_embd": Q.Q8_0, "attn_q": Q.BF16, "attn_k": Q.BF16,
                        "attn_v": Q.BF16, "attn_output": Q.BF16, "ffn_gate": Q.F16,
                        "ffn_up": Q.F16, "ffn_down": [Q.Q6_K, Q.Q8_0]},
@@ -131,7 +131,7 @@ def qwen2_spec():
                          "tied output; byte-level BPE (pre qwen2), no BOS"),
                 arch="qwen2", config=config, cls=transformers.Qwen2ForCausalLM,
                 vocab=vocab, tok=("gpt2", "qwen2", ids, tt.QWEN2_TEMPLATE, False, None),
-                permute_qk=False, key_length=False, seed=5,
+                permute_qk=False, key_length=False, seed=4,
                 types={"token_embd": Q.Q5_1, "attn_q": Q.Q8_0, "attn_k": Q.Q8_0,
                        "attn_v": Q.Q8_0, "attn_output": Q.Q4_1, "ffn_gate": Q.Q5_1,
                        "ffn_up": Q.Q4_0, "ffn_down": [Q.Q5_K, Q.Q4_K, Q.Q8_0]},
@@ -182,7 +182,7 @@ def gemma3_spec():
                          "prefix; an all-F32 twin"),
                 arch="gemma3", config=config, cls=transformers.Gemma3ForCausalLM,
                 vocab=vocab, tok=("llama", "default", ids, tt.GEMMA3_TEMPLATE, True, False),
-                permute_qk=False, key_length=True, seed=11, norm_plus_one=True, f32_variant=True,
+                permute_qk=False, key_length=True, seed=4, norm_plus_one=True, f32_variant=True,
                 types={"token_embd": Q.Q8_0, "attn_q": Q.BF16, "attn_k": Q.F16,
                        "attn_v": Q.Q4_0, "attn_output": Q.Q5_0, "ffn_gate": Q.Q4_1,
                        "ffn_up": Q.Q5_1, "ffn_down": [Q.Q4_K, Q.Q5_K, Q.Q6_K]},
@@ -197,7 +197,8 @@ SPECS = [llama3_spec, llama2_spec, qwen2_spec, qwen3_spec, gemma3_spec]
 
 
 def randomize(model, spec):
-    """Weights at a scale that keeps activations O(1) (see the header)."""
+    """Weights at a scale that keeps activations O(1) (see the header). Each family's seed is the
+    first whose greedy ids are not one token repeated, with a margin over 0.01."""
     gen = torch.Generator().manual_seed(spec["seed"])
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -532,7 +533,7 @@ for a few texts; `table`, each tensor's type and shape; `diffs`, below.
 
 float64 throughout: transformers computes softmax, RMSNorm and the RoPE frequencies in float32
 even in a float64 model; the script runs it with those in float64 (`float64_throughout`), which
-moved the goldens by at most 2.3e-7 of their scale.
+moves the goldens by about 2e-7 of their scale (at most 2.3e-7 when measured).
 
 Reload vs original: the largest |logit difference| over each position, relative to that
 position's largest |logit| (docs/CONVENTIONS.md section 1.5), between the model transformers' GGUF
