@@ -65,6 +65,11 @@ LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>"
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>",
                   "<end_of_turn>"]
+def f32(x):
+    """The float32 value the file stores for a float key: the original model uses it too."""
+    return float(np.float32(x))
+
+
 COMMON = dict(hidden_size=64, intermediate_size=256, num_attention_heads=4, head_dim=16,
               max_position_embeddings=256)
 
@@ -79,7 +84,7 @@ def llama3_spec():
             "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     config = transformers.LlamaConfig(
         **COMMON, vocab_size=len(vocab["tokens"]), num_hidden_layers=3, num_key_value_heads=2,
-        rms_norm_eps=1e-5, rope_parameters=rope, tie_word_embeddings=False,
+        rms_norm_eps=f32(1e-5), rope_parameters=rope, tie_word_embeddings=False,
         bos_token_id=ids["bos"], eos_token_id=ids["eos"])
     return dict(name="llama3",
                 options=("Llama 3: byte-level BPE (pre llama-bpe), BOS added; rope_theta 500000 "
@@ -102,7 +107,7 @@ def llama2_spec():
     ids = {"bos": 1, "eos": 2, "unk": 0}
     config = transformers.LlamaConfig(
         **COMMON, vocab_size=len(vocab["tokens"]), num_hidden_layers=2, num_key_value_heads=4,
-        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        rms_norm_eps=f32(1e-6), rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
     return dict(name="llama2",
                 options=("Llama 2 / TinyLlama / Mistral: SentencePiece vocabulary (scores, "
@@ -124,7 +129,7 @@ def qwen2_spec():
     ids = {"bos": eot, "eos": tt.token_id(vocab, "<|im_end|>"), "pad": eot}
     config = transformers.Qwen2Config(
         **COMMON, vocab_size=len(vocab["tokens"]), num_hidden_layers=3, num_key_value_heads=2,
-        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        rms_norm_eps=f32(1e-6), rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         tie_word_embeddings=True, bos_token_id=eot, eos_token_id=ids["eos"])
     return dict(name="qwen2",
                 options=("q, k, v biases; NeoX RoPE (no permutation); rope_theta 1e6; GQA 4:2; "
@@ -144,7 +149,7 @@ def qwen3_spec():
     ids = {"bos": eot, "eos": tt.token_id(vocab, "<|im_end|>"), "pad": eot}
     config = transformers.Qwen3Config(
         **dict(COMMON, head_dim=32), vocab_size=len(vocab["tokens"]), num_hidden_layers=3,
-        num_key_value_heads=1, rms_norm_eps=1e-6,
+        num_key_value_heads=1, rms_norm_eps=f32(1e-6),
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         tie_word_embeddings=False, bos_token_id=eot, eos_token_id=ids["eos"])
     return dict(name="qwen3",
@@ -169,7 +174,7 @@ def gemma3_spec():
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
     config = transformers.Gemma3TextConfig(
         **COMMON, vocab_size=len(vocab["tokens"]), num_hidden_layers=3, num_key_value_heads=1,
-        rms_norm_eps=1e-6, rope_parameters=rope, sliding_window=4,
+        rms_norm_eps=f32(1e-6), rope_parameters=rope, sliding_window=4,
         layer_types=["sliding_attention", "sliding_attention", "full_attention"],
         query_pre_attn_scalar=16, tie_word_embeddings=True, bos_token_id=2, eos_token_id=1,
         pad_token_id=0)
@@ -260,7 +265,11 @@ def quantize(w, qtype):
     else:
         data = gguf.quants.quantize(w, qtype)
     back = gguf.quants.dequantize(data, qtype).reshape(w.shape)
-    return data, back.astype(np.float32)
+    # A wrong block layout shows as errors of the weights' own size; 4 bits stay under 1/8 of the
+    # block's max |w| (Q4_0 maps the far side's extreme to 7/8 of it).
+    error = float(np.abs(back - w).max() / np.abs(w).max())
+    assert error < 0.13, (qtype.name, error)
+    return data, back.astype(np.float32), error
 
 
 def from_stored(name, w, spec):
@@ -355,12 +364,12 @@ def build(spec):
     torch.manual_seed(spec["seed"])
     model = spec["cls"](spec["config"]).to(torch.float64)
     randomize(model, spec)
-    stored, plain, table, deq = [], [], [], {}
+    stored, plain, table, deq, errors = [], [], [], {}, {}
     if spec["name"] == "llama3":
         stored.append(("rope_freqs.weight", llama3_rope_factors(spec), Q.F32))
     for name, w, hf_name in to_gguf_tensors(model, spec):
         qtype = tensor_type(spec, name, w)
-        data, back = quantize(w, qtype)
+        data, back, errors[name] = quantize(w, qtype)
         stored.append((name, data, qtype))
         plain.append((name, back, Q.F32))
         deq[hf_name] = torch.from_numpy(from_stored(name, back, spec))
@@ -370,7 +379,7 @@ def build(spec):
     for name, data, qtype in stored:
         shape = list(data.shape) if qtype in (Q.F32, Q.F16) else list(
             gguf.quants.quant_shape_from_byte_shape(data.shape, qtype))
-        table.append((name, qtype.name, shape))
+        table.append((name, qtype.name, shape, errors.get(name, 0.0)))
     path = os.path.join(OUT, f"tiny-{spec['name']}.gguf")
     write_gguf(path, spec, stored)
     if spec.get("f32_variant"):  # the same dequantized weights, all F32: the same goldens
@@ -537,9 +546,8 @@ moves the goldens by about 2e-7 of their scale (at most 2.3e-7 when measured).
 
 Reload vs original: the largest |logit difference| over each position, relative to that
 position's largest |logit| (docs/CONVENTIONS.md section 1.5), between the model transformers' GGUF
-reader builds from the file and the original model holding the file's dequantized weights. 0 is
-bit-identical; ~2e-13 is the file's rms eps, a float32 (1e-6 -> 9.99999997e-07), against the
-original's float64 1e-6 (the goldens from a reload use the file's, as qkv does).
+reader builds from the file and the original model holding the file's dequantized weights (and the
+file's float32 rms eps); 0 is bit-identical.
 """
 
 
@@ -572,7 +580,7 @@ def write_readme(results):
             "reload vs original |", "|---|---|---|---|---|---|"]
     for r in results:
         types = {}
-        for _, t, _ in r["table"]:
+        for _, t, _, _ in r["table"]:
             types[t] = types.get(t, 0) + 1
         kinds = ", ".join(f"{t} x{n}" for t, n in sorted(types.items()))
         diffs = "; ".join(f"{k}: {fmt_diff(v)}" for k, v in r["diffs"].items())
@@ -582,7 +590,14 @@ def write_readme(results):
                     f"{kinds} | {r['source']}; greedy ids {r['generated']} (smallest margin "
                     f"{r['min_margin']:.2g}; generate() agrees: {r['generate_agrees']}) | "
                     f"{diffs} |")
-    lines = [README_HEAD, "## The files", ""] + rows + ["", "## What each file holds", ""]
+    worst = {}
+    for r in results:
+        for _, t, _, e in r["table"]:
+            worst[t] = max(worst.get(t, 0.0), e)
+    errors = ", ".join(f"{t} {e:.2g}" for t, e in sorted(worst.items()))
+    lines = [README_HEAD, "## The files", ""] + rows + [
+        "", f"Round trip, max |dequantized - weight| / max |weight| per tensor, worst by type: "
+        f"{errors}. The goldens use the dequantized weights.", "", "## What each file holds", ""]
     for name in sorted(os.listdir(OUT)):
         if name.endswith(".gguf"):
             lines += describe(os.path.join(OUT, name))
