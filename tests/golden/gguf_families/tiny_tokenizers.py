@@ -10,6 +10,8 @@ gguf.SpecialVocab for the special ids, add_bos_token and the chat template).
       <0x00>..<0xFF>, the learned pieces (U+2581 for a space) in merge order with score -rank, then
       the single characters with the lowest scores, as a SentencePiece BPE model orders them.
 """
+import json
+
 import gguf
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
@@ -86,7 +88,6 @@ def _trained_bpe(pre_tokenizer, alphabet, n_merges):
                                   limit_alphabet=len(alphabet), min_frequency=2,
                                   show_progress=False)
     tok.train_from_iterator(CORPUS.splitlines(keepends=True), trainer)
-    import json
     model = json.loads(tok.to_str())["model"]
     vocab = sorted(model["vocab"], key=model["vocab"].get)
     merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
