@@ -160,6 +160,9 @@ struct AttentionCapture {
   Tensor q;        // [B, H, L, Dk]
   Tensor k;        // [B, Hkv, S, Dk]  (query head h reads key head h·Hkv/H)
   Tensor v;        // [B, Hkv, S, Dv]
+  // The keep-mask the forward applied beside `causal` (bool, broadcast to [B, H, L, S]; a
+  // sliding window's), or undefined: none. Recomputed weights (qkv/attention_weights.h) need it.
+  Tensor mask;
   Tensor scores;   // [B, H, L, S] score(q_i, k_j), before scale and mask (masked keys included)
   Tensor logits;   // [B, H, L, S] scale·scores + mask; −∞ (not a finite sentinel) where masked
   Tensor weights;  // [B, H, L, S] normalize(logits) over the keys, 0 where masked; before dropout

@@ -32,13 +32,47 @@ struct TokenizeOptions {
   bool drop_unspelled = false;
 };
 
-// A Llama-architecture decoder's sizes, from its GGUF file's llama.* metadata.
+// How RoPE pairs the dimensions of a head it rotates (llama.cpp's rope types): llama's GGUF files
+// keep adjacent pairs (2i, 2i + 1), their converter having permuted W_Q and W_K to make it so;
+// the others (Qwen, Gemma: GPT-NeoX's way, Hugging Face's rotate_half) pair i with i + r/2.
+enum class RopePairing { adjacent, halves };
+
+// A decoder's sizes and what its architecture (general.architecture: llama, qwen2, qwen3, gemma3)
+// changes in it, from its GGUF file's metadata (models/llama/config.cpp).
 struct LlamaConfig {
+  std::string architecture = "llama";
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
-  int64_t context = 0;  // positions it reads at most (llama.context_length)
+  int64_t context = 0;  // positions it reads at most ({arch}.context_length)
   double eps = 1e-5, rope_base = 10000;
   bool tied_output = true;  // no output.weight: the logits reuse the embedding
+
+  // ---- what the architecture changes (attention_features says it in words) ----
+  RopePairing rope_pairing = RopePairing::adjacent;
+  int64_t rope_dims = 0;     // dimensions of a head RoPE turns, from the first (≤ head_dim)
+  double rope_scale = 1;     // linear scaling: positions × 1/factor ({arch}.rope.scaling.factor)
+  bool rope_factors = false;  // rope_freqs.weight: Llama 3.1's divisor of each frequency
+  bool qkv_bias = false;      // q, k and v add a bias (qwen2)
+  bool qk_norm = false;       // RMSNorm over each head's q and k before RoPE (qwen3, gemma3)
+  double attention_scale = 0;  // the scores' scale: 1/√head_dim
+  // Sliding-window layers attend to the last `sliding_window` positions only (the query's own
+  // among them), with their own RoPE base (gemma3: 5 layers of 6, base 10000, no scaling).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding;  // per layer; empty: none slides
+  double rope_base_sliding = 10000;
+  // Gemma: the embedding × √hidden, GeGLU (GELU, tanh form) for SwiGLU, and an RMSNorm on the
+  // attention's and the feed-forward's outputs before each is added to the stream.
+  double embedding_scale = 1;
+  bool gelu = false;
+  bool post_norms = false;
+  double final_softcap = 0;  // logits = c·tanh(logits / c) where c > 0 (gemma3.final_logit_softcapping)
 };
+
+// The architectures qkv runs, as general.architecture names them.
+const std::vector<std::string>& supported_gguf_architectures();
+// What the architecture does to attention beyond Llama's plain form, one short phrase each, as the
+// explain views say it: "q, k, v biases", "RMSNorm on each head's q and k before RoPE", "sliding
+// window of 512 on 5 of every 6 layers", "4 query heads share each key/value head", ...
+std::vector<std::string> attention_features(const LlamaConfig& config);
 
 class GgufFile;       // core/gguf.h
 struct LlamaWeights;  // models/llama/llama.h

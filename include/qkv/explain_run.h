@@ -118,6 +118,12 @@ struct ModelHeader {
   std::string task;    // a trained model's task ("dates", "lookup", "count"); else empty
   int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0, d_model = 0;
   double scale = 0;  // blocks[0]'s scale: 1/√head_dim, the scaled-dot default
+  // A GGUF decoder's architecture as the views say it (qkv::attention_features): "q, k and v add
+  // biases", "RMSNorm on each head's q and k before RoPE", ...; empty for the other models.
+  std::vector<std::string> features;
+  // How the decoder forms a head's query, key and value from x = RMSNorm(h): "RoPE(W_Q·x)",
+  // "RoPE(RMSNorm(W_Q·x + b_Q))", "W_V·x + b_V"; empty for the other models.
+  std::string query, key, value;
   // A trained model's metadata ("qkv.steps", "qkv.test_accuracy"), as its file holds it.
   std::map<std::string, std::string> metadata;
 };

@@ -11,6 +11,7 @@
 // MLP after it), layer 2b + 1 its cross-attention over the encoder's output, then the block's MLP.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -85,7 +86,24 @@ class ResidualModel {
   // Where position enters: x [1, heads, n, head_dim] (queries or keys) as at positions start …
   // start + n − 1, in place (RoPE rotates q and k; v and the stream carry no position; a model
   // that adds its positions to the embedding leaves x as it is).
-  virtual void position(Tensor& x, int64_t start) const = 0;
+  virtual void position(int64_t l, Tensor& x, int64_t start) const = 0;
+  // What layer l does to one head's projected queries or keys, x [1, T, 1, d] = W_Q·x (or W_K·x)
+  // of normed rows, before position: its bias and its per-head norm where it has them (qwen2,
+  // qwen3, gemma3); nothing for the others.
+  virtual void finish_projection(int64_t /*l*/, Tensor& /*x*/, int64_t /*head*/,
+                                 bool /*query*/) const {}
+  // The scale of layer l's scores: 1/√head_dim but where the architecture says otherwise.
+  virtual double attention_scale(int64_t /*l*/) const {
+    return 1.0 / std::sqrt(static_cast<double>(head_dim()));
+  }
+  // The part of layer l's attention output that one head's W_O-projected output `part` makes,
+  // given the whole (every head's sum, and W_O's bias): `part` itself, unless a norm follows
+  // (Gemma's post-attention RMSNorm: then part scaled as the whole is, the norm frozen there, so
+  // that the parts still sum to what the layer adds).
+  virtual std::vector<double> attention_part(int64_t /*l*/, const std::vector<double>& part,
+                                             const std::vector<double>& /*whole*/) const {
+    return part;
+  }
 };
 
 }  // namespace qkv

@@ -88,8 +88,8 @@ std::vector<double> last_query_weights(const std::vector<int32_t>& prefix, int64
       k.at<float>(0, 0, j, i) = static_cast<float>(t);
     }
   }
-  m.position(q, n - 1);
-  m.position(k, 0);
+  m.position(l, q, n - 1);
+  m.position(l, k, 0);
   std::vector<double> logits(static_cast<std::size_t>(n));
   double top = -1e300, sum = 0;
   for (int64_t j = 0; j < n; ++j) {

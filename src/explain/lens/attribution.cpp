@@ -48,6 +48,8 @@ Attribution direct_logit_attribution(const Lens& lens, const Target& target) {
   for (int64_t l = 0; l < layers; ++l) {
     const Tensor& wo = m.output_matrix(l);  // [hidden, H·d]
     const float* o = lens.heads(l).data<float>();
+    std::vector<std::vector<double>> parts;
+    std::vector<double> whole(static_cast<std::size_t>(hidden), 0.0);
     for (int64_t h = 0; h < heads; ++h) {
       std::vector<double> part(static_cast<std::size_t>(hidden), 0.0);
       const float* oh = o + (h * n + last) * d;
@@ -56,9 +58,11 @@ Attribution direct_logit_attribution(const Lens& lens, const Target& target) {
         double s = 0;
         for (int64_t k = 0; k < d; ++k) s += double{w[k]} * oh[k];
         part[static_cast<std::size_t>(r)] = s;
+        whole[static_cast<std::size_t>(r)] += s;
       }
-      a.heads.push_back(read(part));
+      parts.push_back(std::move(part));
     }
+    for (const std::vector<double>& part : parts) a.heads.push_back(read(m.attention_part(l, part, whole)));
     // The whole attention's part: its heads' and W_O's bias's, where it has one.
     a.attention.push_back(read(minus(row(lens.attended(l), last), row(lens.stream(l), last))));
     a.mlp.push_back(read(minus(row(lens.stream(l + 1), last), row(lens.attended(l), last))));

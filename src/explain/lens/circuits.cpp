@@ -90,15 +90,17 @@ QkTable qk_table(const ResidualModel& model, int64_t layer, int64_t head,
             .head = head,
             .kv_head = kv_of(model, head),
             .offset = options.offset,
-            .scale = 1.0 / std::sqrt(static_cast<double>(d)),
+            .scale = model.attention_scale(layer),
             .ids = ids};
   for (const int32_t id : ids) t.tokens.push_back(model.token_text(id));
   const Tensor x = normed_embeddings(model, layer, ids);
   const float* wq = matrix(model.query_matrix(layer), model.heads() * d, hidden, "W_Q");
   const float* wk = matrix(model.key_matrix(layer), model.kv_heads() * d, hidden, "W_K");
   Tensor q = project(wq, head * d, d, x), k = project(wk, t.kv_head * d, d, x);
-  model.position(q, options.offset);  // every query at position Δ,
-  model.position(k, 0);               // every key at 0: RoPE enters here and nowhere else
+  model.finish_projection(layer, q, head, true);  // biases, per-head norms
+  model.finish_projection(layer, k, t.kv_head, false);
+  model.position(layer, q, options.offset);  // every query at position Δ,
+  model.position(layer, k, 0);               // every key at 0: RoPE enters here and nowhere else
   t.logits = Tensor({n, n}, DType::f64);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {

@@ -71,6 +71,11 @@ json sentence_json(const Run& e, int64_t focus, int64_t layer) {
     for (const auto& [token, p] : e.output.next_tokens)
       next.push_back({{"token", token}, {"p", number_json(p)}});
     j["model"]["kv_heads"] = e.model.kv_heads;
+    j["model"]["architecture"] = e.model.family;
+    if (!e.model.features.empty()) {
+      j["model"]["attention_features"] = e.model.features;
+      j["model"]["formulas"] = {{"q", e.model.query}, {"k", e.model.key}, {"v", e.model.value}};
+    }
     j["causal"] = true;
     j["next_tokens"] = next;
     j["induction"] = tensor_json(e.induction);

@@ -48,6 +48,11 @@ ReportBlock sentence_block(const Run& run) {
       block.note += std::string(g ? "," : "") + " h" + std::to_string(g * group) + "–h" +
                     std::to_string(g * group + group - 1) + " read kv " + std::to_string(g);
   }
+  if (!run.model.features.empty()) {  // what the decoder's architecture does (qwen2's biases, ...)
+    block.note += "; " + run.model.family + ":";
+    for (std::size_t i = 0; i < run.model.features.size(); ++i)
+      block.note += (i ? "; " : " ") + run.model.features[i];
+  }
   return block;
 }
 

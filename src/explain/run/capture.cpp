@@ -117,12 +117,25 @@ std::vector<std::pair<std::string, double>> next_tokens(const CausalLM& model,
   return out;
 }
 
+// The decoder's architecture in the views' words: its features, and its q, k and v formulas.
+void describe(const LlamaConfig& c, ModelHeader& m) {
+  m.features = attention_features(c);
+  const auto formed = [&](const std::string& w, const std::string& b, bool turned) {
+    std::string x = w + "·x" + (c.qkv_bias ? " + " + b : "");
+    if (turned && c.qk_norm) x = "RMSNorm(" + x + ")";
+    return turned ? "RoPE(" + x + ")" : x;
+  };
+  m.query = formed("W_Q", "b_Q", true);
+  m.key = formed("W_K", "b_K", true);
+  m.value = formed("W_V", "b_V", false);
+}
+
 }  // namespace
 
 Run capture(const CausalLM& model, std::string_view text, bool rows) {
   Run run;
   run.model.name = std::filesystem::path(model.path()).stem().string();
-  run.model.family = "llama";
+  run.model.family = model.config().architecture;  // "llama", "qwen2", ...
   run.text = std::string(text);
   const std::vector<int32_t> ids = model.tokenize(text);
   if (ids.empty()) throw Error("the text has no tokens; expected a sentence");
@@ -137,6 +150,7 @@ Run capture(const CausalLM& model, std::string_view text, bool rows) {
   m.head_dim = layers.front().q.dim(3);
   m.d_model = model.config().hidden;
   m.scale = layers.front().scale;
+  describe(model.config(), m);
   for (AttentionCapture& c : layers) {
     c.k = repeat_heads(c.k, m.heads);
     c.v = repeat_heads(c.v, m.heads);

@@ -16,7 +16,11 @@ const AttentionCapture& layer_of(const Block& b, int64_t l) {
 
 // The forward's options as the capture records them: what the recomputation must see.
 AttentionOptions options_of(const AttentionCapture& c) {
-  return {.score = c.score, .scale = c.scale, .normalize = c.normalize, .causal = c.causal};
+  return {.score = c.score,
+          .scale = c.scale,
+          .normalize = c.normalize,
+          .causal = c.causal,
+          .mask = c.mask};
 }
 
 }  // namespace
@@ -82,6 +86,10 @@ bool Block::masked(int64_t l, int64_t h, int64_t i, int64_t j) const {
   }
   if (!rows()) return false;  // nothing says: the view shows every key
   const int64_t n = c.q.dim(2), m = c.k.dim(2);
+  if (c.mask.defined()) {  // a sliding window's keep-mask, [1 or B, 1 or H, n, m]
+    const int64_t at_h = c.mask.dim(1) == 1 ? 0 : h;
+    if (!c.mask.value((at_h * c.mask.dim(2) + i) * c.mask.dim(3) + j)) return true;
+  }
   return (c.causal == Causal::top_left && j > i) ||
          (c.causal == Causal::bottom_right && j > i + m - n);
 }

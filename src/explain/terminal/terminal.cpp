@@ -41,12 +41,40 @@ std::string vector_head(const float* x, int64_t d, int count) {
   return s + (d > count ? "  …]" : " ]");
 }
 
+// A decoder's q, k and v as its architecture forms them from x = RMSNorm(h) (ModelHeader).
+std::string query_of(const Run& e) { return e.model.query.empty() ? "RoPE(W_Q·x)" : e.model.query; }
+std::string key_of(const Run& e) { return e.model.key.empty() ? "RoPE(W_K·x)" : e.model.key; }
+std::string value_of(const Run& e) { return e.model.value.empty() ? "W_V·x" : e.model.value; }
+
+// The formula with its x written as `x`: "RoPE(W_Q·x)" at "x_j" → "RoPE(W_Q·x_j)".
+std::string at_token(std::string formula, const std::string& x) {
+  for (std::size_t at = formula.find("·x"); at != std::string::npos;
+       at = formula.find("·x", at + x.size()))
+    formula.replace(at + std::string("·").size(), 1, x);
+  return formula;
+}
+
 }  // namespace
 
 std::string render_tokens(const Run& e, int64_t focus, const Style& style) {
   std::ostringstream s;
   s << "qkv explain · " << e.model.name << " · " << e.model.layers << " layers × " << e.model.heads
-    << " heads, head dim " << e.model.head_dim << "\n\n";
+    << " heads, head dim " << e.model.head_dim << "\n";
+  if (!e.model.features.empty()) {
+    s << e.model.family << ":";
+    int column = display_width(e.model.family) + 1;
+    for (std::size_t i = 0; i < e.model.features.size(); ++i) {
+      const std::string item = " " + e.model.features[i] + (i + 1 < e.model.features.size() ? ";" : "");
+      if (column + display_width(item) > kWidth) {
+        s << "\n ";
+        column = 1;
+      }
+      s << item;
+      column += display_width(item);
+    }
+    s << "\n";
+  }
+  s << "\n";
   s << wrap(quoted(clip(printable(e.text), 480)), kWidth - 2, 2) << "\n";
   if (e.pair)
     s << "+ sentence B:\n" << wrap(quoted(clip(printable(e.text_b), 480)), kWidth - 2, 2) << "\n";
@@ -67,11 +95,14 @@ std::string render_tokens(const Run& e, int64_t focus, const Style& style) {
   s << "\n\n";
   const std::string f = quoted(label(e, focus));
   if (e.causal())
-    s << "focus " << f << " (token " << focus << "). In every head, its query\n"
-      << "q = RoPE(W_Q·x) is scored against the key k = RoPE(W_K·x) of itself and every\n"
-      << "earlier token (x = RMSNorm(h); RoPE turns q and k by their positions):\n"
-      << "weight = softmax(q·k / √" << e.model.head_dim << "), and the head's output for " << f
-      << " is the\nweighted sum of the values v = W_V·x.\n";
+    s << wrap("focus " + f + " (token " + std::to_string(focus) + "). In every head, its query q = " +
+                  query_of(e) + " is scored against the key k = " + key_of(e) +
+                  " of itself and every earlier token (x = RMSNorm(h); RoPE turns q and k by "
+                  "their positions): weight = softmax(q·k / √" +
+                  std::to_string(e.model.head_dim) + "), and the head's output for " + f +
+                  " is the weighted sum of the values v = " + value_of(e) + ".",
+              kWidth, 0)
+      << "\n";
   else
     s << "focus " << f << " (token " << focus << "). In every head, its query\n"
       << "q = W_Q·h + b_Q is scored against every token's key k = W_K·h + b_K:\n"
@@ -206,11 +237,12 @@ std::string render_head(const Run& e, int64_t layer, int64_t head, int64_t focus
   const float* q = row(c.q, head, focus, n, d);
   s << "\n" << f << " step by step in layer " << layer << ", head " << head << "\n";
   s << "1. query  q = "
-    << (e.causal() ? "RoPE(W_Q·x(" + label(e, focus) + "))"
+    << (e.causal() ? at_token(query_of(e), "x(" + label(e, focus) + ")")
                    : "W_Q·h(" + label(e, focus) + ") + b_Q")
     << ", " << d << " numbers:\n   " << vector_head(q, d, 10) << "\n";
   s << (e.causal()
-            ? "2. keys   k_j = RoPE(W_K·x_j) for every token j ≤ the query's; q·k_j is scaled by\n"
+            ? "2. keys   k_j = " + at_token(key_of(e), "x_j") +
+                  " for every token j ≤ the query's; q·k_j is scaled by\n"
             : "2. keys   k_j = W_K·h_j + b_K for every token j; the score q·k_j is scaled by\n")
     << "   1/√" << d << " = " << fixed(e.model.scale, 4)
     << ", then softmax over j gives the weights:\n";

@@ -9,7 +9,9 @@ ModelFamily llama_family() {
   return {
       .kind = ModelKind::causal_lm,
       .name = "llama",
-      .description = "a decoder-only LLM of the Llama architecture: a GGUF file (SmolLM2-135M)",
+      .description =
+          "a decoder-only LLM from a GGUF file: llama (Llama 2/3, TinyLlama, Mistral, SmolLM), "
+          "qwen2, qwen3, gemma3; SmolLM2-135M built in",
       .names = {"smollm2", "SmolLM2-135M-Instruct"},
       // The magic bytes decide before the name: an Ollama blob is a GGUF file named by its hash.
       .claims = [](const std::string& path) { return is_gguf_file(path) || named(path, ".gguf"); },
@@ -20,7 +22,7 @@ ModelFamily llama_family() {
             if (options.load_weights) model->load_weights();
             const LlamaConfig& c = model->config();
             ModelInfo info{.kind = ModelKind::causal_lm,
-                           .family = "llama",
+                           .family = c.architecture,
                            .name = builtin ? "SmolLM2-135M-Instruct" : display_name(path),
                            .path = model->path(),
                            .layers = c.layers,

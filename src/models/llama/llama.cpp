@@ -1,10 +1,10 @@
+// The GGUF decoder's weights read, and its forward pass (models/llama/llama.h says what it
+// computes; config.cpp reads the config, rope.cpp turns q and k).
 #include "models/llama/llama.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <functional>
-#include <set>
 #include <string>
 
 #include "nn/finite.h"
@@ -14,135 +14,22 @@
 namespace qkv {
 namespace {
 
-[[noreturn]] void bad(const GgufFile& f, const std::string& what) {
-  throw Error(f.name() + ": " + what, Error::Kind::runtime);
-}
-
-std::string is(const GgufFile& f, const std::string& key) {
-  return "metadata \"" + key + "\" is " + gguf_value_str(f.meta(key));
-}
-
-// The largest size believed from metadata: far above any model a CPU runs (Llama 3 405B has 126
-// layers, 16,384 dimensions, 128k positions, a 128k vocabulary), and small enough that no product
-// of two sizes overflows.
-constexpr int64_t kMaxSize = int64_t{1} << 24;
-
-// An integer entry from 1 to kMaxSize; an unsigned one beyond INT64_MAX is only too large.
-int64_t meta_size(const GgufFile& f, const std::string& key) {
-  const nlohmann::json& v = f.meta(key);
-  if (!v.is_number_integer()) bad(f, is(f, key) + "; expected a positive integer");
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{kMaxSize} : v.get<int64_t>() > kMaxSize)
-    bad(f, is(f, key) + ", too large; expected at most " + std::to_string(kMaxSize));
-  if (v.get<int64_t>() <= 0) bad(f, is(f, key) + "; expected a positive integer");
-  return v.get<int64_t>();
-}
-
-double meta_number(const GgufFile& f, const std::string& key, double fallback) {
-  if (!f.has(key)) return fallback;
-  const nlohmann::json& v = f.meta(key);
-  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-    bad(f, is(f, key) + "; expected a positive number");
-  return v.get<double>();
-}
-
-// How many blocks the tensors hold: one more than the largest N of a tensor named blk.N.*.
-int64_t blocks_in_tensors(const GgufFile& f) {
-  int64_t blocks = 0;
-  for (const GgufTensorInfo& t : f.tensors()) {
-    if (t.name.rfind("blk.", 0) != 0) continue;
-    int64_t n = -1;
-    const char* begin = t.name.data() + 4;
-    const auto [end, ec] = std::from_chars(begin, t.name.data() + t.name.size(), n);
-    if (ec != std::errc() || end == begin || *end != '.' || n < 0) continue;
-    blocks = std::max(blocks, std::min(n, kMaxSize) + 1);
-  }
-  return blocks;
-}
-
-// llama.block_count against the blocks the tensors hold: a count that is too small would run part
-// of the model, one that is too large fails at a missing tensor (or, at 2·10⁹, at no size at all).
-int64_t block_count(const GgufFile& f) {
-  const std::string key = "llama.block_count";
-  const nlohmann::json& v = f.meta(key);
-  const int64_t blocks = blocks_in_tensors(f);
-  const std::string held = blocks == 0 ? "the file's tensors hold no blocks (no blk.N.* tensors)"
-                           : blocks == 1
-                               ? "the file's tensors hold 1 block (blk.0)"
-                               : "the file's tensors hold " + std::to_string(blocks) +
-                                     " blocks (blk.0 … blk." + std::to_string(blocks - 1) + ")";
-  const bool positive = v.is_number_integer() &&
-                        (v.is_number_unsigned() ? v.get<uint64_t>() > 0 : v.get<int64_t>() > 0);
-  if (!positive) bad(f, is(f, key) + "; expected a positive integer; " + held);
-  const bool more =
-      v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(blocks) : v.get<int64_t>() > blocks;
-  if (more || v.get<int64_t>() < blocks)
-    bad(f, is(f, key) + (more ? ", too large: " : ", too small: ") + held +
-               (blocks > 0 ? "; expected " + std::to_string(blocks) : std::string()));
-  return blocks;
-}
-
-// The rows of a matrix the metadata implies, checked against the file's tensor when it is there
-// (a missing one is named when the weights are read), so that a lying size is named by its key.
-void expect_rows(const GgufFile& f, const std::string& tensor, int64_t rows,
-                 const std::string& because) {
-  for (const GgufTensorInfo& t : f.tensors())
-    if (t.name == tensor && t.shape.size() == 2 && t.shape[0] != rows)
-      bad(f, "tensor \"" + tensor + "\" is " + shape_str(t.shape) + ", but " + because + " makes " +
-                 std::to_string(rows) + " rows; the metadata and the tensors disagree");
-}
-
-// A size the file may state again (rope.dimension_count, attention.key_length, ...): when present,
-// it must be `expected`, which qkv derives from the other sizes.
-void expect_same(const GgufFile& f, const std::string& key, int64_t expected,
-                 const std::string& what) {
-  if (!f.has(key)) return;
-  const nlohmann::json& v = f.meta(key);
-  const bool equal =
-      v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() == uint64_t(expected)
-                                                       : v.get<int64_t>() == expected);
-  if (!equal) bad(f, is(f, key) + "; expected " + what);
-}
-
-// The tensor `name` must be in the file, of `shape`: a qkv::Error naming both otherwise.
-void expect_tensor(const GgufFile& f, const std::string& name, const Shape& shape) {
-  const GgufTensorInfo& info = f.info(name);
-  if (info.shape != shape)
-    throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(info.shape) + "; expected " +
-                    shape_str(shape) + " for this config",
-                Error::Kind::runtime);
-}
-
-// Calls fn(name, shape) for every tensor a model of config c holds, in the order they are read.
-void for_each_tensor(const LlamaConfig& c,
-                     const std::function<void(const std::string&, const Shape&)>& fn) {
-  const int64_t kv = c.kv_heads * c.head_dim;
-  fn("token_embd.weight", {c.vocab, c.hidden});
-  for (int64_t l = 0; l < c.layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    fn(p + "attn_norm.weight", {c.hidden});
-    fn(p + "ffn_norm.weight", {c.hidden});
-    fn(p + "attn_q.weight", {c.hidden, c.hidden});
-    fn(p + "attn_k.weight", {kv, c.hidden});
-    fn(p + "attn_v.weight", {kv, c.hidden});
-    fn(p + "attn_output.weight", {c.hidden, c.hidden});
-    fn(p + "ffn_gate.weight", {c.ffn, c.hidden});
-    fn(p + "ffn_up.weight", {c.ffn, c.hidden});
-    fn(p + "ffn_down.weight", {c.hidden, c.ffn});
-  }
-  fn("output_norm.weight", {c.hidden});
-  if (!c.tied_output) fn("output.weight", {c.vocab, c.hidden});
-}
-
 // The tensor, whose shape read_llama_config checked, read and required finite.
 Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
-  expect_tensor(f, name, shape);
+  if (f.info(name).shape != shape)
+    throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(f.info(name).shape) +
+                    "; expected " + shape_str(shape) + " for this config",
+                Error::Kind::runtime);
   Tensor t = f.tensor(name);
   require_finite_tensor(f.name(), name, t);
   return t;
 }
 
-nn::LinearWeights linear(const GgufFile& f, const std::string& name, int64_t out, int64_t in) {
-  nn::LinearWeights w{.weight = read(f, name, {out, in})};
+// The matrix `name`.weight [out, in], packed, and its bias `name`.bias [out] with `bias`.
+nn::LinearWeights linear(const GgufFile& f, const std::string& name, int64_t out, int64_t in,
+                         bool bias) {
+  nn::LinearWeights w{.weight = read(f, name + ".weight", {out, in}),
+                      .bias = bias ? read(f, name + ".bias", {out}) : Tensor()};
   nn::pack(w);
   return w;
 }
@@ -222,139 +109,41 @@ void append(Tensor& cache, int64_t length, const Tensor& add) {
 
 }  // namespace
 
-LlamaConfig read_llama_config(const GgufFile& f) {
-  const nlohmann::json& arch = f.meta("general.architecture");
-  if (arch != "llama")
-    bad(f, "architecture " + gguf_value_str(arch) +
-               "; expected \"llama\" (qkv runs Llama-architecture decoders)");
-  // What qkv's forward pass does not do is refused, not run wrongly: experts, RoPE scaling, and
-  // Llama 3.1's per-frequency RoPE factors.
-  if (f.has("llama.expert_count") && f.meta("llama.expert_count") != 0)
-    bad(f, is(f, "llama.expert_count") +
-               ": a mixture of experts, which qkv does not run; expected a dense Llama model");
-  // A factor other than 1 scales whatever the type says (llama.cpp takes a factor without a type
-  // as linear scaling): it was run unscaled when the type was absent or "none", and a NaN factor
-  // was not seen (issue 26's last sweep).
-  const bool scaled =
-      (f.has("llama.rope.scaling.type") && f.meta("llama.rope.scaling.type") != "none" &&
-       !(f.has("llama.rope.scaling.factor") && f.meta("llama.rope.scaling.factor") == 1)) ||
-      (f.has("llama.rope.scaling.factor") && f.meta("llama.rope.scaling.factor") != 1) ||
-      (f.has("llama.rope.scale_linear") && f.meta("llama.rope.scale_linear") != 1);
-  if (scaled) bad(f, "its RoPE is scaled (llama.rope.scaling.*), which qkv does not apply");
-  for (const GgufTensorInfo& t : f.tensors())
-    if (t.name == "rope_freqs.weight")
-      bad(f,
-          "tensor \"rope_freqs.weight\" scales RoPE's frequencies (Llama 3.1), which qkv "
-          "does not apply");
-
-  LlamaConfig c;
-  c.layers = block_count(f);
-  c.hidden = meta_size(f, "llama.embedding_length");
-  c.heads = meta_size(f, "llama.attention.head_count");
-  c.kv_heads = f.has("llama.attention.head_count_kv")
-                   ? meta_size(f, "llama.attention.head_count_kv")
-                   : c.heads;
-  c.ffn = meta_size(f, "llama.feed_forward_length");
-  c.context = meta_size(f, "llama.context_length");
-  c.eps = meta_number(f, "llama.attention.layer_norm_rms_epsilon", 1e-5);
-  c.rope_base = meta_number(f, "llama.rope.freq_base", 10000);
-
-  const nlohmann::json& tokens = f.meta("tokenizer.ggml.tokens");
-  if (!tokens.is_array() || tokens.empty())
-    bad(f, is(f, "tokenizer.ggml.tokens") + "; expected the vocabulary, an array of strings");
-  c.vocab = static_cast<int64_t>(tokens.size());
-  expect_same(f, "llama.vocab_size", c.vocab,
-              "the " + std::to_string(c.vocab) + " tokens of tokenizer.ggml.tokens");
-
-  const std::string hidden = "llama.embedding_length " + std::to_string(c.hidden);
-  const std::string heads = "llama.attention.head_count " + std::to_string(c.heads);
-  if (c.hidden % c.heads != 0)
-    bad(f, heads + " does not divide " + hidden + "; expected whole heads");
-  if (c.heads % c.kv_heads != 0)
-    bad(f, "llama.attention.head_count_kv " + std::to_string(c.kv_heads) + " does not divide " +
-               heads + "; expected a whole number of query heads per key/value head");
-  c.head_dim = c.hidden / c.heads;
-  const std::string head_dim = "the head dimension " + std::to_string(c.head_dim) + " (" + hidden +
-                               " / " + std::to_string(c.heads) + " heads)";
-  if (c.head_dim % 2 != 0) bad(f, head_dim + " is odd; RoPE rotates pairs of dimensions");
-  // Each size against the tensors it shapes.
-  for (const GgufTensorInfo& t : f.tensors())
-    if (t.name == "token_embd.weight" && t.shape.size() == 2 &&
-        (t.shape[1] != c.hidden || t.shape[0] != c.vocab))
-      bad(f, "tensor \"token_embd.weight\" is " + shape_str(t.shape) + ", but " + hidden +
-                 " and the " + std::to_string(c.vocab) + " tokens of tokenizer.ggml.tokens make " +
-                 shape_str({c.vocab, c.hidden}) + "; the metadata and the tensors disagree");
-  expect_rows(f, "blk.0.attn_q.weight", c.hidden, hidden);
-  expect_rows(f, "blk.0.attn_k.weight", c.kv_heads * c.head_dim,
-              "llama.attention.head_count_kv " + std::to_string(c.kv_heads) + " × " + head_dim);
-  expect_rows(f, "blk.0.ffn_up.weight", c.ffn,
-              "llama.feed_forward_length " + std::to_string(c.ffn));
-  // llama.cpp refuses a Llama file whose rotated dimensions are not the whole head; qkv rotates
-  // whole heads, so a file that says otherwise would run as another model than it describes.
-  expect_same(f, "llama.rope.dimension_count", c.head_dim, head_dim);
-  expect_same(f, "llama.attention.key_length", c.head_dim, head_dim);
-  expect_same(f, "llama.attention.value_length", c.head_dim, head_dim);
-
-  // Every tensor the config needs, present and of its shape, before any is read: what the
-  // weights will take in memory is then known from the config alone (llama_weight_bytes).
-  c.tied_output = true;
-  for (const GgufTensorInfo& t : f.tensors())
-    c.tied_output = c.tied_output && t.name != "output.weight";
-  std::set<std::string> read;
-  for_each_tensor(c, [&](const std::string& name, const Shape& shape) {
-    expect_tensor(f, name, shape);
-    read.insert(name);
-  });
-  // And no tensor besides them: one qkv leaves unread is part of another model than the one run
-  // (llama.cpp refuses a file whose tensor count is not what its architecture creates). The
-  // biases llama.cpp adds when a Llama file has them (blk.N.attn_q.bias, ffn_up.bias, ...) are
-  // said as such: qkv's decoder has none.
-  for (const GgufTensorInfo& t : f.tensors()) {
-    if (read.contains(t.name)) continue;
-    if (t.name.rfind("blk.", 0) == 0 && t.name.ends_with(".bias"))
-      bad(f, "tensor \"" + t.name +
-                 "\" is a bias, which qkv's Llama decoder does not add; expected a Llama model "
-                 "without biases");
-    const std::string layers = std::to_string(c.layers) + (c.layers == 1 ? " layer" : " layers");
-    const std::string blocks =
-        c.layers == 1 ? "blk.0" : "blk.0 … blk." + std::to_string(c.layers - 1);
-    bad(f, "it holds a tensor \"" + t.name + "\" that a Llama decoder of " + layers +
-               " does not have; expected only the tensors of its layers (token_embd, " + blocks +
-               ", output_norm, output)");
-  }
-  return c;
-}
-
-int64_t llama_weight_bytes(const LlamaConfig& c) {
-  const auto packed = [](int64_t out, int64_t in) {  // a matrix and its packed copy (nn::pack)
-    return static_cast<double>(nn::packed_resident_bytes(out, in));
-  };
-  const double hidden = static_cast<double>(c.hidden),
-               embedding = 4.0 * hidden * static_cast<double>(c.vocab);
-  const int64_t kv = c.kv_heads * c.head_dim;
-  const double layer = 2 * 4.0 * hidden + 2 * packed(c.hidden, c.hidden) +
-                       2 * packed(kv, c.hidden) + 2 * packed(c.ffn, c.hidden) +
-                       packed(c.hidden, c.ffn);
-  // Tied, the output matrix is the embedding itself: only its packed copy is more.
-  const double output = packed(c.vocab, c.hidden) - (c.tied_output ? embedding : 0.0);
-  return saturated_bytes(embedding + static_cast<double>(c.layers) * layer + 4.0 * hidden + output);
-}
-
 LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   LlamaWeights w;
   w.embedding = read(f, "token_embd.weight", {c.vocab, c.hidden});
-  const int64_t kv = c.kv_heads * c.head_dim;
+  if (c.rope_factors) {
+    const Tensor factors = read(f, "rope_freqs.weight", {c.rope_dims / 2});
+    for (int64_t i = 0; i < factors.numel(); ++i) {
+      const double x = factors.data<float>()[i];
+      if (!(x > 0))
+        throw Error(f.name() + ": tensor \"rope_freqs.weight\" holds " + std::to_string(x) +
+                        " at " + std::to_string(i) + "; expected positive factors",
+                    Error::Kind::runtime);
+      w.rope_factors.push_back(x);
+    }
+  }
+  const int64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    w.layers.push_back({.attn_norm = read(f, p + "attn_norm.weight", {c.hidden}),
-                        .ffn_norm = read(f, p + "ffn_norm.weight", {c.hidden}),
-                        .q = linear(f, p + "attn_q.weight", c.hidden, c.hidden),
-                        .k = linear(f, p + "attn_k.weight", kv, c.hidden),
-                        .v = linear(f, p + "attn_v.weight", kv, c.hidden),
-                        .o = linear(f, p + "attn_output.weight", c.hidden, c.hidden),
-                        .gate = linear(f, p + "ffn_gate.weight", c.ffn, c.hidden),
-                        .up = linear(f, p + "ffn_up.weight", c.ffn, c.hidden),
-                        .down = linear(f, p + "ffn_down.weight", c.hidden, c.ffn)});
+    LlamaLayer layer{.attn_norm = read(f, p + "attn_norm.weight", {c.hidden}),
+                     .ffn_norm = read(f, p + "ffn_norm.weight", {c.hidden}),
+                     .q = linear(f, p + "attn_q", q, c.hidden, c.qkv_bias),
+                     .k = linear(f, p + "attn_k", kv, c.hidden, c.qkv_bias),
+                     .v = linear(f, p + "attn_v", kv, c.hidden, c.qkv_bias),
+                     .o = linear(f, p + "attn_output", c.hidden, q, false),
+                     .gate = linear(f, p + "ffn_gate", c.ffn, c.hidden, false),
+                     .up = linear(f, p + "ffn_up", c.ffn, c.hidden, false),
+                     .down = linear(f, p + "ffn_down", c.hidden, c.ffn, false)};
+    if (c.qk_norm) {
+      layer.q_norm = read(f, p + "attn_q_norm.weight", {c.head_dim});
+      layer.k_norm = read(f, p + "attn_k_norm.weight", {c.head_dim});
+    }
+    if (c.post_norms) {
+      layer.post_attn_norm = read(f, p + "post_attention_norm.weight", {c.hidden});
+      layer.post_ffn_norm = read(f, p + "post_ffw_norm.weight", {c.hidden});
+    }
+    w.layers.push_back(std::move(layer));
   }
   w.output_norm = read(f, "output_norm.weight", {c.hidden});
   w.output = c.tied_output
@@ -364,45 +153,61 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   return w;
 }
 
-RopeTable rope_table(int64_t start, int64_t n, int64_t d, double base) {
-  RopeTable t{.n = n, .d = d};
-  t.cos.resize(static_cast<std::size_t>(n * (d / 2)));
-  t.sin.resize(t.cos.size());
-  for (int64_t i = 0; i < d / 2; ++i) {
-    const double frequency = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-    for (int64_t p = 0; p < n; ++p) {
-      const double angle = static_cast<double>(start + p) * frequency;
-      t.cos[static_cast<std::size_t>(p * (d / 2) + i)] = std::cos(angle);
-      t.sin[static_cast<std::size_t>(p * (d / 2) + i)] = std::sin(angle);
-    }
-  }
-  return t;
+namespace {
+
+// The keep-mask of layer l's queries at positions cache.length … + n − 1 over keys 0 … S − 1: the
+// hooks' (bool [1 or B, H, n, S]) and, on a sliding layer, the window's (a key at most
+// window − 1 positions before the query), by AND; undefined where neither hides a key.
+Tensor layer_mask(const LlamaConfig& c, int64_t l, int64_t start, int64_t n, int64_t keys,
+                  const LayerHooks& hooks) {
+  Tensor mask = hooks.mask ? hooks.mask(l) : Tensor();
+  const bool slides = !c.sliding.empty() && c.sliding[static_cast<std::size_t>(l)] &&
+                      start + n - 1 >= c.sliding_window;  // else no key falls outside
+  if (!slides) return mask;
+  Tensor window = mask.defined() ? mask.contiguous().clone() : Tensor({1, 1, n, keys}, DType::b8);
+  if (!mask.defined()) std::fill_n(window.data<bool>(), window.numel(), true);
+  bool* p = window.data<bool>();
+  const int64_t rows = window.numel() / (n * keys);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < keys; ++j)
+        if (start + i - j >= c.sliding_window) p[(r * n + i) * keys + j] = false;
+  return window;
 }
 
-void rope(Tensor& x, const RopeTable& table) {
-  const int64_t heads = x.dim(1), n = x.dim(2), d = x.dim(3);
-  if (n != table.n || d != table.d)
-    throw Error("rope: " + std::to_string(n) + " positions of dimension " + std::to_string(d) +
-                "; the table is for " + std::to_string(table.n) + " of " + std::to_string(table.d));
-  parallel_for(heads, resolve_num_threads(0), [&](int64_t h, int) {
-    float* p = x.data<float>() + h * n * d;
-    for (int64_t t = 0; t < n; ++t, p += d)
-      for (int64_t i = 0; i < d / 2; ++i) {
-        const double c = table.cos[static_cast<std::size_t>(t * (d / 2) + i)];
-        const double s = table.sin[static_cast<std::size_t>(t * (d / 2) + i)];
-        const double a = p[2 * i], b = p[2 * i + 1];
-        p[2 * i] = static_cast<float>(a * c - b * s);
-        p[2 * i + 1] = static_cast<float>(a * s + b * c);
-      }
+// gate ← GELU(gate) ⊙ up, GELU in its tanh form (Hendrycks & Gimpel 2016), as Gemma's
+// gelu_pytorch_tanh and ggml_gelu compute it.
+void geglu(Tensor& gate, const Tensor& up) {
+  const int64_t d = gate.dim(-1);
+  float* g = gate.data<float>();
+  const float* u = up.data<float>();
+  const double c = std::sqrt(2.0 / M_PI);
+  for_row_blocks(gate.numel() / d, d, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0 * d; i < i1 * d; ++i) {
+      const double x = g[i];
+      g[i] = static_cast<float>(0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x))) * u[i]);
+    }
   });
 }
 
-void rope(Tensor& x, int64_t start, double base) {
-  rope(x, rope_table(start, x.dim(2), x.dim(3), base));
+// The feed-forward half of a layer: h += W_down · (act(x·W_gateᵀ) ⊙ x·W_upᵀ), x = RMSNorm(h).
+void feed_forward(const LlamaLayer& layer, const LlamaConfig& c, Tensor& h) {
+  Tensor x = h.clone();
+  rms_norm(x, layer.ffn_norm, c.eps);
+  Tensor gate = nn::linear(x, layer.gate);
+  const Tensor up = nn::linear(x, layer.up);
+  if (c.gelu)
+    geglu(gate, up);
+  else
+    swiglu(gate, up);
+  Tensor f = nn::linear(gate, layer.down);
+  if (c.post_norms) rms_norm(f, layer.post_ffn_norm, c.eps);
+  add_into(h, f);
 }
 
-void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor& h,
-                 const RopeTable& rotations, KvCache& cache,
+}  // namespace
+
+void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor& h, KvCache& cache,
                  std::vector<AttentionCapture>* capture, const LayerHooks& hooks,
                  bool capture_rows) {
   // h [n, hidden] with the cache, or [B, n, hidden]: B sequences side by side, no cache.
@@ -413,12 +218,16 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
   const auto li = static_cast<std::size_t>(l);
   if (cache.k.size() < static_cast<std::size_t>(c.layers))
     cache.k.resize(static_cast<std::size_t>(c.layers)), cache.v.resize(cache.k.size());
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   Tensor x = h.clone();
   rms_norm(x, layer.attn_norm, c.eps);
   Tensor q = split_heads(nn::linear(x, layer.q), c.heads, batch);
   Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads, batch);
   Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads, batch);
+  if (c.qk_norm) {  // each head's q and k over its own dimensions
+    rms_norm(q, layer.q_norm, c.eps);
+    rms_norm(k, layer.k_norm, c.eps);
+  }
+  const RopeTable rotations = rope_table(c, w, l, cache.length, n);
   for (Tensor* t : {&q, &k}) {  // RoPE on each sequence
     Tensor flat = t->reshape({1, batch * t->dim(1), n, c.head_dim});
     rope(flat, rotations);
@@ -430,11 +239,12 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
     keys = cache.k[li].narrow(2, 0, cache.length + n);
     values = cache.v[li].narrow(2, 0, cache.length + n);
   }
+  const Tensor mask = layer_mask(c, l, cache.length, n, keys.dim(2), hooks);
   const bool keep = capture != nullptr && !capture_rows, rows = capture != nullptr && capture_rows;
   AttentionResult r = attention(q, keys, values,
-                                {.scale = scale,
+                                {.scale = c.attention_scale,
                                  .causal = Causal::bottom_right,
-                                 .mask = hooks.mask ? hooks.mask(l) : Tensor(),
+                                 .mask = mask,
                                  .need_weights = keep,
                                  .need_scores = keep,
                                  .keep_for_backward = rows,
@@ -447,26 +257,23 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
   }
   if (capture != nullptr)
     capture->push_back({.score = Score::scaled_dot,
-                        .scale = scale,
+                        .scale = c.attention_scale,
                         .causal = Causal::bottom_right,
                         .q = q,
                         .k = keys.contiguous(),
                         .v = values.contiguous(),
+                        .mask = mask,
                         .scores = r.scores,
                         .logits = r.logits,
                         .weights = r.weights,
                         .head_out = r.out,
                         .saved_max = r.saved_max,
                         .saved_sum = r.saved_sum});
-  add_into(h, nn::linear(nn::merge_heads(r.out).reshape(h.shape()), layer.o));
+  Tensor a = nn::linear(nn::merge_heads(r.out).reshape(h.shape()), layer.o);
+  if (c.post_norms) rms_norm(a, layer.post_attn_norm, c.eps);
+  add_into(h, a);
   if (hooks.attended) hooks.attended(l, h);
-
-  x = h.clone();
-  rms_norm(x, layer.ffn_norm, c.eps);
-  Tensor gate = nn::linear(x, layer.gate);
-  const Tensor up = nn::linear(x, layer.up);
-  swiglu(gate, up);
-  add_into(h, nn::linear(gate, layer.down));
+  feed_forward(layer, c, h);
   if (hooks.layer_out) hooks.layer_out(l, h);
 }
 
@@ -484,23 +291,37 @@ Tensor llama_embed(const LlamaWeights& w, const LlamaConfig& c, const std::vecto
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(w.embedding.data<float>() + ids[static_cast<std::size_t>(i)] * c.hidden, c.hidden,
                 h.data<float>() + i * c.hidden);
+  if (c.embedding_scale != 1) {
+    const auto s = static_cast<float>(c.embedding_scale);
+    for (int64_t i = 0; i < h.numel(); ++i) h.data<float>()[i] *= s;
+  }
   return h;
 }
 
 void llama_rms_norm(Tensor& x, const Tensor& gain, double eps) { rms_norm(x, gain, eps); }
+
+Tensor llama_unembed(const LlamaWeights& w, const LlamaConfig& c, const Tensor& normed) {
+  Tensor logits = nn::linear(normed, w.output);
+  if (c.final_softcap > 0) {
+    const double cap = c.final_softcap;
+    float* p = logits.data<float>();
+    for (int64_t i = 0; i < logits.numel(); ++i)
+      p[i] = static_cast<float>(cap * std::tanh(p[i] / cap));
+  }
+  return logits;
+}
 
 Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vector<int32_t>& ids,
                      KvCache& cache, const LlamaOptions& options) {
   const auto n = static_cast<int64_t>(ids.size());
   Tensor h = llama_embed(w, c, ids, cache.length);
   if (options.capture != nullptr) options.capture->clear();
-  const RopeTable rotations = rope_table(cache.length, n, c.head_dim, c.rope_base);
   for (int64_t l = 0; l < c.layers; ++l)
-    llama_layer(w, c, l, h, rotations, cache, options.capture, {}, options.capture_rows);
+    llama_layer(w, c, l, h, cache, options.capture, {}, options.capture_rows);
   cache.length += n;
   if (options.last_logits_only && n > 1) h = h.narrow(0, n - 1, 1).clone();
   rms_norm(h, w.output_norm, c.eps);
-  return nn::linear(h, w.output);
+  return llama_unembed(w, c, h);
 }
 
 }  // namespace qkv

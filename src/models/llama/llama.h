@@ -1,20 +1,25 @@
-// models/llama/llama.h — a Llama-architecture decoder (SmolLM2) from a GGUF file, run on its
-// weights dequantized to float32:
+// models/llama/llama.h — a GGUF decoder (llama, qwen2, qwen3, gemma3: LlamaConfig says what each
+// architecture changes) run on its weights dequantized to float32:
 //
-//   h₀ = embedding[id]
-//   for each layer:  x = RMSNorm(h)·w₁;  q, k, v = x·W_Qᵀ, x·W_Kᵀ, x·W_Vᵀ;  q, k ← RoPE(q, k, pos)
-//                    h += W_O · attention(q, K, V)   (grouped-query heads, causal, with the cache)
-//                    x = RMSNorm(h)·w₂;  h += W_down · (SiLU(x·W_gateᵀ) ⊙ x·W_upᵀ)
+//   h₀ = embedding[id] · s                          (s = √hidden for Gemma, else 1)
+//   for each layer:  x = RMSNorm(h)·w₁;  q, k, v = x·W_Qᵀ (+ b_Q), x·W_Kᵀ (+ b_K), x·W_Vᵀ (+ b_V)
+//                    q, k ← RMSNorm over each head (qwen3, gemma3);  q, k ← RoPE(q, k, pos)
+//                    a = W_O · attention(q, K, V)   (grouped-query heads, causal, with the cache;
+//                                                    a sliding window on Gemma's local layers)
+//                    h += a  (Gemma: h += RMSNorm(a)·w_post)
+//                    x = RMSNorm(h)·w₂;  f = W_down · (act(x·W_gateᵀ) ⊙ x·W_upᵀ)
+//                    h += f  (Gemma: h += RMSNorm(f)·w_post);  act = SiLU, or GELU (tanh) for Gemma
 //   logits = RMSNorm(h)·w · Eᵀ   (E the output matrix, or the embedding when tied)
 //
 // RMSNorm(x) = x / √(mean(x²) + ε) (Zhang & Sennrich 2019). RoPE (Su et al. 2021) as llama.cpp
-// applies it to GGUF llama weights: dimensions (2i, 2i + 1) of each head rotate together by
-// pos·base^(−2i/d). (The GGUF converter permutes W_Q and W_K so this pairing equals Hugging
-// Face's rotate-half on the original weights: the scores are the same.) Attention runs through
-// qkv::attention: scaled dot, 1/√d, causal bottom-right, so new queries see the whole cache.
+// applies it: the first rope_dims dimensions of each head turn in pairs, (2i, 2i + 1) for llama's
+// GGUF (whose converter permuted W_Q and W_K so that this equals Hugging Face's rotate-half) or
+// (i, i + r/2) for the others, by pos·scale·base^(−2i/r) / factor_i. Attention runs through
+// qkv::attention at the config's scale, causal bottom-right, so new queries see the whole cache.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,15 +41,22 @@ LlamaConfig read_llama_config(const GgufFile& file);
 // reading it.
 int64_t llama_weight_bytes(const LlamaConfig& config);
 
+// Calls fn(name, shape) for every tensor a model of the config holds, in the order read.
+void for_each_llama_tensor(const LlamaConfig& config,
+                           const std::function<void(const std::string&, const Shape&)>& fn);
+
 struct LlamaLayer {
   Tensor attn_norm, ffn_norm;                    // [hidden]
-  nn::LinearWeights q, k, v, o, gate, up, down;  // no biases
+  nn::LinearWeights q, k, v, o, gate, up, down;  // q, k, v with biases where the config has them
+  Tensor q_norm, k_norm;                         // [head_dim], where config.qk_norm
+  Tensor post_attn_norm, post_ffn_norm;          // [hidden], where config.post_norms
 };
 struct LlamaWeights {
   Tensor embedding;  // [vocab, hidden]
   std::vector<LlamaLayer> layers;
   Tensor output_norm;        // [hidden]
   nn::LinearWeights output;  // [vocab, hidden]: the embedding itself when tied
+  std::vector<double> rope_factors;  // [rope_dims / 2] where config.rope_factors
 };
 // Every tensor the config needs, read, dequantized and checked for its shape and finite values.
 LlamaWeights read_llama_weights(const GgufFile& file, const LlamaConfig& config);
@@ -78,17 +90,18 @@ Tensor llama_forward(const LlamaWeights& weights, const LlamaConfig& config,
                      const std::vector<int32_t>& ids, KvCache& cache,
                      const LlamaOptions& options = {});
 
-// The rotations of RoPE for positions start … start + n − 1 of heads of dimension d: cos and sin
-// of pos·base^(−2i/d), [n, d/2] each, computed once and applied to every head of every layer.
+// The rotations of RoPE for positions start … start + n − 1 of layer l (the sliding layers have
+// their own base): cos and sin of each position's angle for each of the rope_dims / 2 pairs,
+// [n, rope_dims / 2], computed once and applied to every head of the layer.
 struct RopeTable {
-  int64_t n = 0, d = 0;
+  int64_t n = 0, d = 0, dims = 0;  // positions, head dimension, dimensions turned
+  RopePairing pairing = RopePairing::adjacent;
   std::vector<double> cos, sin;
 };
-RopeTable rope_table(int64_t start, int64_t n, int64_t d, double base);
+RopeTable rope_table(const LlamaConfig& config, const LlamaWeights& weights, int64_t layer,
+                     int64_t start, int64_t n);
 // RoPE in place on x [1, heads, n, head_dim] (contiguous), with the table of its positions.
 void rope(Tensor& x, const RopeTable& table);
-// The same, the table made for this call.
-void rope(Tensor& x, int64_t start, double base);
 
 // The pieces of llama_forward, for the lens (qkv/residual.h): h₀ of ids at positions start …;
 // one layer l over h [n, hidden] at positions cache.length … cache.length + n − 1 (rotations
@@ -98,8 +111,11 @@ void rope(Tensor& x, int64_t start, double base);
 Tensor llama_embed(const LlamaWeights& weights, const LlamaConfig& config,
                    const std::vector<int32_t>& ids, int64_t start);
 void llama_layer(const LlamaWeights& weights, const LlamaConfig& config, int64_t layer, Tensor& h,
-                 const RopeTable& rotations, KvCache& cache, std::vector<AttentionCapture>* capture,
-                 const LayerHooks& hooks, bool capture_rows = false);
+                 KvCache& cache, std::vector<AttentionCapture>* capture, const LayerHooks& hooks,
+                 bool capture_rows = false);
+// The logits of normed rows [n, hidden]: the output matrix, then Gemma's soft cap where it has
+// one.
+Tensor llama_unembed(const LlamaWeights& weights, const LlamaConfig& config, const Tensor& normed);
 // x ← x / √(mean(x²) + ε) · gain over the rows of x [n, d] (contiguous float32): RMSNorm.
 void llama_rms_norm(Tensor& x, const Tensor& gain, double eps);
 

@@ -28,7 +28,8 @@ int64_t peak(const CausalLM& model, double work) {
 double pass_bytes(const LlamaConfig& c, double n, bool every_logit) {
   const double hid = static_cast<double>(c.hidden), ffn = static_cast<double>(c.ffn);
   const double kv = static_cast<double>(c.kv_heads * c.head_dim);
-  return 4.0 * (n * (6 * hid + 2 * kv + 3 * ffn) +
+  const double q = std::max(hid, static_cast<double>(c.heads * c.head_dim));  // Qwen 3: wider
+  return 4.0 * (n * (4 * hid + 2 * q + 2 * kv + 3 * ffn) +
                 (every_logit ? n : 1.0) * static_cast<double>(c.vocab));
 }
 

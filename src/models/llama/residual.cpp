@@ -35,8 +35,7 @@ class LlamaResidual final : public ResidualModel {
   void layer(int64_t l, Tensor& h, const LayerHooks& hooks) const override {
     check_layer(l);
     KvCache cache;
-    llama_layer(*w_, *c_, l, h, rope_table(0, h.dim(-2), c_->head_dim, c_->rope_base), cache,
-                nullptr, hooks);
+    llama_layer(*w_, *c_, l, h, cache, nullptr, hooks);
   }
 
   Tensor final_norm(const Tensor& h) const override {
@@ -56,7 +55,9 @@ class LlamaResidual final : public ResidualModel {
     return y;
   }
 
-  Tensor unembed(const Tensor& normed) const override { return nn::linear(normed, w_->output); }
+  Tensor unembed(const Tensor& normed) const override {
+    return llama_unembed(*w_, *c_, normed);
+  }
 
   std::vector<double> unembedding_row(int32_t id) const override {
     if (id < 0 || id >= c_->vocab)
@@ -77,7 +78,36 @@ class LlamaResidual final : public ResidualModel {
     return x;
   }
 
-  void position(Tensor& x, int64_t start) const override { rope(x, start, c_->rope_base); }
+  void position(int64_t l, Tensor& x, int64_t start) const override {
+    check_layer(l);
+    rope(x, rope_table(*c_, *w_, l, start, x.dim(2)));
+  }
+
+  void finish_projection(int64_t l, Tensor& x, int64_t head, bool query) const override {
+    const LlamaLayer& layer = at(l);
+    const int64_t d = c_->head_dim, rows = x.numel() / d;
+    float* p = x.data<float>();
+    const Tensor& bias = query ? layer.q.bias : layer.k.bias;
+    if (bias.defined())
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < d; ++i) p[r * d + i] += bias.data<float>()[head * d + i];
+    if (c_->qk_norm) llama_rms_norm(x, query ? layer.q_norm : layer.k_norm, c_->eps);
+  }
+
+  double attention_scale(int64_t /*l*/) const override { return c_->attention_scale; }
+
+  std::vector<double> attention_part(int64_t l, const std::vector<double>& part,
+                                     const std::vector<double>& whole) const override {
+    if (!c_->post_norms) return part;
+    // Gemma's RMSNorm after W_O, frozen at the whole: each head's part scaled as the whole is.
+    double squares = 0;
+    for (const double x : whole) squares += x * x;
+    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(whole.size()) + c_->eps);
+    const float* g = at(l).post_attn_norm.data<float>();
+    std::vector<double> y(part.size());
+    for (std::size_t j = 0; j < part.size(); ++j) y[j] = part[j] * inv * g[j];
+    return y;
+  }
 
  private:
   std::shared_ptr<const LlamaConfig> c_;

@@ -132,7 +132,7 @@ class DecoderResidual final : public ResidualModel {
     nn::layer_norm(y, attention(l).norm);
     return y;
   }
-  void position(Tensor& /*x*/, int64_t /*start*/) const override {}  // added to the embedding
+  void position(int64_t /*l*/, Tensor& /*x*/, int64_t /*start*/) const override {}  // added to the embedding
 
  private:
   const Attention& attention(int64_t l) const {

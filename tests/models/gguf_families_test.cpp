@@ -1,0 +1,142 @@
+// The GGUF decoder families against transformers (tests/golden/make_gguf_family_goldens.py): a tiny
+// random model of each — llama as Llama 3 (llama3 RoPE factors, GQA) and as Llama 2
+// (SentencePiece, tied), qwen2 (q/k/v biases), qwen3 (q/k norms, head_dim ≠ hidden/heads, MQA),
+// gemma3 (sliding and global layers, post norms, GeGLU, scaled embeddings) — whose tensors are
+// spread over every quantization type qkv reads. The goldens are transformers' float64 forward on
+// the file's own dequantized weights: the logits of 12 ids, every layer's attention weights, and
+// 8 greedy tokens after a 5-id prompt.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "models/model_files.h"
+#include "qkv/causal_lm.h"
+#include "qkv/npy.h"
+
+namespace qkv {
+namespace {
+
+const std::string kDir = test::golden_dir("gguf_families");
+
+nlohmann::json family(const std::string& name) {
+  for (const nlohmann::json& f : test::read_golden_json("goldens.json", "gguf_families"))
+    if (f["name"] == name) return f;
+  throw std::runtime_error("no family " + name + " in goldens.json");
+}
+
+// The worst difference of any row of `got` [n, m] from `want`'s, relative to that row's largest
+// |value| (docs/CONVENTIONS.md: a model's float32 forward against a float64 golden).
+double worst_relative(const Tensor& got, const Tensor& want) {
+  const int64_t m = want.dim(-1), n = want.numel() / m;
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double scale = 0, diff = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      scale = std::max(scale, std::abs(want.value(i * m + j)));
+      diff = std::max(diff, std::abs(got.value(i * m + j) - want.value(i * m + j)));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+std::vector<int32_t> ids_of(const nlohmann::json& j) { return j.get<std::vector<int32_t>>(); }
+
+class GgufFamily : public testing::TestWithParam<std::string> {};
+
+TEST_P(GgufFamily, LogitsAttentionAndGreedyTokensMatchTransformers) {
+  const nlohmann::json f = family(GetParam());
+  const std::string stem = kDir + "/" + f["file"].get<std::string>();
+  const CausalLM model = CausalLM::load(stem);
+  EXPECT_EQ(model.config().architecture, f["arch"]);
+  const std::vector<int32_t> ids = ids_of(f["ids"]);
+
+  std::vector<AttentionCapture> layers;
+  const Tensor logits = model.capture(ids, layers);
+  const std::string base = stem.substr(0, stem.size() - 5);  // less ".gguf"
+  const Tensor want = read_npy(base + ".logits.npy");
+  const double logit_error = worst_relative(logits, want);
+  EXPECT_LT(logit_error, 1e-4) << GetParam();
+
+  const Tensor attentions = read_npy(base + ".attentions.npy");  // [layers, heads, n, n]
+  ASSERT_EQ(static_cast<int64_t>(layers.size()), attentions.dim(0));
+  double weight_error = 0;
+  const int64_t per_layer = attentions.numel() / attentions.dim(0);
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const Tensor& w = layers[l].weights;  // [1, heads, n, n]
+    ASSERT_EQ(w.numel(), per_layer);
+    for (int64_t i = 0; i < per_layer; ++i)
+      weight_error = std::max(weight_error, std::abs(w.value(i) - attentions.value(
+                                                                      static_cast<int64_t>(l) * per_layer + i)));
+  }
+  EXPECT_LT(weight_error, 1e-5) << GetParam();
+
+  const std::vector<int32_t> generated = model.generate(
+      ids_of(f["prompt"]), {.max_tokens = 8, .stop_at_eos = false});
+  EXPECT_EQ(generated, ids_of(f["generated"])) << GetParam();
+  std::printf("  %s: logits %.2e (relative), weights %.2e\n", GetParam().c_str(), logit_error,
+              weight_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GgufFamily,
+                         testing::Values("llama3", "llama2", "qwen2", "qwen3", "gemma3"));
+
+// The comparison catches a model that is slightly off: the golden with one logit moved by 1e-3 of
+// its row's scale fails it.
+TEST(GgufFamilies, TheCheckerRejectsAPerturbedLogit) {
+  const nlohmann::json f = family("qwen2");
+  const std::string stem = kDir + "/" + f["file"].get<std::string>();
+  const CausalLM model = CausalLM::load(stem);
+  const Tensor logits = model.logits(ids_of(f["ids"]));
+  Tensor want = read_npy(stem.substr(0, stem.size() - 5) + ".logits.npy").clone();
+  EXPECT_LT(worst_relative(logits, want), 1e-4);
+  const int64_t m = want.dim(1);
+  double scale = 0;
+  for (int64_t j = 0; j < m; ++j) scale = std::max(scale, std::abs(want.value(3 * m + j)));
+  want.data<double>()[3 * m + 7] += 1e-3 * scale;
+  EXPECT_GT(worst_relative(logits, want), 5e-4);
+}
+
+// Gemma 3's all-F32 twin holds the same dequantized weights as the quantized file: the same
+// goldens, through another reading of every tensor.
+TEST(GgufFamilies, GemmaF32TwinMatchesTheSameGoldens) {
+  const nlohmann::json f = family("gemma3");
+  const CausalLM model = CausalLM::load(kDir + "/tiny-gemma3-f32.gguf");
+  const Tensor want = read_npy(kDir + "/tiny-gemma3.logits.npy");
+  EXPECT_LT(worst_relative(model.logits(ids_of(f["ids"])), want), 1e-4);
+}
+
+// What each architecture changes is what the config says — the features the explain views name.
+TEST(GgufFamilies, ConfigsSayWhatEachArchitectureChanges) {
+  const CausalLM llama3 = CausalLM::open(kDir + "/tiny-llama3.gguf");
+  EXPECT_TRUE(llama3.config().rope_factors);
+  EXPECT_EQ(llama3.config().rope_pairing, RopePairing::adjacent);
+  const CausalLM qwen2 = CausalLM::open(kDir + "/tiny-qwen2.gguf");
+  EXPECT_TRUE(qwen2.config().qkv_bias);
+  EXPECT_EQ(qwen2.config().rope_pairing, RopePairing::halves);
+  const CausalLM qwen3 = CausalLM::open(kDir + "/tiny-qwen3.gguf");
+  EXPECT_TRUE(qwen3.config().qk_norm);
+  EXPECT_EQ(qwen3.config().head_dim, 32);
+  EXPECT_EQ(qwen3.config().hidden, 64);
+  const CausalLM gemma3 = CausalLM::open(kDir + "/tiny-gemma3.gguf");
+  const LlamaConfig& g = gemma3.config();
+  EXPECT_EQ(g.sliding_window, 4);
+  EXPECT_EQ(g.sliding, (std::vector<bool>{true, true, false}));
+  EXPECT_DOUBLE_EQ(g.embedding_scale, 8.0);
+  EXPECT_TRUE(g.post_norms && g.gelu && g.qk_norm);
+  const std::vector<std::string> features = attention_features(g);
+  const auto says = [&](const std::string& words) {
+    return std::any_of(features.begin(), features.end(), [&](const std::string& s) {
+      return s.find(words) != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(says("sliding window of 4 positions on 2 of 3 layers")) << features.front();
+  EXPECT_TRUE(says("multi-query attention"));
+  EXPECT_TRUE(says("RMSNorm on each head's q and k"));
+}
+
+}  // namespace
+}  // namespace qkv
