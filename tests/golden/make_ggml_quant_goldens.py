@@ -6,9 +6,9 @@ reader, PyPI) dequantizes them to:
     TYPE.npy   gguf.quants.dequantize of them, float32 [8, 256]
     quants.gguf  every TYPE.bin as a tensor named after its type, written by gguf's GGUFWriter
 
-and the GGUF fuzz target's seeds in tests/fuzz/corpus/gguf/: quant_types.gguf, one row of each type
-qkv reads (F32, F16, BF16 too), and unread_q2_k.gguf, a Q2_K tensor, which qkv refuses. tests/core/ggml_quants_test.cpp
-requires qkv's dequantization to equal these bit for bit.
+and the GGUF fuzz target's seeds in tests/fuzz/corpus/gguf/: quant_types.gguf, one row of each
+type qkv reads (F32, F16, BF16 too), and unread_q2_k.gguf, a Q2_K tensor, which qkv refuses.
+tests/core/ggml_quants_test.cpp requires qkv's dequantization to equal these bit for bit.
 
     /root/.cache/qkv/torch-venv/bin/python tests/golden/make_ggml_quant_goldens.py
 
@@ -16,9 +16,9 @@ Needs numpy and gguf (pip install gguf) in a venv outside the repository; `make 
 it. Deterministic: the same files each run (a fixed seed).
 
 The bytes are random except the f16 scales (d, and m or dmin where the type has one), drawn finite
-and modest so that every value is finite. The first rows hold hand-set blocks: a zero scale (every
-value ±0, the sign of (q − offset)·0 kept), every quant bit set (the largest q), negative minimums
-(m, dmin < 0 with the largest 6-bit min), and a subnormal scale.
+and modest so that every value is finite. The first blocks are set by hand: a zero scale (every
+value ±0, the sign of (q − offset)·0 kept), every quant bit set (the largest q), negative
+minimums (m, dmin < 0 with the largest 6-bit min), and a subnormal scale.
 """
 import os
 
