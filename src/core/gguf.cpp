@@ -7,7 +7,7 @@
 #include <limits>
 #include <set>
 
-#include "core/half.h"
+#include "core/ggml_quants.h"
 
 namespace qkv {
 
@@ -24,31 +24,6 @@ class GgufSource {
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
-constexpr int64_t kBlock = 32;           // values per block of Q4_0, Q4_1, Q8_0
-
-// Bytes of one block (quantized) or one value (float) of a type qkv reads; 0 for others.
-uint64_t block_bytes(uint32_t type) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::f32:
-      return 4;
-    case GgmlType::f16:
-    case GgmlType::bf16:
-      return 2;
-    case GgmlType::q4_0:
-      return 2 + kBlock / 2;
-    case GgmlType::q4_1:
-      return 4 + kBlock / 2;
-    case GgmlType::q8_0:
-      return 2 + kBlock;
-  }
-  return 0;
-}
-
-bool quantized(uint32_t type) {
-  const auto t = static_cast<GgmlType>(type);
-  return t == GgmlType::q4_0 || t == GgmlType::q4_1 || t == GgmlType::q8_0;
-}
-
 class FileSource final : public GgufSource {
  public:
   explicit FileSource(const std::string& path) : file_(path, kGgufInput) {}
@@ -214,85 +189,7 @@ class Reader {
   uint64_t items_ = 0;  // array items read so far
 };
 
-void dequantize_blocks(GgmlType type, const uint8_t* p, float* out, int64_t blocks) {
-  const auto f16 = [](const uint8_t* q) {
-    return half_to_float(static_cast<uint16_t>(q[0] | (q[1] << 8)));
-  };
-  for (int64_t b = 0; b < blocks; ++b, out += kBlock) {
-    if (type == GgmlType::q8_0) {
-      const float d = f16(p);
-      for (int64_t j = 0; j < kBlock; ++j)
-        out[j] = static_cast<float>(static_cast<int8_t>(p[2 + j])) * d;
-      p += 2 + kBlock;
-      continue;
-    }
-    // Q4_0 and Q4_1: byte j holds value j in its low nibble and value j + 16 in its high one.
-    const float d = f16(p);
-    const bool with_min = type == GgmlType::q4_1;
-    const float m = with_min ? f16(p + 2) : 0.0f;
-    const uint8_t* q = p + (with_min ? 4 : 2);
-    const int offset = with_min ? 0 : 8;
-    for (int64_t j = 0; j < kBlock / 2; ++j) {
-      out[j] = static_cast<float>((q[j] & 0x0F) - offset) * d + m;
-      out[j + kBlock / 2] = static_cast<float>((q[j] >> 4) - offset) * d + m;
-    }
-    p += with_min ? 4 + kBlock / 2 : 2 + kBlock / 2;
-  }
-}
-
 }  // namespace
-
-std::string ggml_type_name(uint32_t type) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::f32:
-      return "F32";
-    case GgmlType::f16:
-      return "F16";
-    case GgmlType::bf16:
-      return "BF16";
-    case GgmlType::q4_0:
-      return "Q4_0";
-    case GgmlType::q4_1:
-      return "Q4_1";
-    case GgmlType::q8_0:
-      return "Q8_0";
-  }
-  return "type " + std::to_string(type);
-}
-
-uint64_t ggml_bytes(uint32_t type, uint64_t n) {
-  const uint64_t unit = block_bytes(type);
-  if (unit == 0) return 0;
-  if (!quantized(type)) return n > std::numeric_limits<uint64_t>::max() / unit ? 0 : n * unit;
-  if (n % kBlock != 0) return 0;
-  return n / kBlock * unit;  // ≤ n·unit/32: no overflow
-}
-
-void dequantize(uint32_t type, const std::byte* data, float* out, int64_t n) {
-  const auto* p = reinterpret_cast<const uint8_t*>(data);
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::f32:
-      std::memcpy(out, p, static_cast<std::size_t>(n) * 4);
-      return;
-    case GgmlType::f16:
-    case GgmlType::bf16:
-      for (int64_t i = 0; i < n; ++i) {
-        const auto h = static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8));
-        out[i] = type == static_cast<uint32_t>(GgmlType::f16) ? half_to_float(h) : bf16_to_float(h);
-      }
-      return;
-    case GgmlType::q4_0:
-    case GgmlType::q4_1:
-    case GgmlType::q8_0:
-      if (n % kBlock != 0)
-        throw Error("dequantize: " + std::to_string(n) + " values of " + ggml_type_name(type) +
-                    "; expected a multiple of 32");
-      dequantize_blocks(static_cast<GgmlType>(type), p, out, n / kBlock);
-      return;
-  }
-  throw Error("dequantize: " + ggml_type_name(type) +
-              " is not a type qkv reads; expected F32, F16, BF16, Q4_0, Q4_1 or Q8_0");
-}
 
 bool is_gguf_file(const std::string& path) {
   try {
@@ -388,12 +285,13 @@ GgufFile GgufFile::read(std::shared_ptr<const GgufSource> source, std::string na
     for (uint32_t d = dims; d-- > 0;) t.shape.push_back(static_cast<int64_t>(ne[d]));
     t.type = r.number<uint32_t>("a tensor's type");
     t.offset = r.number<uint64_t>("a tensor's offset");
-    if (block_bytes(t.type) == 0)
-      r.fail("tensor \"" + t.name + "\" is of " + ggml_type_name(t.type) +
-             ", which qkv does not read (F32, F16, BF16, Q4_0, Q4_1, Q8_0)");
-    if (quantized(t.type) && ne[0] % kBlock != 0)
+    const GgmlBlock block = ggml_block(t.type);
+    if (block.bytes == 0)
+      r.fail("tensor \"" + t.name + "\" is of " + ggml_type_label(t.type) +
+             ", which qkv does not read (it reads " + ggml_types_read() + ")");
+    if (ne[0] % static_cast<uint64_t>(block.values) != 0)
       r.fail("tensor \"" + t.name + "\" has rows of " + std::to_string(ne[0]) + " values of " +
-             ggml_type_name(t.type) + "; expected a multiple of 32");
+             ggml_type_name(t.type) + "; expected a multiple of " + std::to_string(block.values));
     t.bytes = ggml_bytes(t.type, count);
     if (t.offset % alignment != 0)
       r.fail("tensor \"" + t.name + "\" starts at offset " + std::to_string(t.offset) +
@@ -449,16 +347,16 @@ Tensor GgufFile::tensor(const std::string& name) const {
   }
   // The others through a buffer of whole blocks (rows of a quantized tensor are whole blocks, so
   // its byte count is too), dequantized as they arrive: the stored bytes are never all in memory.
-  const uint64_t block = block_bytes(t.type);
-  const int64_t per_block = quantized(t.type) ? kBlock : 1;
-  const uint64_t chunk = std::max<uint64_t>(block, (uint64_t{1} << 20) / block * block);
+  const GgmlBlock block = ggml_block(t.type);
+  const uint64_t chunk =
+      std::max<uint64_t>(block.bytes, (uint64_t{1} << 20) / block.bytes * block.bytes);
   std::string buffer(static_cast<std::size_t>(std::min(chunk, t.bytes)), '\0');
   for (uint64_t done = 0; done < t.bytes;) {
     const uint64_t n = std::min(chunk, t.bytes - done);
     source_->read(at + done, buffer.data(), static_cast<std::size_t>(n));
     dequantize(t.type, reinterpret_cast<const std::byte*>(buffer.data()),
-               values + static_cast<int64_t>(done / block) * per_block,
-               static_cast<int64_t>(n / block) * per_block);
+               values + static_cast<int64_t>(done / block.bytes) * block.values,
+               static_cast<int64_t>(n / block.bytes) * block.values);
     done += n;
   }
   return out;

@@ -13,8 +13,9 @@
 //
 // Validation, as the safetensors reader's: every length and count within the file, sizes
 // overflow-checked, offsets aligned and inside the data, no two tensors overlapping, no duplicate
-// keys or names, rank 1–4, a quantized row a whole number of blocks, an unknown type named. Every
-// failure is a qkv::Error whose message starts with the file name.
+// keys or names, rank 1–4, a quantized row a whole number of blocks (32 values, 256 for the
+// K-quants), a type qkv does not read named. Every failure is a qkv::Error whose message starts
+// with the file name.
 //
 // Memory: open() reads the header alone, never more than kMaxGgufHeaderBytes of it, and its
 // arrays at most 2M items each, 4M together (JSON values in memory take more than their bytes on
@@ -46,16 +47,41 @@ inline constexpr InputSpec kGgufInput{.expected = "a regular .gguf file",
 // with their scores, types and merges) make about 20 MB.
 inline constexpr uint64_t kMaxGgufHeaderBytes = uint64_t{64} << 20;
 
-// The ggml tensor types qkv reads (ggml.h's numbering).
+// The ggml tensor types qkv reads (ggml.h's numbering), each dequantized to float32 exactly as
+// ggml's reference does (ggml-quants.c's dequantize_row_*; learned from it and from the gguf
+// package's quants.py, and checked bit for bit against the latter: tests/golden/ggml_quants/).
+// Blocks run along a row (ne[0]), which is a whole number of them. Scales d, m, dmin are f16;
+// "byte j holds value j low, j + 16 high" means value j in its low nibble, value j + 16 in its
+// high one. Q5_*'s qh is a little-endian u32 whose bit i is value i's fifth bit.
+// The K-quants are super-blocks of 256 values in 8 sub-blocks of 32, or 16 of 16 (Q6_K). Q4_K and
+// Q5_K pack each sub-block's scale sc and minimum m as 6 bits in 12 bytes s[0..11]: for
+// sub-block j < 4, sc = s[j] & 63 and m = s[j + 4] & 63; for j ≥ 4, sc = (s[j + 4] & 15) |
+// (s[j − 4] >> 6) << 4 and m = (s[j + 4] >> 4) | (s[j] >> 6) << 4. Their values come 64 at a time
+// from 32 bytes of qs: the low nibbles are sub-block 2i, the high ones 2i + 1.
+// Every product of scales and q is exact in float32 (at most 24 significant bits): a value is
+// rounded once, where a minimum is added, so that results match ggml's to the bit.
 enum class GgmlType : uint32_t {
   f32 = 0,
   f16 = 1,
-  q4_0 = 2,  // blocks of 32: f16 scale d, 16 bytes of 4-bit q; x = (q − 8)·d
-  q4_1 = 3,  // blocks of 32: f16 scale d, f16 minimum m, 16 bytes of 4-bit q; x = q·d + m
-  q8_0 = 8,  // blocks of 32: f16 scale d, 32 int8 q; x = q·d
+  q4_0 = 2,   // 32 values, 18 bytes: d | qs[16], byte j holds value j low, j + 16 high;
+              // x = (q − 8)·d
+  q4_1 = 3,   // 32 values, 20 bytes: d | m | qs[16] as Q4_0; x = q·d + m
+  q5_0 = 6,   // 32 values, 22 bytes: d | qh[4] | qs[16] as Q4_0; q = nibble | qh bit << 4,
+              // x = (q − 16)·d
+  q5_1 = 7,   // 32 values, 24 bytes: d | m | qh[4] | qs[16] as Q5_0; x = q·d + m
+  q8_0 = 8,   // 32 values, 34 bytes: d | 32 int8 q; x = q·d
+  q4_k = 12,  // 256 values, 144 bytes: d | dmin | scales[12] | qs[128]; value 64i + l (l < 32)
+              // is qs[32i + l] low, 64i + 32 + l its high; x = (d·sc)·q − dmin·m
+  q5_k = 13,  // 256 values, 176 bytes: d | dmin | scales[12] | qh[32] | qs[128] as Q4_K, plus 16
+              // where bit 2i of qh[l] is set (value 64i + l), bit 2i + 1 (value 64i + 32 + l)
+  q6_k = 14,  // 256 values, 210 bytes: ql[128] | qh[64] | int8 sc[16] | d; in half h (128
+              // values), value 32k + l (k < 4, l < 32): 4 low bits from ql[64h + 32·(k & 1) + l]
+              // (low nibble for k < 2, high for k ≥ 2), 2 high bits (qh[32h + l] >> 2k) & 3;
+              // x = (d·sc[8h + 2k + l / 16])·(q − 32)
   bf16 = 30,
 };
-// "Q4_1", "F32", ...; "type 17" for one qkv does not read.
+// ggml's name of a type: "Q4_K", "F32", and "Q2_K", "IQ4_NL", ... for ggml's types qkv does not
+// read; "type 99" for a number ggml does not define.
 std::string ggml_type_name(uint32_t type);
 
 struct GgufTensorInfo {
@@ -102,8 +128,9 @@ class GgufFile {
   std::vector<GgufTensorInfo> tensors_;
 };
 
-// n values of a tensor of `type` (n a whole number of blocks for quantized types) from `data`,
-// to float32. Throws qkv::Error for a type qkv does not read.
+// n values of a tensor of `type` (n a whole number of blocks for quantized types: 32 values, or
+// 256 for the K-quants) from `data`, to float32. Throws qkv::Error for a type qkv does not read,
+// or an n that is not whole blocks.
 void dequantize(uint32_t type, const std::byte* data, float* out, int64_t n);
 // Bytes that n values of `type` take; 0 for an unknown type or n not a whole number of blocks.
 uint64_t ggml_bytes(uint32_t type, uint64_t n);

@@ -15,79 +15,20 @@
 #include <string>
 #include <vector>
 
+#include "core/gguf_bytes.h"
 #include "core/scratch_files.h"
 #include "models/model_files.h"
 
 namespace qkv {
 namespace {
 
+using test::Bytes;
+using test::bytes_of;
+using test::gguf_file;
+using test::kv_string;
+using test::one_tensor;
+using test::raw;
 using ::testing::HasSubstr;
-
-// Little-endian fields, appended one after the other.
-struct Bytes {
-  std::string s;
-  template <class T>
-  Bytes& put(T v) {
-    char b[sizeof(T)];
-    std::memcpy(b, &v, sizeof(T));
-    s.append(b, sizeof(T));
-    return *this;
-  }
-  Bytes& str(const std::string& text) {
-    put<uint64_t>(text.size());
-    s += text;
-    return *this;
-  }
-};
-
-struct TensorSpec {
-  std::string name;
-  std::vector<uint64_t> ne;
-  uint32_t type;
-  std::string data;
-  uint64_t offset = UINT64_MAX;  // default: the next aligned place after the previous tensor
-};
-
-// A GGUF file as the format lays it out: header, `kv` (kv_count encoded entries), tensor infos,
-// padding, each tensor's data at its aligned offset.
-std::string gguf_file(uint64_t kv_count, const std::string& kv, std::vector<TensorSpec> tensors,
-                      uint32_t version = 3) {
-  constexpr uint64_t kAlign = 32;
-  Bytes out;
-  out.put<uint32_t>(0x46554747).put<uint32_t>(version).put<uint64_t>(tensors.size());
-  out.put<uint64_t>(kv_count);
-  out.s += kv;
-  std::string data;
-  for (TensorSpec& t : tensors) {
-    if (t.offset == UINT64_MAX) {
-      t.offset = (data.size() + kAlign - 1) / kAlign * kAlign;
-      data.resize(t.offset);
-      data += t.data;
-    }
-    out.str(t.name).put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
-    for (uint64_t n : t.ne) out.put<uint64_t>(n);
-    out.put<uint32_t>(t.type).put<uint64_t>(t.offset);
-  }
-  out.s.resize((out.s.size() + kAlign - 1) / kAlign * kAlign, '\0');
-  return out.s + data;
-}
-
-std::string kv_string(const std::string& key, const std::string& value) {
-  return Bytes().str(key).put<uint32_t>(8).str(value).s;
-}
-
-std::string bytes_of(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
-
-template <class T>
-std::string raw(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-// A file with one tensor of `type`, `ne`, `data` and one string entry.
-std::string one_tensor(uint32_t type, std::vector<uint64_t> ne, const std::string& data) {
-  return gguf_file(1, kv_string("general.architecture", "llama"),
-                   {{.name = "w", .ne = std::move(ne), .type = type, .data = data}});
-}
 
 std::string parse_error(const std::string& bytes) {
   try {
@@ -178,10 +119,21 @@ TEST(Gguf, RejectsWhatIsNotAValidFile) {
   EXPECT_THAT(parse_error(good.substr(0, 30)), HasSubstr("f.gguf: the file ends inside"));
   EXPECT_THAT(parse_error(good.substr(0, good.size() - 1)), HasSubstr("runs past the end"));
   // Unknown tensor type, named; a quantized row that is not whole blocks; rank 5; misalignment.
-  EXPECT_THAT(parse_error(one_tensor(12, {256}, std::string(144, '\0'))),
-              HasSubstr("\"w\" is of type 12, which qkv does not read"));
+  // ggml's types qkv does not read by their names; a number ggml does not define as a number.
+  EXPECT_THAT(parse_error(one_tensor(10, {256}, std::string(84, '\0'))),
+              HasSubstr("f.gguf: tensor \"w\" is of type 10 (Q2_K), which qkv does not read (it "
+                        "reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"));
+  EXPECT_THAT(parse_error(one_tensor(20, {32}, std::string(18, '\0'))),
+              HasSubstr("\"w\" is of type 20 (IQ4_NL), which qkv does not read"));
+  EXPECT_THAT(parse_error(one_tensor(99, {32}, std::string(18, '\0'))),
+              HasSubstr("\"w\" is of type 99, which qkv does not read"));
   EXPECT_THAT(parse_error(one_tensor(8, {16}, std::string(34, '\0'))),
               HasSubstr("rows of 16 values of Q8_0; expected a multiple of 32"));
+  // The K-quants' blocks are 256 values: a row of 32 (a whole Q4_0 block) is not whole blocks.
+  EXPECT_THAT(parse_error(one_tensor(12, {32, 8}, std::string(144, '\0'))),
+              HasSubstr("rows of 32 values of Q4_K; expected a multiple of 256"));
+  EXPECT_THAT(parse_error(one_tensor(14, {384}, std::string(420, '\0'))),
+              HasSubstr("rows of 384 values of Q6_K; expected a multiple of 256"));
   EXPECT_THAT(parse_error(one_tensor(0, {1, 1, 1, 1, 1}, raw<float>({1}))),
               HasSubstr("rank 5; expected 1 to 4"));
   const std::string misaligned =

@@ -4,7 +4,10 @@
 // that parses goes on to the decoder's loader (models/llama/llama.h, models/text/bpe.h): its
 // config, checked against the tensors, its weights and its tokenizer, each a result or a
 // qkv::Error. The corpus holds a tiny Llama model and lying copies of it
-// (tests/models/tiny_llama_gguf.h), so that the fuzzer starts from files that reach the loader.
+// (tests/models/tiny_llama_gguf.h), so that the fuzzer starts from files that reach the loader,
+// and a file with a tensor of every type qkv reads, F32 to Q6_K, and one of Q2_K, which it refuses
+// (quant_types.gguf, unread_q2_k.gguf: tests/golden/make_ggml_quant_goldens.py), so that it
+// mutates every dequantizer's blocks and the K-quants' 256-value rows.
 #include <cstddef>
 #include <cstdint>
 #include <string>
