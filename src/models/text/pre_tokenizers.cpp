@@ -125,6 +125,25 @@ Units units_of(std::string_view text) {
   return units;
 }
 
+// Where the piece of `p` that starts at units[i] ends.
+std::size_t match_end(PreTokenizer p, const Units& u, std::size_t i, std::size_t n) {
+  switch (p) {
+    case PreTokenizer::llama3:
+      return llama3_match(u, i, n, 3);
+    case PreTokenizer::qwen2:
+      return llama3_match(u, i, n, 1);
+    case PreTokenizer::gpt2:
+      return gpt2_match(u, i, n);
+    case PreTokenizer::smollm:
+      break;
+  }
+  // Digits(individual_digits): each \p{N} alone; GPT-2's regex on each stretch between them.
+  if (u[i].cls == RegexClass::number) return i + 1;
+  std::size_t end = i;
+  while (end < n && u[end].cls != RegexClass::number) ++end;
+  return gpt2_match(u, i, end);
+}
+
 }  // namespace
 
 std::optional<PreTokenizer> pre_tokenizer_named(std::string_view name) {
@@ -141,7 +160,11 @@ std::string_view pre_tokenizer_name(PreTokenizer p) {
 
 std::string known_pre_tokenizer_names() {
   std::string out;
-  for (const Named& n : kNames) out += (out.empty() ? "\"" : ", \"") + std::string(n.name) + "\"";
+  for (const Named& n : kNames) {
+    out += out.empty() ? "\"" : ", \"";
+    out += n.name;
+    out += '"';
+  }
   return out;
 }
 
@@ -153,33 +176,9 @@ std::vector<std::size_t> pre_tokenizer_cuts(PreTokenizer p, std::string_view tex
   const Units u = units_of(text);
   const std::size_t n = u.size();
   std::vector<std::size_t> cuts;
-  auto cut = [&](std::size_t k) { cuts.push_back(k < n ? u[k].begin : text.size()); };
   for (std::size_t i = 0; i < n;) {
-    std::size_t j;
-    switch (p) {
-      case PreTokenizer::llama3:
-        j = llama3_match(u, i, n, 3);
-        break;
-      case PreTokenizer::qwen2:
-        j = llama3_match(u, i, n, 1);
-        break;
-      case PreTokenizer::gpt2:
-        j = gpt2_match(u, i, n);
-        break;
-      case PreTokenizer::smollm: {
-        // Digits(individual_digits): each \p{N} alone; GPT-2's regex on each stretch between.
-        if (u[i].cls == RegexClass::number) {
-          j = i + 1;
-          break;
-        }
-        std::size_t end = i;
-        while (end < n && u[end].cls != RegexClass::number) ++end;
-        j = gpt2_match(u, i, end);
-        break;
-      }
-    }
-    cut(j);
-    i = j;
+    i = match_end(p, u, i, n);
+    cuts.push_back(i < n ? u[i].begin : text.size());
   }
   return cuts;
 }
