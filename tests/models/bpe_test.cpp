@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/gguf.h"
+#include "core/text/utf8.h"
 #include "models/model_files.h"
 #include "models/smollm2.h"
-#include "core/text/utf8.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
@@ -208,7 +208,11 @@ TEST(BpeTest, SpecialTokensStayWhole) {
   EXPECT_EQ(tok.decode({260, 'h', 'i', 256}), "<|im_start|>hi<s>");
 }
 
-std::vector<std::string> pieces(std::string_view text) { return BpeTokenizer::pre_tokenize(text); }
+// The smollm pre-tokenizer (from_vocab's default); the others: bpe_pretokenizer_test.cpp.
+std::vector<std::string> pieces(std::string_view text) {
+  static const BpeTokenizer tok = small({}, {});
+  return tok.pre_tokenize(text);
+}
 
 TEST(BpeTest, PreTokenizerIsolatesEveryDigit) {
   EXPECT_THAT(pieces("1234"), ElementsAre("1", "2", "3", "4"));
@@ -325,13 +329,26 @@ TEST(BpeTest, FromGgufReadsTheVocabularyAndRefusesOtherPreTokenizers) {
   EXPECT_THAT(tok.encode("abc"), ElementsAre(256, 'c'));
   // Without tokenizer.ggml.token_type every token is normal: none is matched whole.
   EXPECT_EQ(tok.type(257), TokenType::normal);
-  for (const auto& [model, pre] : {std::pair{"gpt2", "llama-bpe"}, std::pair{"llama", "smollm"}}) {
+  EXPECT_EQ(tok.pre_tokenizer(), PreTokenizer::smollm);
+  // Each name llama.cpp gives the pre-tokenizers qkv has.
+  for (const auto& [pre, expected] :
+       {std::pair{"llama-bpe", PreTokenizer::llama3}, std::pair{"llama3", PreTokenizer::llama3},
+        std::pair{"llama-v3", PreTokenizer::llama3}, std::pair{"qwen2", PreTokenizer::qwen2},
+        std::pair{"deepseek-r1-qwen", PreTokenizer::qwen2}, std::pair{"gpt-2", PreTokenizer::gpt2}})
+    EXPECT_EQ(BpeTokenizer::from_gguf(file("gpt2", pre)).pre_tokenizer(), expected) << pre;
+  // Another name, or another model, is one line naming it and listing what qkv reads.
+  for (const auto& [model, pre] : {std::pair{"gpt2", "default"}, std::pair{"gpt2", "falcon"},
+                                   std::pair{"gpt2", "Llama-BPE"}, std::pair{"llama", "smollm"}}) {
     try {
       BpeTokenizer::from_gguf(file(model, pre));
       ADD_FAILURE() << model << " " << pre << " was accepted";
     } catch (const Error& e) {
-      EXPECT_THAT(e.what(), HasSubstr("tiny.gguf: tokenizer.ggml.model \"" + std::string(model) +
-                                      "\" with tokenizer.ggml.pre \"" + pre + "\""));
+      EXPECT_EQ(std::string(e.what()),
+                "tiny.gguf: tokenizer.ggml.model \"" + std::string(model) +
+                    "\" with tokenizer.ggml.pre \"" + pre +
+                    "\"; qkv's byte-level BPE tokenizer reads \"gpt2\" with the pre-tokenizers "
+                    "\"smollm\", \"gpt-2\", \"llama-bpe\", \"llama3\", \"llama-v3\", \"qwen2\", "
+                    "\"deepseek-r1-qwen\"");
     }
   }
 }

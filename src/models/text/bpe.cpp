@@ -1,24 +1,23 @@
-// Byte-level BPE with the smollm pre-tokenizer; see bpe.h. Written from the behaviour of Hugging
-// Face's tokenizers (AddedVocabulary, Digits, ByteLevel, BPE) and checked against it on the
-// goldens of tests/golden/smollm2.
+// Byte-level BPE; see bpe.h. Written from the behaviour of Hugging Face's tokenizers
+// (AddedVocabulary, Split, Digits, ByteLevel, BPE with ignore_merges) and checked against it on the
+// goldens of tests/golden/smollm2 and tests/golden/bpe; the pre-tokenizers are pre_tokenizers.cpp.
 #include "models/text/bpe.h"
 
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdio>
+#include <optional>
 #include <queue>
 #include <utility>
 
 #include "core/gguf.h"
-#include "core/text/unicode_tables.h"
 #include "core/text/utf8.h"
+#include "models/text/nfc.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
 namespace {
-
-using unicode::RegexClass;
 
 // GPT-2's byte alphabet: the printable bytes ! to ~, ¡ to ¬ and ® to ÿ stand for themselves; the
 // other 68 (controls, space, DEL, U+0080..U+00A0, the soft hyphen) take U+0100 onwards in order.
@@ -41,79 +40,6 @@ struct ByteAlphabet {
 const ByteAlphabet& alphabet() {
   static const ByteAlphabet a;
   return a;
-}
-
-RegexClass regex_class(char32_t cp) {
-  static const auto ascii = [] {
-    std::array<RegexClass, 128> table;
-    for (char32_t c = 0; c < 128; ++c) table[c] = unicode::regex_class(c);
-    return table;
-  }();
-  return cp < 128 ? ascii[cp] : unicode::regex_class(cp);
-}
-
-// A code point of the text and where its bytes begin.
-struct Unit {
-  char32_t cp;
-  std::size_t begin;
-  RegexClass cls;
-};
-
-// Where the GPT-2 regex's match starting at units[i] ends (an index past i), the alternatives tried
-// in the regex's order.
-std::size_t gpt2_match(const std::vector<Unit>& u, std::size_t i, std::size_t n) {
-  // 's 't 're 've 'm 'll 'd
-  if (u[i].cp == '\'' && i + 1 < n) {
-    const char32_t a = u[i + 1].cp;
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-    if (i + 2 < n) {
-      const char32_t b = u[i + 2].cp;
-      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-    }
-  }
-  // ␠?\p{L}+ | ␠?\p{N}+ | ␠?[^\s\p{L}\p{N}]+: one optional space, then a run of one class.
-  const std::size_t s = u[i].cp == ' ' ? i + 1 : i;
-  if (s < n && u[s].cls != RegexClass::space) {
-    const RegexClass cls = u[s].cls;
-    std::size_t j = s + 1;
-    while (j < n && u[j].cls == cls) ++j;
-    return j;
-  }
-  // \s+(?!\S) | \s+: a run of white space, less its last character when a non-space follows it
-  // (that one then starts the next match) — unless the run is a single character.
-  std::size_t j = i + 1;
-  while (j < n && u[j].cls == RegexClass::space) ++j;
-  if (j == n || j - 1 == i) return j;
-  return j - 1;
-}
-
-// Steps 2–3 of bpe.h on `text`: calls emit(begin, end) with each piece's bytes, in order.
-template <typename Emit>
-void split_pieces(std::string_view text, Emit&& emit) {
-  std::vector<Unit> units;
-  units.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t begin = i;
-    const char32_t cp = utf8::next(text, i);
-    units.push_back({cp, begin, regex_class(cp)});
-  }
-  const std::size_t n = units.size();
-  auto at = [&](std::size_t k) { return k < n ? units[k].begin : text.size(); };
-  // Digits(individual_digits): each \p{N} alone; the GPT-2 regex on each stretch between them.
-  for (std::size_t i = 0; i < n;) {
-    if (units[i].cls == RegexClass::number) {
-      emit(at(i), at(i + 1));
-      ++i;
-      continue;
-    }
-    std::size_t end = i;
-    while (end < n && units[end].cls != RegexClass::number) ++end;
-    while (i < end) {
-      const std::size_t j = gpt2_match(units, i, end);
-      emit(at(i), at(j));
-      i = j;
-    }
-  }
 }
 
 uint64_t pair_key(int32_t left, int32_t right) {
@@ -179,7 +105,7 @@ std::string token_bytes(const std::string& token) {
 
 BpeTokenizer BpeTokenizer::from_vocab(std::vector<std::string> tokens,
                                       const std::vector<std::string>& merges,
-                                      std::vector<int32_t> token_types) {
+                                      std::vector<int32_t> token_types, PreTokenizer pre) {
   if (tokens.empty()) throw Error("BPE vocabulary: no tokens");
   if (tokens.size() > std::size_t(INT32_MAX)) throw Error("BPE vocabulary: too many tokens");
   if (token_types.empty()) token_types.assign(tokens.size(), int32_t(TokenType::normal));
@@ -188,6 +114,7 @@ BpeTokenizer BpeTokenizer::from_vocab(std::vector<std::string> tokens,
                 std::to_string(tokens.size()) + " tokens; expected one type per token");
   }
   BpeTokenizer t;
+  t.pre_ = pre;
   t.tokens_ = std::move(tokens);
   t.types_ = std::move(token_types);
   t.ids_.reserve(t.tokens_.size());
@@ -241,10 +168,14 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
   };
   const std::string model = text("tokenizer.ggml.model");
   const std::string pre = file.has("tokenizer.ggml.pre") ? text("tokenizer.ggml.pre") : "";
-  if (model != "gpt2" || pre != "smollm") {
+  // The pre-tokenizer is named, not written, in the file: one qkv does not know would give ids
+  // that silently differ from the model's (llama.cpp falls back to a default regex and warns).
+  const std::optional<PreTokenizer> pre_tokenizer = pre_tokenizer_named(pre);
+  if (model != "gpt2" || !pre_tokenizer) {
     throw Error(file.name() + ": tokenizer.ggml.model \"" + model +
                 "\" with tokenizer.ggml.pre \"" + pre +
-                "\"; qkv's BPE tokenizer reads \"gpt2\" with \"smollm\" (SmolLM2)");
+                "\"; qkv's byte-level BPE tokenizer reads \"gpt2\" with the pre-tokenizers " +
+                known_pre_tokenizer_names());
   }
   // A BPE vocabulary is its tokens and the merges that build them: a file without merges would
   // encode "19" as "1", "9" and every word as its bytes, a different model from the one trained.
@@ -296,7 +227,7 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
   }
   BpeTokenizer t;
   try {
-    t = from_vocab(std::move(tokens), merges, std::move(types));
+    t = from_vocab(std::move(tokens), merges, std::move(types), *pre_tokenizer);
   } catch (const Error& e) {
     throw Error(file.name() + ": " + e.what());
   }
@@ -345,12 +276,16 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view text) {
-  utf8::validate(text);
+std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view raw) const {
+  utf8::validate(raw);
+  const std::string normalized = normalizes_to_nfc(pre_) ? to_nfc(raw) : std::string();
+  const std::string_view text = normalizes_to_nfc(pre_) ? normalized : raw;
   std::vector<std::string> pieces;
-  split_pieces(text, [&](std::size_t begin, std::size_t end) {
+  std::size_t begin = 0;
+  for (const std::size_t end : pre_tokenizer_cuts(pre_, text)) {
     pieces.emplace_back(text.substr(begin, end - begin));
-  });
+    begin = end;
+  }
   return pieces;
 }
 
@@ -384,15 +319,32 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, Unspelled unspe
   return out;
 }
 
-void BpeTokenizer::encode_plain(std::string_view text, Unspelled unspelled,
+void BpeTokenizer::encode_plain(std::string_view raw, Unspelled unspelled,
                                 std::vector<int32_t>& out) const {
-  split_pieces(text, [&](std::size_t begin, std::size_t end) {
+  // Step 2 on the text between special tokens: HF's added tokens are cut out before normalizing.
+  const std::string normalized = normalizes_to_nfc(pre_) ? to_nfc(raw) : std::string();
+  const std::string_view text = normalizes_to_nfc(pre_) ? normalized : raw;
+  std::size_t begin = 0;
+  for (const std::size_t end : pre_tokenizer_cuts(pre_, text)) {
     bpe(text.substr(begin, end - begin), unspelled, out);
-  });
+    begin = end;
+  }
 }
 
 void BpeTokenizer::bpe(std::string_view piece, Unspelled unspelled,
                        std::vector<int32_t>& out) const {
+  // Llama 3's ignore_merges: a piece that is a token of the vocabulary is that token, whatever
+  // the merges would make of it (HF's BPE looks the spelled piece up before merging, llama.cpp's
+  // llm_tokenizer_bpe_session too). Its vocabulary has such tokens, so the ids differ.
+  if (ignores_merges(pre_)) {
+    std::string spelled;
+    for (const char b : piece)
+      utf8::append(spelled, alphabet().symbol[static_cast<unsigned char>(b)]);
+    if (const int32_t id = id_of(spelled); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
   // The piece's bytes as a linked list of symbols; a merged-away symbol has id -1.
   struct Symbol {
     int32_t id;

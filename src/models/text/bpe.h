@@ -1,22 +1,21 @@
 // models/text/bpe.h — byte-level BPE with ranked merges, as Hugging Face's tokenizers runs it for
-// SmolLM2 (GGUF tokenizer.ggml.model "gpt2", tokenizer.ggml.pre "smollm").
+// the GGUF vocabularies of tokenizer.ggml.model "gpt2": SmolLM2 ("smollm"), Llama 3.x
+// ("llama-bpe"), Qwen 2/2.5/3 ("qwen2"), GPT-2 ("gpt-2") — tokenizer.ggml.pre names the
+// pre-tokenizer (pre_tokenizers.h).
 //
-// encode(text) gives the ids tokenizer(text)["input_ids"] gives (SmolLM2 adds no BOS):
+// encode(text) gives the ids tokenizer(text, add_special_tokens=False)["input_ids"] gives:
 //   1. control and user-defined tokens written in the text ("<|im_start|>", "<|endoftext|>", ...)
 //      stay whole, the longest one first where several start at the same byte, as HF's added
 //      tokens do; the text between them goes through steps 2–4 on its own;
-//   2. Digits(individual_digits): every \p{N} code point is a piece of its own;
-//   3. the GPT-2 regex of ByteLevel cuts each stretch between them, first alternative that matches:
-//        's 't 're 've 'm 'll 'd  |  ␠?\p{L}+  |  ␠?\p{N}+  |  ␠?[^\s\p{L}\p{N}]+  |  \s+(?!\S)  |
-//        \s+
-//      (␠ is U+0020 alone; \s is White_Space; the contractions are lower case only);
+//   2. (qwen2) the text is put in Unicode NFC, as the NFC normalizer of Qwen's tokenizer.json;
+//   3. the pre-tokenizer cuts it into pieces (smollm: every \p{N} alone, then GPT-2's regex;
+//      llama3: Llama 3's regex; ...: pre_tokenizers.h);
 //   4. each piece's bytes become the symbols of GPT-2's byte alphabet (printable bytes stand for
 //      themselves, the others for U+0100 onwards: a space is Ġ, a newline Ċ) — a byte whose symbol
 //      the vocabulary lacks is dropped, as HF does (SmolLM2 lacks 21, e.g. 0x04), or refused
-//      (Unspelled) — and the adjacent pair of lowest merge rank is merged, the leftmost of equal
-//      ones, until no merge applies.
-// llama.cpp's LLAMA_VOCAB_PRE_TYPE_SMOLLM is the same pair of splits (its regexes "\p{N}" and
-// GPT-2's). unicode_tables.h gives the classes, generated from Python's unicodedata.
+//      (Unspelled) — and, unless the pre-tokenizer ignores merges (llama3) and the spelled piece
+//      is a token, the adjacent pair of lowest merge rank is merged, the leftmost of equal ones,
+//      until no merge applies.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +25,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "models/text/pre_tokenizers.h"
 
 namespace qkv {
 
@@ -48,14 +49,16 @@ class BpeTokenizer {
   // rank order (tokenizer.ggml.merges), one type per token (TokenType; none: all normal). A
   // qkv::Error when the sizes disagree, a token is not UTF-8, or a merge is malformed or names a
   // token not in the vocabulary (its parts or their concatenation). A token listed twice keeps its
-  // first id, a merge listed twice its first rank.
+  // first id, a merge listed twice its first rank. `pre`: the pre-tokenizer (steps 2–3).
   static BpeTokenizer from_vocab(std::vector<std::string> tokens,
                                  const std::vector<std::string>& merges,
-                                 std::vector<int32_t> token_types);
+                                 std::vector<int32_t> token_types,
+                                 PreTokenizer pre = PreTokenizer::smollm);
 
   // From a GGUF's metadata: tokenizer.ggml.tokens, .merges and .token_type (optional). Only the
-  // pre-tokenizer written here is accepted: tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre
-  // "smollm"; another is a qkv::Error naming it, not ids that would silently differ. The merges
+  // pre-tokenizers written here are accepted: tokenizer.ggml.model "gpt2" with a tokenizer.ggml.pre
+  // of pre_tokenizers.h; another (or none) is a qkv::Error naming it and listing those, not ids
+  // that would silently differ. The merges
   // must be there (without them every text falls apart into single bytes), and every special
   // token id the file states (tokenizer.ggml.*_token_id: end of text, padding, ...) must be a
   // token of the vocabulary. The tokens and merges must be arrays of strings, the token types an
@@ -64,7 +67,7 @@ class BpeTokenizer {
 
   // What encode does with a byte whose symbol the vocabulary lacks (step 4).
   enum class Unspelled {
-    drop,    // leaves it out, as Hugging Face's tokenizers and llama.cpp do
+    drop,  // leaves it out, as Hugging Face's tokenizers and llama.cpp do
     // A qkv::Error naming the character and its bytes: nothing is lost unsaid. ASCII control
     // characters (0x00–0x1F, 0x7F) are still left out: real vocabularies lack some of them
     // (SmolLM2 lacks 21, \x04 among them) and Hugging Face's ids, the goldens, leave them out.
@@ -88,7 +91,9 @@ class BpeTokenizer {
   TokenType type(int32_t id) const;
 
   // Steps 2–3 alone, on text without special tokens: the pieces BPE receives, as raw bytes.
-  static std::vector<std::string> pre_tokenize(std::string_view text);
+  // Text that is not valid UTF-8 is a qkv::Error.
+  std::vector<std::string> pre_tokenize(std::string_view text) const;
+  PreTokenizer pre_tokenizer() const { return pre_; }
 
  private:
   struct Hash {
@@ -105,6 +110,7 @@ class BpeTokenizer {
   // Steps 2–4 on text without special tokens.
   void encode_plain(std::string_view text, Unspelled unspelled, std::vector<int32_t>& out) const;
 
+  PreTokenizer pre_ = PreTokenizer::smollm;
   std::vector<std::string> tokens_;
   std::vector<int32_t> types_;
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids_;

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Writes src/models/text/nfc_table.cpp, the canonical decompositions that Unicode NFC needs.
+
+    python3 scripts/make_nfc_table.py            # writes the file
+    python3 scripts/make_nfc_table.py --check    # compares the file with a fresh generation
+
+Qwen's tokenizer.json puts text in NFC before its pre-tokenizer (models/text/nfc.h). NFC is the
+canonical decomposition (UAX #15), reordered by combining class, then recomposed. The table holds,
+for every code point with a canonical decomposition in Python's `unicodedata` (Hangul syllables
+aside: they are algorithmic), its one or two code points, and whether it is a primary composite
+(NFC recomposes it: not in Full_Composition_Exclusion, which Python does not expose but shows as
+NFC(c) != c). The combining classes come from unicode_tables.h. Before writing, the NFC modelled
+here from the table alone is checked against `unicodedata.normalize("NFC", ...)` on every code
+point's decomposition and on random strings of decomposable characters and combining marks. Run it
+with the Python that made src/core/text/unicode_tables.cpp (the same Unicode version).
+"""
+
+import argparse
+import os
+import random
+import sys
+import unicodedata as ud
+
+S_BASE, L_BASE, V_BASE, T_BASE = 0xAC00, 0x1100, 0x1161, 0x11A7
+L_COUNT, V_COUNT, T_COUNT = 19, 21, 28
+N_COUNT = V_COUNT * T_COUNT
+S_COUNT = L_COUNT * N_COUNT
+
+
+def table():
+    rows = []
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF or S_BASE <= cp < S_BASE + S_COUNT:
+            continue
+        d = ud.decomposition(chr(cp))
+        if not d or d.startswith("<"):
+            continue
+        parts = [int(x, 16) for x in d.split()]
+        assert len(parts) in (1, 2), (hex(cp), d)
+        composes = len(parts) == 2 and ud.normalize("NFC", chr(cp)) == chr(cp)
+        rows.append((cp, parts[0], parts[1] if len(parts) == 2 else 0, composes))
+    return rows
+
+
+def model_nfc(text, rows):
+    """NFC from the table alone, as nfc.cpp computes it."""
+    decomp = {cp: (a, b) for cp, a, b, _ in rows}
+    compose = {(a, b): cp for cp, a, b, c in rows if c}
+
+    def decompose(cp, out):
+        if S_BASE <= cp < S_BASE + S_COUNT:
+            s = cp - S_BASE
+            out += [L_BASE + s // N_COUNT, V_BASE + (s % N_COUNT) // T_COUNT]
+            if s % T_COUNT:
+                out.append(T_BASE + s % T_COUNT)
+        elif cp in decomp:
+            a, b = decomp[cp]
+            decompose(a, out)
+            if b:
+                decompose(b, out)
+        else:
+            out.append(cp)
+
+    cps = []
+    for ch in text:
+        decompose(ord(ch), cps)
+    ccc = [ud.combining(chr(c)) for c in cps]
+    # Canonical ordering: a stable sort of each run of non-starters by class.
+    i = 0
+    while i < len(cps):
+        if ccc[i] == 0:
+            i += 1
+            continue
+        j = i
+        while j < len(cps) and ccc[j] != 0:
+            j += 1
+        run = sorted(zip(ccc[i:j], cps[i:j]), key=lambda x: x[0])
+        ccc[i:j], cps[i:j] = [r[0] for r in run], [r[1] for r in run]
+        i = j
+    out, out_ccc, starter = [], [], -1
+    for c, k in zip(cps, ccc):
+        if starter >= 0:
+            last = out_ccc[-1] if len(out) - 1 > starter else None
+            blocked = last is not None and (last == 0 or last >= k)
+            s = out[starter]
+            pair = None
+            if not blocked:
+                if L_BASE <= s < L_BASE + L_COUNT and V_BASE <= c < V_BASE + V_COUNT:
+                    pair = S_BASE + ((s - L_BASE) * V_COUNT + c - V_BASE) * T_COUNT
+                elif (S_BASE <= s < S_BASE + S_COUNT and (s - S_BASE) % T_COUNT == 0
+                      and T_BASE < c < T_BASE + T_COUNT):
+                    pair = s + c - T_BASE
+                else:
+                    pair = compose.get((s, c))
+            if pair is not None:
+                out[starter] = pair
+                continue
+        if k == 0:
+            starter = len(out)
+        out.append(c)
+        out_ccc.append(k)
+    return "".join(map(chr, out))
+
+
+def verify(rows):
+    marks = [cp for cp in range(0x300, 0x370)] + [0x1DC0, 0x20D0, 0x302A, 0x0591, 0x05B0, 0x093C,
+                                                   0x094D, 0x0F71, 0x0F72, 0x0F80, 0x3099, 0x309A]
+    pool = [chr(cp) for cp, *_ in rows] + [chr(c) for c in marks] + list("aeiouAEIOU ")
+    pool += [chr(c) for c in range(0x1100, 0x1113)] + [chr(c) for c in range(0x1161, 0x1176)]
+    pool += [chr(c) for c in range(0x11A8, 0x11C3)] + ["\uAC00", "\uAC01", "\uD7A3", "\uB098"]
+    texts = [ud.normalize("NFD", chr(cp)) for cp, *_ in rows] + [chr(cp) for cp, *_ in rows]
+    rng = random.Random(29)
+    texts += ["".join(rng.choice(pool) for _ in range(rng.randint(1, 12))) for _ in range(30000)]
+    for t in texts:
+        if model_nfc(t, rows) != ud.normalize("NFC", t):
+            sys.exit(f"the table's NFC differs from unicodedata's on {t!r}")
+    return len(texts)
+
+
+def cpp(rows, checked):
+    lines = [
+        "// Generated by scripts/make_nfc_table.py from Python "
+        f"{sys.version.split()[0]}'s unicodedata",
+        f"// (Unicode {ud.unidata_version}); do not edit. The canonical decompositions of NFC "
+        "(models/text/nfc.h),",
+        f"// checked against unicodedata.normalize on {checked} strings.",
+        '#include "models/text/nfc.h"',
+        "",
+        "namespace qkv::nfc {",
+        "",
+        "// clang-format off",
+        f"const Decomposition kDecompositions[{len(rows)}] = {{",
+    ]
+    items = [f"{{0x{cp:X},0x{a:X},0x{b:X},{int(c)}}}" for cp, a, b, c in rows]
+    line = " "
+    for item in items:
+        if len(line) + len(item) + 1 > 99:
+            lines.append(line.rstrip())
+            line = " "
+        line += " " + item + ","
+    lines.append(line.rstrip())
+    lines += ["};", "// clang-format on", f"const int kDecompositionCount = {len(rows)};", "",
+              "}  // namespace qkv::nfc", ""]
+    return "\n".join(lines)
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.path.join(root, "src/models/text/nfc_table.cpp"))
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    rows = table()
+    text = cpp(rows, verify(rows))
+    if args.check:
+        with open(args.out, encoding="utf-8") as f:
+            sys.exit(0 if f.read() == text else f"{args.out} is stale")
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote {args.out}: {len(rows)} decompositions")
+
+
+if __name__ == "__main__":
+    main()
