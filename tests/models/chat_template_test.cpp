@@ -458,5 +458,27 @@ TEST(ChatTemplateMarkers, EachFamilysMarkersMustBeControlTokens) {
   }
 }
 
+// A file whose template is 10 MB opens and runs; only its chat prompt is refused, with the size.
+TEST(ChatTemplateMarkers, ATenMegabyteTemplateRefusesChatOnly) {
+  const test::ScratchDir dir("qkv-chat-large");
+  const std::string big = kSmolTemplate + std::string(10'000'000 - kSmolTemplate.size(), ' ');
+  const std::string path = test::tiny_llama_gguf()
+                               .set("tokenizer.chat_template", test::gguf_str(big))
+                               .write(dir.path("large.gguf"));
+  const CausalLM m = CausalLM::load(path);
+  EXPECT_EQ(m.tokenize("hello"), (std::vector<int32_t>{37}));
+  EXPECT_EQ(m.generate({37}, {.max_tokens = 2, .stop_at_eos = false}).size(), 2u);
+  try {
+    m.chat_prompt("hello");
+    ADD_FAILURE() << "chat_prompt was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::runtime);
+    EXPECT_EQ(std::string(e.what()),
+              path +
+                  ": its chat template (tokenizer.chat_template) is 10000000 bytes; expected "
+                  "at most 1048576 (real ones are under 20 KB)");
+  }
+}
+
 }  // namespace
 }  // namespace qkv
