@@ -85,14 +85,17 @@ TEST(GenerateCli, SystemNeedsChatAndAChatMLTemplate) {
   const CliResult empty = run_qkv({"generate", "--chat", "--system", "", "hi"});
   EXPECT_EQ(empty.exit_code, 2) << empty.describe();
   EXPECT_THAT(empty.err, HasSubstr("--system: the text is empty; expected the system message"));
-  // A model whose template is not ChatML: --chat is refused, plain text still continues.
+  // A model whose template is of no family qkv writes: --chat is refused, plain text still
+  // continues.
   const std::string other = test::smollm2_with_other_template();
   // The model the user named cannot do what was asked of it: bad input, exit 2 (it was 1).
   const CliResult chat = run_qkv({"generate", "--chat", "hi", "--model", other});
   EXPECT_EQ(chat.exit_code, 2) << chat.describe();
   EXPECT_EQ(chat.err, "qkv: error: --model " + other +
-                          ": its chat template is not ChatML (<|im_start|>role … <|im_end|>); qkv "
-                          "knows only that family\n");
+                          ": its chat template is not one of: ChatML (<|im_start|>), Llama 3 "
+                          "(<|start_header_id|>), Gemma (<start_of_turn>), Mistral ([INST]), "
+                          "Llama 2 ([INST] <<SYS>>), Phi-3 (<|user|> … <|end|>); qkv writes only "
+                          "those families\n");
   const CliResult plain =
       run_qkv({"generate", "The capital of France is", "--max-tokens", "1", "--model", other});
   ASSERT_EQ(plain.exit_code, 0) << plain.describe();

@@ -125,18 +125,23 @@ std::string CausalLM::token_text(int32_t id) const { return tokenizer_->token_te
 
 std::string CausalLM::chat_prompt(std::string_view user, std::string_view system) const {
   try {
+    // The text leaves out the BOS the template writes first: tokenize adds BOS where the file
+    // says add_bos (models/text/chat_template.h says why), so the ids hold one.
     std::string prompt = chat_template_->format(user, system);
-    // The markers must be tokens the text cannot spell otherwise: a vocabulary without them, or
-    // with them as normal tokens, encodes "<|im_start|>" as its characters, and the model reads
-    // no turns at all.
-    for (const char* marker : {"<|im_start|>", "<|im_end|>"}) {
+    // The family's markers must be tokens the text cannot spell otherwise: a vocabulary without
+    // them, or with them as normal tokens, encodes "<|im_start|>" as its characters, and the
+    // model reads no turns at all.
+    const std::vector<std::string> markers = chat_template_->markers();
+    const std::string family = chat_family_name(chat_template_->family());
+    std::string listed;
+    for (std::size_t i = 0; i < markers.size(); ++i)
+      listed += (i == 0 ? "" : i + 1 == markers.size() ? " and " : ", ") + markers[i];
+    for (const std::string& marker : markers) {
       const int32_t id = tokenizer_->id_of(marker);
-      const std::string uses =
-          std::string("its chat template uses ") + marker + " but its vocabulary ";
+      const std::string uses = "its chat template uses " + marker + " but its vocabulary ";
       if (id < 0)
-        throw Error(uses +
-                        "has no such token; expected ChatML's markers <|im_start|> and "
-                        "<|im_end|> as control tokens of its vocabulary",
+        throw Error(uses + "has no such token; expected " + family + "'s markers " + listed +
+                        " as control tokens of its vocabulary",
                     Error::Kind::runtime);
       const TokenType type = tokenizer_->type(id);
       if (type != TokenType::control && type != TokenType::user_defined) {
