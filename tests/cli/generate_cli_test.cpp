@@ -195,7 +195,7 @@ TEST(GenerateCli, AHostileTokenizerOrTensorTableIsOneLine) {
   for (int32_t i = 0; i < 40; ++i) ids[static_cast<std::size_t>(i)] = i;
   const std::vector<std::pair<test::TinyLlamaGguf, std::string>> cases = {
       {extra,
-       "it holds a tensor \"zzz.weight\" that a Llama decoder of 2 layers does not have; expected "
+       "it holds a tensor \"zzz.weight\" that a llama decoder of 2 layers does not have; expected "
        "only the tensors of its layers (token_embd, blk.0 … blk.1, output_norm, output)"},
       {test::tiny_llama_gguf().set("tokenizer.ggml.token_type", test::gguf_i32s(types)),
        "metadata \"tokenizer.ggml.token_type\" gives token 5 (\"c\") the type 99; expected 0 to "

@@ -29,6 +29,7 @@ std::string tiny(const std::string& family) {
 struct Case {
   std::string file, architecture, feature;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.file; }
 
 class GgufFamilyCli : public ::testing::TestWithParam<Case> {};
 

@@ -362,7 +362,7 @@ TEST(TinyLlama, ATensorTheDecoderDoesNotReadIsRefused) {
   TinyLlamaGguf one = test::zero_llama_gguf(1, 16, 4, 2, 24);
   one.tensors.push_back({"zzz.weight", {4}, {}});
   EXPECT_EQ(config_error(one),
-            "tiny.gguf: it holds a tensor \"zzz.weight\" that a Llama decoder of 1 layer does not "
+            "tiny.gguf: it holds a tensor \"zzz.weight\" that a llama decoder of 1 layer does not "
             "have; expected only the tensors of its layers (token_embd, blk.0, output_norm, "
             "output)");
   // output.weight, the one optional tensor qkv reads, is no extra.

@@ -269,7 +269,9 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
                         .head_out = r.out,
                         .saved_max = r.saved_max,
                         .saved_sum = r.saved_sum});
-  Tensor a = nn::linear(nn::merge_heads(r.out).reshape(h.shape()), layer.o);
+  Shape merged = h.shape();
+  merged.back() = c.heads * c.head_dim;  // Qwen 3's heads are wider than hidden / heads
+  Tensor a = nn::linear(nn::merge_heads(r.out).reshape(merged), layer.o);
   if (c.post_norms) rms_norm(a, layer.post_attn_norm, c.eps);
   add_into(h, a);
   if (hooks.attended) hooks.attended(l, h);
