@@ -124,6 +124,8 @@ struct ModelHeader {
   // How the decoder forms a head's query, key and value from x = RMSNorm(h): "RoPE(W_Q·x)",
   // "RoPE(RMSNorm(W_Q·x + b_Q))", "W_V·x + b_V"; empty for the other models.
   std::string query, key, value;
+  // What --model names a decoder by in the views' hints: "smollm2", or its file's path.
+  std::string argument;
   // A trained model's metadata ("qkv.steps", "qkv.test_accuracy"), as its file holds it.
   std::map<std::string, std::string> metadata;
 };

@@ -151,6 +151,7 @@ Run capture(const CausalLM& model, std::string_view text, bool rows) {
   m.d_model = model.config().hidden;
   m.scale = layers.front().scale;
   describe(model.config(), m);
+  m.argument = model.path() == default_causal_lm_path() ? "smollm2" : model.path();
   for (AttentionCapture& c : layers) {
     c.k = repeat_heads(c.k, m.heads);
     c.v = repeat_heads(c.v, m.heads);

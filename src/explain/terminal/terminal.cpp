@@ -194,7 +194,11 @@ std::string render_overview(const Run& e, int64_t focus, const Style& style) {
          "sentence matches a head's query, the softmax must still sum to 1, and these\n"
          "tokens serve as a place to park it (Clark et al. 2019, \"What does BERT look\n"
          "at?\").\n";
-  const std::string model = e.causal() ? " --model smollm2" : "";
+  const std::string argument = e.model.argument.empty() ? "smollm2" : e.model.argument;
+  const std::string model =
+      !e.causal() ? ""
+      : argument.find_first_of(" '\"$\\") == std::string::npos ? " --model " + argument
+                                                               : " --model '" + argument + "'";
   s << "\nZoom into one head: qkv explain" << model << " --layer " << zoom.layer << " --head "
     << zoom.head << "\nAnother focus token:  qkv explain" << model << " --token WORD\n";
   return s.str();
@@ -310,7 +314,7 @@ std::string render_decoder(const Run& e, const Style& style) {
       "A decoder: each token sees only itself and the tokens before it (the "
       "causal mask), and the " +
       std::to_string(e.model.heads) + " query heads of a layer share " +
-      std::to_string(e.model.kv_heads) + " key/value heads (grouped-query attention):";
+      std::to_string(e.model.kv_heads) + (e.model.kv_heads == 1 ? " key/value head" : " key/value heads") + " (grouped-query attention):";
   for (int64_t g = 0; g < e.model.kv_heads; ++g)
     grouped += (g == 0 ? " h" : ", h") + std::to_string(g * group) + "–h" +
                std::to_string((g + 1) * group - 1) + " read kv " + std::to_string(g);

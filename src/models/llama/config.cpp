@@ -353,7 +353,9 @@ int64_t llama_weight_bytes(const LlamaConfig& c) {
 namespace qkv {
 namespace {
 
+// 1000000 as "1,000,000", 0.0625 as "0.0625".
 std::string number(double x) {
+  if (x == std::round(x) && std::abs(x) < 1e15) return grouped(static_cast<int64_t>(x));
   std::ostringstream s;
   s << x;
   return s.str();
