@@ -110,7 +110,7 @@ SpmTokenizer SpmTokenizer::from_gguf(const GgufFile& file) {
   std::vector<int32_t> types = gguf_token_types(file, tokens);
   const bool prefix = !file.has("tokenizer.ggml.add_space_prefix") ||
                       gguf_bool(file, "tokenizer.ggml.add_space_prefix");
-  int32_t unknown = -1;
+  int32_t unknown = 0;  // SentencePiece's <unk>, where the file states none (as llama.cpp)
   if (file.has("tokenizer.ggml.unknown_token_id"))
     unknown = gguf_token_id(file, "tokenizer.ggml.unknown_token_id", tokens.size());
   try {

@@ -51,7 +51,8 @@ class SpmTokenizer {
 
   // From a GGUF's metadata: tokenizer.ggml.tokens, .scores (required: without them the merges are
   // not the model's), .token_type (optional), .add_space_prefix (optional, true as llama.cpp
-  // defaults it), .unknown_token_id (optional). tokenizer.ggml.model must be "llama".
+  // defaults it), .unknown_token_id (optional, 0 as llama.cpp defaults it). tokenizer.ggml.model
+  // must be "llama".
   static SpmTokenizer from_gguf(const GgufFile& file);
 
   // The ids of a text (steps 1–4). Text that is not valid UTF-8 is a qkv::Error naming the first
