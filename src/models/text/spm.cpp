@@ -84,7 +84,8 @@ SpmTokenizer SpmTokenizer::from_vocab(std::vector<std::string> tokens, std::vect
       fail("token " + std::to_string(id) + " has the score " + std::to_string(t.scores_[id]) +
            "; expected a finite number");
     if (!t.ids_.emplace(t.tokens_[id], int32_t(id)).second) continue;
-    if (const int b = byte_of(t.tokens_[id]); b >= 0 && t.byte_ids_[b] < 0)
+    if (const int b = byte_of(t.tokens_[id]);
+        b >= 0 && t.byte_ids_[b] < 0 && TokenType(t.types_[id]) == TokenType::byte)
       t.byte_ids_[b] = int32_t(id);
     if (t.is_special(int32_t(id)) && !t.tokens_[id].empty()) t.specials_.push_back(int32_t(id));
   }
@@ -149,10 +150,7 @@ int32_t SpmTokenizer::mergeable(std::string_view text) const {
   const int32_t id = id_of(text);
   if (id < 0) return -1;
   const auto type = TokenType(types_[id]);
-  return type == TokenType::normal || type == TokenType::user_defined ||
-                 type == TokenType::undefined
-             ? id
-             : -1;
+  return type == TokenType::normal || type == TokenType::undefined ? id : -1;
 }
 
 std::string SpmTokenizer::token_text(int32_t id) const {

@@ -13,10 +13,12 @@
 //   the
 //      highest score is merged, the leftmost of equal ones, until no pair makes a token;
 //   4. a symbol that is a token is that token; one that is not (a character never seen in training,
-//      "\n" in Llama 2) is its bytes as the byte tokens <0x0A> (byte fallback) or, where the
-//      vocabulary lacks one of them, the unknown token.
-// As SentencePiece does, only normal and user-defined tokens are made by merging (llama.cpp takes
-// any token; real vocabularies spell no control, byte or unused token from characters).
+//      "\n" in Llama 2) is its bytes as the byte tokens <0x0A> (byte fallback: tokens typed byte)
+//      or, where the vocabulary lacks one of them, the unknown token.
+// Only normal tokens are made by merging or stand for a symbol (llama.cpp takes any token; real
+// vocabularies spell no control, byte or unused token from characters, and a user-defined one is
+// cut out of the text in step 1 — made from a "▁" that was a space, it would decode as "▁").
+// Decoding is then lossless, which the fuzz target tests/fuzz/spm_fuzz.cpp holds it to.
 // transformers' tokenizer from the same GGUF differs on the Llama kind in two places (see
 // tests/golden/make_spm_goldens.py): no "▁" added to text that already starts with a space, nor
 // after a special token.
@@ -87,7 +89,7 @@ class SpmTokenizer {
   void encode_plain(std::string_view text, Unspelled unspelled, std::vector<int32_t>& out) const;
   // Step 4 for one symbol that is not a token.
   void spell_bytes(std::string_view symbol, Unspelled unspelled, std::vector<int32_t>& out) const;
-  // The token a merge or a symbol may become (step 3's rule): normal or user-defined; else -1.
+  // The token a merge or a symbol may become (step 3's rule): a normal one; else -1.
   int32_t mergeable(std::string_view text) const;
   bool is_special(int32_t id) const;
 
