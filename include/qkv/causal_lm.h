@@ -76,11 +76,11 @@ std::vector<std::string> attention_features(const LlamaConfig& config);
 
 class GgufFile;       // core/gguf.h
 struct LlamaWeights;  // models/llama/llama.h
-class BpeTokenizer;   // models/text/bpe.h
+class GgufTokenizer;  // models/text/gguf_tokenizer.h
 class ChatTemplate;   // models/text/chat_template.h
 
 // A Llama-architecture decoder from one GGUF file, run exactly on its dequantized weights, with
-// its byte-level BPE tokenizer from the same file (models/llama/llama.h says what it computes).
+// its tokenizer from the same file (models/llama/llama.h says what it computes).
 class CausalLM {
  public:
   // Reads and checks the file's header — the metadata, the tokenizer, the chat template and the
@@ -168,7 +168,7 @@ class CausalLM {
   std::string path_;
   std::shared_ptr<const LlamaConfig> config_;
   std::shared_ptr<const LlamaWeights> weights_;
-  std::shared_ptr<const BpeTokenizer> tokenizer_;
+  std::shared_ptr<const GgufTokenizer> tokenizer_;
   std::shared_ptr<const ChatTemplate> chat_template_;
   std::vector<int32_t> end_ids_;  // ends_generation's
   // Open, the weights not yet loaded: the file they are read from (its header in memory).

@@ -6,7 +6,7 @@
 
 #include "core/gguf.h"
 #include "models/llama/llama.h"
-#include "models/text/bpe.h"
+#include "models/text/gguf_tokenizer.h"
 #include "models/text/chat_template.h"
 #include "qkv/model.h"
 
@@ -37,12 +37,12 @@ void require_finite_logits(const float* z, int64_t vocab, std::size_t generated)
 // separators too), and every token spelled as one of the end markers in use, whichever ids the
 // file states: SmolLM2 states <|im_end|> as its end of text, but a model run without its chat
 // template ends a document with <|endoftext|>, which a reader must not see as text.
-std::vector<int32_t> end_of_generation_ids(const GgufFile& f, const BpeTokenizer& tokenizer) {
+std::vector<int32_t> end_of_generation_ids(const GgufFile& f, const GgufTokenizer& tokenizer) {
   std::vector<int32_t> ids;
   const auto add = [&](int32_t id) {
     if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   };
-  // BpeTokenizer::from_gguf has checked that each stated id is a token of the vocabulary.
+  // GgufTokenizer::from_gguf has checked that each stated id is a token of the vocabulary.
   for (const char* which : {"eos", "eot", "eom", "fim_pad", "fim_rep", "fim_sep"}) {
     const std::string key = std::string("tokenizer.ggml.") + which + "_token_id";
     if (f.has(key)) add(f.meta(key).get<int32_t>());
@@ -77,7 +77,7 @@ CausalLM CausalLM::open(const std::string& path) {
   CausalLM m;
   m.path_ = file;
   m.config_ = std::make_shared<const LlamaConfig>(read_llama_config(*f));
-  m.tokenizer_ = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_gguf(*f));
+  m.tokenizer_ = std::make_shared<const GgufTokenizer>(GgufTokenizer::from_gguf(*f));
   // A template that is absent, or not a string, leaves chat_prompt nothing to follow; plain
   // generation needs none.
   const bool has_template =
@@ -117,8 +117,8 @@ std::vector<int32_t> CausalLM::tokenize(std::string_view text,
                                         const TokenizeOptions& options) const {
   // A character the vocabulary cannot spell is refused, not dropped as Hugging Face and llama.cpp
   // drop it: a model that never saw part of its prompt answers another question.
-  return tokenizer_->encode(text, options.drop_unspelled ? BpeTokenizer::Unspelled::drop
-                                                         : BpeTokenizer::Unspelled::refuse);
+  return tokenizer_->encode(text, options.drop_unspelled ? GgufTokenizer::Unspelled::drop
+                                                         : GgufTokenizer::Unspelled::refuse);
 }
 
 std::string CausalLM::token_text(int32_t id) const { return tokenizer_->token_text(id); }

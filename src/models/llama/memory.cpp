@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "models/llama/llama.h"
-#include "models/text/bpe.h"
+#include "models/text/gguf_tokenizer.h"
 #include "qkv/model.h"
 
 namespace qkv {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "models/llama/llama.h"
-#include "models/text/bpe.h"
+#include "models/text/gguf_tokenizer.h"
 
 namespace qkv {
 namespace {
@@ -13,7 +13,7 @@ class LlamaResidual final : public ResidualModel {
  public:
   LlamaResidual(std::shared_ptr<const LlamaConfig> config,
                 std::shared_ptr<const LlamaWeights> weights,
-                std::shared_ptr<const BpeTokenizer> tokenizer)
+                std::shared_ptr<const GgufTokenizer> tokenizer)
       : c_(std::move(config)), w_(std::move(weights)), tokenizer_(std::move(tokenizer)) {}
 
   int64_t layers() const override { return c_->layers; }
@@ -25,7 +25,7 @@ class LlamaResidual final : public ResidualModel {
   int64_t context() const override { return c_->context; }
   std::string token_text(int32_t id) const override { return tokenizer_->token_text(id); }
   std::vector<int32_t> tokenize(const std::string& text) const override {
-    return tokenizer_->encode(text, BpeTokenizer::Unspelled::refuse);
+    return tokenizer_->encode(text, GgufTokenizer::Unspelled::refuse);
   }
 
   Tensor embed(const std::vector<int32_t>& ids) const override {
@@ -112,7 +112,7 @@ class LlamaResidual final : public ResidualModel {
  private:
   std::shared_ptr<const LlamaConfig> c_;
   std::shared_ptr<const LlamaWeights> w_;
-  std::shared_ptr<const BpeTokenizer> tokenizer_;
+  std::shared_ptr<const GgufTokenizer> tokenizer_;
 
   void check_layer(int64_t l) const {
     if (l < 0 || l >= c_->layers)
