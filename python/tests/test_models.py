@@ -805,8 +805,9 @@ def test_a_causal_lm_by_its_name_in_a_store(tmp_path, monkeypatch):
     assert lm.generate("hello the", 2, chat=False) == ""  # zero weights: <|endoftext|> at once
     with pytest.raises(ValueError) as e:
         qkv.CausalLM("tiny:2b")
+    # $HOME written "~": the store is tmp_path/ollama.
     assert one_line(e).startswith('no model "tiny:2b": not a file, not a built-in name, not in '
-                                  f"Ollama ({models}), LM Studio (~/.lmstudio/models")
+                                  "Ollama (~/ollama), LM Studio (~/.lmstudio/models")
 
 
 def test_html_does_not_write_over_the_model_it_explains(model, tmp_path):
