@@ -119,6 +119,10 @@ TEST(ModelsCli, GenerateTakesAStoresName) {
   EXPECT_FALSE(by_name.out.empty());
   const CliResult explain = m.run({"explain", "hello the", "--model", "bartowski/Tiny-GGUF"});
   EXPECT_EQ(explain.exit_code, 0) << explain.describe();
+  // Titled by the name, not by its file's (an Ollama blob's is its hash).
+  const CliResult ollama = m.run({"explain", "hello the", "--model", "llama3.2:1b"});
+  EXPECT_THAT(ollama.out, HasSubstr("qkv explain · llama3.2:1b · 2 layers"));
+  EXPECT_THAT(ollama.out, Not(HasSubstr("sha256-")));
 }
 
 TEST(ModelsCli, UnknownAndAmbiguousNamesAreUsageErrors) {
