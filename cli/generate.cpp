@@ -21,9 +21,10 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
       ->check(text("a text to continue, e.g. qkv generate \"The capital of France is\""));
   cmd->add_option("--model", args.model,
                   "a GGUF file of a Llama-architecture model (known by its first bytes, whatever "
-                  "its name: an Ollama blob too), or smollm2 (the default: SmolLM2-135M-Instruct, "
-                  "fetched by scripts/fetch_model smollm2)")
-      ->option_text("FILE");
+                  "its name: an Ollama blob too), its name in Ollama (llama3.2:1b), LM Studio or "
+                  "the Hugging Face cache (qkv models lists them), or smollm2 (the default: "
+                  "SmolLM2-135M-Instruct, fetched by scripts/fetch_model smollm2)")
+      ->option_text("FILE|NAME");
   cmd->add_option("--max-tokens", args.max_tokens, "new tokens at most, 1 to 8192 (default 48)")
       ->transform(integer({.lo = 1, .hi = 8192}));
   cmd->add_option("--temperature", args.temperature,

@@ -12,6 +12,7 @@
 #include "experiment.h"
 #include "explain/explain.h"
 #include "generate.h"
+#include "models.h"
 #include "options.h"
 #include "output.h"
 #include "qkv/blas.h"
@@ -56,7 +57,9 @@ struct Commands {
   qkv::cli::TrainArgs train_args;
   qkv::cli::GenerateArgs generate_args;
   qkv::cli::ExperimentArgs experiment_args;
-  CLI::App *attend, *bench, *explain, *embed, *similarity, *search, *train, *generate, *experiment;
+  qkv::cli::ModelsArgs models_args;
+  CLI::App *attend, *bench, *explain, *embed, *similarity, *search, *train, *generate, *experiment,
+      *models;
 
   explicit Commands(CLI::App& app) {
     attend = qkv::cli::add_attend_command(app, attend_args);
@@ -68,6 +71,7 @@ struct Commands {
     train = qkv::cli::add_train_command(app, train_args);
     generate = qkv::cli::add_generate_command(app, generate_args);
     experiment = qkv::cli::add_experiment_command(app, experiment_args);
+    models = qkv::cli::add_models_command(app, models_args);
     qkv::cli::refuse_empty_values(app);  // after every option is added
   }
 
@@ -81,6 +85,7 @@ struct Commands {
     if (train->parsed()) return qkv::cli::run_train(train_args);
     if (generate->parsed()) return qkv::cli::run_generate(generate_args);
     if (experiment->parsed()) return qkv::cli::run_experiment_command(experiment_args);
+    if (models->parsed()) return qkv::cli::run_models(models_args);
     return error("no subcommand ran; see qkv --help", 2);
   }
 };
@@ -166,6 +171,7 @@ int main(int argc, char** argv) {
       "  qkv generate \"The capital of\"     a decoder LLM (SmolLM2-135M) continues a text\n"
       "  qkv train --task dates             train a small transformer on a toy task\n"
       "  qkv experiment scale               why divide by √d_k? measured\n"
+      "  qkv models                         every model --model can name here, Ollama's included\n"
       "  qkv attend --help                  every option, with examples\n"
       "  qkv bench attention                GFLOP/s of the attention kernels on this machine",
       "qkv"};

@@ -5,6 +5,7 @@
 
 #include "qkv/files.h"
 #include "qkv/memory.h"
+#include "qkv/model_stores.h"
 
 namespace qkv::cli {
 
@@ -43,7 +44,8 @@ void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) 
   if (choices.decoder)
     help += std::string(choices.trained ? ", " : ", or ") +
             "smollm2 or a GGUF file of a Llama-architecture decoder (known by its first bytes, "
-            "whatever its name)";
+            "whatever its name), or its name in Ollama (llama3.2:1b), LM Studio (PUBLISHER/REPO) "
+            "or the Hugging Face cache (ORG/REPO): qkv models lists them";
   if (choices.trained)
     help += ", or a .safetensors model saved by qkv train (transformer, rnnsearch, perceiver)";
   command.add_option("--model", args.dir, help)
@@ -54,7 +56,7 @@ InputPath model_input(const ModelArgs& args) {
   if (is_builtin_model(args.dir))
     return {"--model", model_kind(args.dir) == ModelKind::causal_lm ? default_causal_lm_path()
                                                                     : default_model_dir()};
-  return {"--model", args.dir};
+  return {"--model", resolve_model(args.dir)};  // a store's name: its file
 }
 
 namespace {
@@ -66,7 +68,8 @@ void refuse_non_encoder(const ModelArgs& args) {
   const std::string expected = "; expected " + what_model_takes(args);
   // Missing, a path is nothing yet: "x.gguf" was called a decoder by its name alone.
   std::error_code missing;
-  if (!std::filesystem::exists(args.dir, missing))
+  // A store's name ("llama3.2:1b") is its file; a name no store holds says where it looked.
+  if (resolve_model(args.dir) == args.dir && !std::filesystem::exists(args.dir, missing))
     throw Error("--model " + args.dir + " does not exist" + expected,
                 Error::Kind::invalid_argument);
   const ModelKind kind = model_kind(args.dir);
@@ -155,10 +158,12 @@ CausalLM open_causal_lm(const std::string& model) {
                     " is a sentence encoder; expected a decoder LLM: smollm2 or a GGUF file of a "
                     "Llama-architecture model",
                 Error::Kind::invalid_argument);
+  // A store's name is its file; one no store holds says where it looked (exit 2).
+  const std::string path = is_builtin_model(model) ? "smollm2" : resolve_model(model);
   try {
     // The command asked for a decoder: whatever the path holds, it is read as one (a device or a
     // BERT directory is then said to be no GGUF file), not as what the registry would call it.
-    return CausalLM::open(is_builtin_model(model) ? "smollm2" : model);
+    return CausalLM::open(path);
   } catch (const Error& e) {
     rethrow_for_causal_lm(model, e);
   }

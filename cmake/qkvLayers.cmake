@@ -17,7 +17,7 @@ set(QKV_PUBLIC_HEADERS_kernels attention_types.h blas.h)
 set(QKV_PUBLIC_HEADERS_attention attention.h attention_weights.h)
 set(QKV_PUBLIC_HEADERS_nn nn_modules.h nn_attention.h nn_recurrent.h nn_training.h nn.h)
 set(QKV_PUBLIC_HEADERS_models text.h sentence_model.h causal_lm.h tasks.h seq2seq.h model.h train.h
-    experiment.h perceiver.h finite.h residual.h)
+    experiment.h perceiver.h finite.h residual.h model_stores.h)
 set(QKV_PUBLIC_HEADERS_explain explain.h explain_focus.h explain_run.h explain_readings.h explain_views.h explain_report.h
     explain_lens.h explain_circuits.h explain_generation.h
     attend.h)

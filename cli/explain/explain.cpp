@@ -15,6 +15,7 @@
 #include "output.h"
 #include "qkv/explain_circuits.h"
 #include "qkv/files.h"
+#include "qkv/model_stores.h"
 #include "qkv/terminal.h"
 
 namespace qkv::cli {
@@ -300,6 +301,9 @@ int run_explain(const ExplainArgs& args) {
   if (trained) input = trained_input(args, model);
   if (kind == ModelKind::causal_lm) load_weights(model.causal_lm(), args.model.dir);
   explain::Run run = explain::capture(model, input);
+  // A store's name ("llama3.2:1b") titles the model, not its file's (an Ollama blob's hash).
+  if (!is_builtin_model(args.model.dir) && resolve_model(args.model.dir) != args.model.dir)
+    run.model.name = args.model.dir;
   if (!args.circuit.empty()) run.circuit = circuit_of(args, model, run);
   if (args.lens_wanted()) {
     CountProgress progress("lens: ablating and patching heads", "reruns");

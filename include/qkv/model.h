@@ -110,14 +110,17 @@ const std::vector<ModelFamily>& model_families();
 // *.gguf; a *.safetensors file saved for a Perceiver, any other
 // *.safetensors file; anything else is taken for a model directory. Only a regular file's first
 // bytes or header are read (a FIFO or a device is neither waited on nor read; a missing path goes
-// by its name): opening the model says what is wrong.
+// by its name): opening the model says what is wrong. An argument that is neither a built-in name
+// nor an existing path, nor written as one ("/x", "./x", "~/x"), is a name a store keeps a GGUF
+// file by ("llama3.2:1b": qkv/model_stores.h, resolve_model), and that file's family answers; a
+// name no store holds, or two files answer to, is a qkv::Error (Kind::invalid_argument).
 const ModelFamily& model_family(const std::string& name_or_path);
 ModelKind model_kind(const std::string& name_or_path);
 // Whether `name` is a built-in name of an installed model ("", "minilm", "all-MiniLM-L6-v2",
 // "smollm2", ...: some family's `names`), rather than a path.
 bool is_builtin_model(const std::string& name);
-// Opens any model: model_family(name_or_path).open. Errors (qkv::Error) as the family's loader
-// gives them: they name the file and what is wrong.
+// Opens any model: model_family(name_or_path).open, a store's name opening its file. Errors
+// (qkv::Error) as the family's loader gives them: they name the file and what is wrong.
 Model open_model(const std::string& name_or_path, const OpenOptions& options = {});
 
 }  // namespace qkv

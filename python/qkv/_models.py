@@ -264,8 +264,10 @@ class Model:
 class CausalLM:
     """A decoder-only language model from a GGUF file, run exactly on its dequantized weights:
     "smollm2" (the default) is SmolLM2-135M-Instruct as scripts/fetch_model smollm2 installs it;
-    anything else is a .gguf file of a Llama-architecture model. (Its examples are not run as
-    doctests: loading the model takes a second; python/tests/test_models.py runs the same.)
+    anything else is a .gguf file of a Llama-architecture model, or its name in Ollama
+    ("llama3.2:1b"), LM Studio or the Hugging Face cache (`qkv models` lists them). (Its examples
+    are not run as doctests: loading the model takes a second; python/tests/test_models.py runs
+    the same.)
 
     >>> import qkv
     >>> lm = qkv.CausalLM()                                   # doctest: +SKIP
@@ -288,6 +290,10 @@ class CausalLM:
         else:
             expected = ("expected a .gguf model file, or 'smollm2' for the one "
                         "scripts/fetch_model installs")
+            shown = None
+            if not os.path.lexists(path):  # a name Ollama, LM Studio or Hugging Face keeps it by
+                shown = path
+                path = os.fsdecode(_qkv.resolve_model(os.fsencode(path)))
             what = _checks.what_it_is(path)
             if what is None:
                 raise FileNotFoundError(f"{path}: no such file; {expected}")
@@ -295,7 +301,8 @@ class CausalLM:
                 raise IsADirectoryError(f"{path}: is a directory; {expected}")
             if what:  # a device, a FIFO: never opened, which could block or read forever
                 raise ValueError(f"{path}: {what}; {expected}")
-            self.name = _shown(os.path.splitext(os.path.basename(path))[0])
+            self.name = (_shown(shown) if shown is not None and path != shown else
+                         _shown(os.path.splitext(os.path.basename(path))[0]))
         self._model = _qkv.CausalLM(os.fsencode(path), _checks.memory_limit(memory_limit))
 
     @property

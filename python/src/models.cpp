@@ -20,6 +20,7 @@
 #include "qkv/finite.h"
 #include "qkv/lines.h"
 #include "qkv/model.h"
+#include "qkv/model_stores.h"
 #include "unlocked.h"
 
 namespace qkv::python {
@@ -97,6 +98,16 @@ void bind_models(nb::module_& m) {
       "saved to, 'seq2seq' for any other *.safetensors, else 'sentence_encoder'. Never waits on a "
       "FIFO.");
 
+  m.def(
+      "resolve_model",
+      [](const nb::bytes& name) {
+        const std::string path = resolve_model(path_of(name));
+        return nb::bytes(path.data(), path.size());
+      },
+      nb::arg("name"),
+      "qkv::resolve_model (qkv/model_stores.h): the file a name of Ollama's, LM Studio's or the "
+      "Hugging Face cache's means ('llama3.2:1b'); a built-in name or a path as it is. ValueError "
+      "for a name no store holds (saying where it looked) or that two files answer to.");
   m.def(
       "is_builtin_model", [](const nb::bytes& name) { return is_builtin_model(path_of(name)); },
       nb::arg("name"),

@@ -788,6 +788,28 @@ def test_control_tokens_are_not_generated_text(tmp_path):
     assert lm.tokenize("<|im_start|>hello") == ["<|im_start|>", "hello"]
 
 
+def test_a_causal_lm_by_its_name_in_a_store(tmp_path, monkeypatch):
+    # Ollama's layout: a manifest whose model layer names a blob by its digest (issue 29).
+    models = tmp_path / "ollama"
+    hex_digest = "ab" * 32
+    (models / "blobs").mkdir(parents=True)
+    blob = tiny_gguf.write_zero_llama(models / "blobs" / f"sha256-{hex_digest}")
+    manifest = models / "manifests" / "registry.ollama.ai" / "library" / "tiny" / "1b"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text('{"layers":[{"mediaType":"application/vnd.ollama.image.model",'
+                        f'"digest":"sha256:{hex_digest}"}}]}}')
+    monkeypatch.setenv("OLLAMA_MODELS", str(models))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    lm = qkv.CausalLM("tiny:1b")
+    assert lm.path == str(blob) and lm.name == "tiny:1b"
+    assert lm.generate("hello the", 2, chat=False) == ""  # zero weights: <|endoftext|> at once
+    with pytest.raises(ValueError) as e:
+        qkv.CausalLM("tiny:2b")
+    # $HOME written "~": the store is tmp_path/ollama.
+    assert one_line(e).startswith('no model "tiny:2b": not a file, not a built-in name, not in '
+                                  "Ollama (~/ollama), LM Studio (~/.lmstudio/models")
+
+
 def test_html_does_not_write_over_the_model_it_explains(model, tmp_path):
     # The report written to vocab.txt replaced the model's vocabulary, and to a decoder's .gguf the
     # model itself; `qkv explain --html` refuses both (issue 26's last sweep).

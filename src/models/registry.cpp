@@ -4,6 +4,7 @@
 
 #include "models/families.h"
 #include "qkv/model.h"
+#include "qkv/model_stores.h"
 
 namespace qkv {
 
@@ -93,27 +94,39 @@ const std::vector<ModelFamily>& model_families() {
   return families;
 }
 
-const ModelFamily& model_family(const std::string& name_or_path) {
+namespace {
+
+// The family that claims an existing path, or a name's file.
+const ModelFamily& claiming(const std::string& path) {
   const std::vector<ModelFamily>& families = model_families();
   for (const ModelFamily& f : families)
-    for (const std::string& name : f.names)
-      if (name == name_or_path) return f;
-  for (const ModelFamily& f : families)
-    if (f.claims(name_or_path)) return f;
+    if (f.claims(path)) return f;
   return families.back();
 }
 
-bool is_builtin_model(const std::string& name) {
+const ModelFamily* builtin_family(const std::string& name) {
   for (const ModelFamily& f : model_families())
     for (const std::string& n : f.names)
-      if (n == name) return true;
-  return false;
+      if (n == name) return &f;
+  return nullptr;
 }
+
+}  // namespace
+
+const ModelFamily& model_family(const std::string& name_or_path) {
+  if (const ModelFamily* f = builtin_family(name_or_path)) return *f;
+  // Neither a built-in name nor a path: a name a store (Ollama, LM Studio, ...) keeps a file by.
+  return claiming(resolve_model(name_or_path));
+}
+
+bool is_builtin_model(const std::string& name) { return builtin_family(name) != nullptr; }
 
 ModelKind model_kind(const std::string& name_or_path) { return model_family(name_or_path).kind; }
 
 Model open_model(const std::string& name_or_path, const OpenOptions& options) {
-  return model_family(name_or_path).open(name_or_path, options);
+  if (const ModelFamily* f = builtin_family(name_or_path)) return f->open(name_or_path, options);
+  const std::string path = resolve_model(name_or_path);
+  return claiming(path).open(path, options);
 }
 
 }  // namespace qkv
