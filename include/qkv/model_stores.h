@@ -31,6 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "qkv/causal_lm.h"  // supported_gguf_architectures()
+
 namespace qkv {
 
 enum class ModelStore { ollama, lm_studio, hugging_face };
@@ -78,9 +80,6 @@ struct GgufSummary {
   std::string error;       // one line, when the header could not be read (the rest is empty)
 };
 GgufSummary summarize_gguf(const std::string& path);
-
-// The GGUF architectures (general.architecture) qkv's decoder runs: "llama", ...
-std::vector<std::string> supported_gguf_architectures();
 
 // llama.cpp's name of a general.file_type (llama.h's llama_ftype): 15 → "Q4_K_M"; "" if unknown.
 std::string gguf_file_type_name(int64_t file_type);
