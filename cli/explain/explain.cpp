@@ -303,7 +303,7 @@ int run_explain(const ExplainArgs& args) {
   explain::Run run = explain::capture(model, input);
   // A store's name ("llama3.2:1b") titles the model, not its file's (an Ollama blob's hash).
   if (!is_builtin_model(args.model.dir) && resolve_model(args.model.dir) != args.model.dir)
-    run.model.name = args.model.dir;
+    run.model.name = run.model.argument = args.model.dir;
   if (!args.circuit.empty()) run.circuit = circuit_of(args, model, run);
   if (args.lens_wanted()) {
     CountProgress progress("lens: ablating and patching heads", "reruns");

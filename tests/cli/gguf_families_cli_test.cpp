@@ -59,7 +59,7 @@ TEST_P(GgufFamilyCli, GenerateRuns) {
 INSTANTIATE_TEST_SUITE_P(
     Families, GgufFamilyCli,
     ::testing::Values(Case{"llama3", "llama", "Llama 3.1 frequency factors"},
-                    Case{"llama2", "llama", "RoPE base 10000, pairs (2i, 2i+1)"},
+                    Case{"llama2", "llama", "RoPE base 10,000, pairs (2i, 2i+1)"},
                     Case{"qwen2", "qwen2", "q, k and v add biases"},
                     Case{"qwen3", "qwen3", "RMSNorm on each head's q and k before RoPE"},
                     Case{"gemma3", "gemma3", "sliding window of 4 positions"}),

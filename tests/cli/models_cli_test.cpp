@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 namespace fs = std::filesystem;
 
-// Stores holding a model qkv runs in each, one it does not (qwen2), and a broken file.
+// Stores holding a model qkv runs in each (a llama, a qwen2), and a broken file.
 struct Machine {
   FakeStores s;
   fs::path llama, lm, hf, qwen, broken;
@@ -58,7 +58,7 @@ TEST(ModelsCli, ListsTheBuiltInModelsAndEachStoresFiles) {
   // The broken file: listed, with its one-line error below it.
   EXPECT_THAT(r.out, ::testing::ContainsRegex("\n  pub/broken .* no\n      it claims [0-9]+ "
                                               "tensors and [0-9]+ metadata entries in 64 bytes"));
-  EXPECT_THAT(r.out, HasSubstr("GGUF architectures qkv runs: llama"));
+  EXPECT_THAT(r.out, HasSubstr("GGUF architectures qkv runs: llama, qwen2, qwen3, gemma3"));
 }
 
 TEST(ModelsCli, JsonHoldsWhatTheTableShows) {
@@ -66,7 +66,8 @@ TEST(ModelsCli, JsonHoldsWhatTheTableShows) {
   const CliResult r = m.run({"models", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["supported_architectures"], nlohmann::json::array({"llama"}));
+  EXPECT_EQ(j["supported_architectures"],
+            nlohmann::json::array({"llama", "qwen2", "qwen3", "gemma3"}));
   std::vector<std::string> builtin;
   for (const auto& b : j["builtin"]) builtin.push_back(b["name"]);
   EXPECT_EQ(builtin, (std::vector<std::string>{"smollm2", "minilm"}));
@@ -80,7 +81,7 @@ TEST(ModelsCli, JsonHoldsWhatTheTableShows) {
   EXPECT_EQ(llama["architecture"], "llama");
   EXPECT_EQ(llama["quantization"], "Q4_K_M");
   EXPECT_EQ(llama["runs"], true);
-  EXPECT_EQ(by_name.at("qwen2.5:0.5b")["runs"], false);
+  EXPECT_EQ(by_name.at("qwen2.5:0.5b")["runs"], true);
   EXPECT_EQ(by_name.at("qwen2.5:0.5b")["architecture"], "qwen2");
   EXPECT_EQ(by_name.at("bartowski/Tiny-GGUF")["store"], "Hugging Face");
   EXPECT_EQ(by_name.at("lmstudio-community/Tiny-GGUF")["store"], "LM Studio");

@@ -302,7 +302,7 @@ TEST(ModelStores, AHeaderSummarized) {
   const GgufSummary b = summarize_gguf(qwen.string());
   EXPECT_EQ(b.architecture, "qwen2");
   EXPECT_EQ(b.quantization, "Q8_0");  // LLAMA_FTYPE_MOSTLY_Q8_0 = 7
-  EXPECT_FALSE(b.runs);
+  EXPECT_TRUE(b.runs);  // qwen2 is one of supported_gguf_architectures()
   const GgufSummary c = summarize_gguf(bad.string());
   EXPECT_THAT(c.error, HasSubstr(bad.string()));
   EXPECT_EQ(c.error.find('\n'), std::string::npos);

@@ -43,7 +43,9 @@ ReportBlock sentence_block(const Run& run) {
   }
   if (group > 1) {  // the terminal's words: "h0–h2 read kv 0, h3–h5 read kv 1, ..."
     block.note += "; the " + std::to_string(heads) + " query heads of a layer share " +
-                  std::to_string(kv_heads) + (kv_heads == 1 ? " key/value head" : " key/value heads") + " (grouped-query attention):";
+                  std::to_string(kv_heads) +
+                  (kv_heads == 1 ? " key/value head" : " key/value heads") +
+                  " (grouped-query attention):";
     for (int64_t g = 0; g < kv_heads; ++g)
       block.note += std::string(g ? "," : "") + " h" + std::to_string(g * group) + "–h" +
                     std::to_string(g * group + group - 1) + " read kv " + std::to_string(g);

@@ -314,10 +314,16 @@ std::string render_decoder(const Run& e, const Style& style) {
       "A decoder: each token sees only itself and the tokens before it (the "
       "causal mask), and the " +
       std::to_string(e.model.heads) + " query heads of a layer share " +
-      std::to_string(e.model.kv_heads) + (e.model.kv_heads == 1 ? " key/value head" : " key/value heads") + " (grouped-query attention):";
+      std::to_string(e.model.kv_heads) +
+      (e.model.kv_heads == 1 ? " key/value head" : " key/value heads") +
+      " (grouped-query attention):";
   for (int64_t g = 0; g < e.model.kv_heads; ++g)
     grouped += (g == 0 ? " h" : ", h") + std::to_string(g * group) + "–h" +
                std::to_string((g + 1) * group - 1) + " read kv " + std::to_string(g);
+  if (group == 1)  // every head its own keys and values (Llama 2, TinyLlama)
+    grouped = "A decoder: each token sees only itself and the tokens before it (the causal mask); "
+              "each of a layer's " + std::to_string(e.model.heads) +
+              " heads has its own keys and values";
   s << "\n" << wrap(grouped + ".", kWidth, 0) << "\n";
   HeadRoles roles = head_roles(e);
   const auto list = [&](const std::vector<ScoredHead>& heads, const char* what) {
