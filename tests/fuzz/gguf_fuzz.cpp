@@ -4,7 +4,9 @@
 // that parses goes on to the decoder's loader (models/llama/llama.h, models/text/bpe.h): its
 // config, checked against the tensors, its weights and its tokenizer, each a result or a
 // qkv::Error. The corpus holds a tiny Llama model and lying copies of it
-// (tests/models/tiny_llama_gguf.h), so that the fuzzer starts from files that reach the loader,
+// (tests/models/tiny_llama_gguf.h), and the tiny qwen2 and qwen3 models of
+// tests/golden/gguf_families (biases, q/k norms, wider heads), so that the fuzzer starts from
+// files that reach the loader of more than one architecture,
 // and a file with a tensor of every type qkv reads, F32 to Q6_K, and one of Q2_K, which it refuses
 // (quant_types.gguf, unread_q2_k.gguf: tests/golden/make_ggml_quant_goldens.py), so that it
 // mutates every dequantizer's blocks and the K-quants' 256-value rows.
@@ -14,7 +16,7 @@
 
 #include "core/gguf.h"
 #include "models/llama/llama.h"
-#include "models/text/bpe.h"
+#include "models/text/gguf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   qkv::GgufFile f;
@@ -37,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const qkv::Error&) {
   }
   try {
-    const qkv::BpeTokenizer t = qkv::BpeTokenizer::from_gguf(f);
+    const qkv::GgufTokenizer t = qkv::GgufTokenizer::from_gguf(f);  // BPE or SentencePiece
     if (t.size() == 0) __builtin_trap();
   } catch (const qkv::Error&) {
   }
