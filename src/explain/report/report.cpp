@@ -30,7 +30,10 @@ ReportBlock sentence_block(const Run& run) {
   const int64_t group = kv_heads > 0 ? heads / kv_heads : 1;
   for (AttentionCapture& l : block.layers) {
     l = batch_entry(l, 0);
-    l.scores = l.logits = l.head_out = Tensor();
+    // The page recomputes the logits from q and k under the causal mask; a layer whose mask hides
+    // more (Gemma's sliding window) keeps its own.
+    l.scores = l.head_out = Tensor();
+    if (!l.mask.defined()) l.logits = Tensor();
     if (group > 1)
       for (Tensor* t : {&l.k, &l.v}) {
         const int64_t n = t->dim(1), d = t->dim(2);

@@ -61,18 +61,10 @@ std::string render_tokens(const Run& e, int64_t focus, const Style& style) {
   s << "qkv explain · " << e.model.name << " · " << e.model.layers << " layers × " << e.model.heads
     << " heads, head dim " << e.model.head_dim << "\n";
   if (!e.model.features.empty()) {
-    s << e.model.family << ":";
-    int column = display_width(e.model.family) + 1;
-    for (std::size_t i = 0; i < e.model.features.size(); ++i) {
-      const std::string item = " " + e.model.features[i] + (i + 1 < e.model.features.size() ? ";" : "");
-      if (column + display_width(item) > kWidth) {
-        s << "\n ";
-        column = 1;
-      }
-      s << item;
-      column += display_width(item);
-    }
-    s << "\n";
+    std::string line = e.model.family + ":";
+    for (std::size_t i = 0; i < e.model.features.size(); ++i)
+      line += (i ? "; " : " ") + e.model.features[i];
+    s << wrap(line, kWidth, 2) << "\n";
   }
   s << "\n";
   s << wrap(quoted(clip(printable(e.text), 480)), kWidth - 2, 2) << "\n";
