@@ -362,4 +362,15 @@ Tensor GgufFile::tensor(const std::string& name) const {
   return out;
 }
 
+std::string gguf_array_str(const nlohmann::json& v) {
+  if (!v.is_array() || v.empty()) return gguf_value_str(v);
+  const nlohmann::json& item = v.front();
+  const std::string kind = item.is_string()           ? "string"
+                           : item.is_boolean()        ? "bool"
+                           : item.is_number_integer() ? "integer"
+                           : item.is_number()         ? "number"
+                                                      : "value";
+  return "an array of " + std::to_string(v.size()) + " " + kind + (v.size() == 1 ? "" : "s");
+}
+
 }  // namespace qkv

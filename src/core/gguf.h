@@ -143,5 +143,8 @@ bool is_gguf_file(const std::string& path);
 // A metadata value as a message shows it: NaN and ±∞ spelled out (JSON would print null), a
 // string quoted, an array by its item count, anything longer than a line clipped.
 std::string gguf_value_str(const nlohmann::json& value);
+// The same, an array by what its items are: "an array of 40 integers" (a GGUF array's items are
+// of one type), for a message that expects an array of something else.
+std::string gguf_array_str(const nlohmann::json& value);
 
 }  // namespace qkv

@@ -14,6 +14,7 @@
 #include "core/gguf.h"
 #include "core/text/utf8.h"
 #include "models/text/nfc.h"
+#include "models/text/specials.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
@@ -44,19 +45,6 @@ const ByteAlphabet& alphabet() {
 
 uint64_t pair_key(int32_t left, int32_t right) {
   return uint64_t(uint32_t(left)) << 32 | uint32_t(right);
-}
-
-// A metadata value as a message names it, an array by what its items are: "an array of 40
-// integers" (a GGUF array's items are of one type).
-std::string array_str(const nlohmann::json& v) {
-  if (!v.is_array() || v.empty()) return gguf_value_str(v);
-  const nlohmann::json& item = v.front();
-  const std::string kind = item.is_string()           ? "string"
-                           : item.is_boolean()        ? "bool"
-                           : item.is_number_integer() ? "integer"
-                           : item.is_number()         ? "number"
-                                                      : "value";
-  return "an array of " + std::to_string(v.size()) + " " + kind + (v.size() == 1 ? "" : "s");
 }
 
 // Why the character of `piece` holding byte `at` cannot be encoded: the vocabulary has no symbol
@@ -190,7 +178,7 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
   // Each array of the type it must be, checked here where its key is known: the JSON library's
   // "type must be string, but is number" named neither.
   const auto is = [&](const std::string& key, const std::string& expected) {
-    return file.name() + ": metadata \"" + key + "\" is " + array_str(file.meta(key)) +
+    return file.name() + ": metadata \"" + key + "\" is " + gguf_array_str(file.meta(key)) +
            "; expected " + expected;
   };
   const auto strings = [&](const std::string& key, const std::string& expected) {
@@ -292,30 +280,11 @@ std::vector<std::string> BpeTokenizer::pre_tokenize(std::string_view raw) const 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, Unspelled unspelled) const {
   utf8::validate(text);
   std::vector<int32_t> out;
-  // Step 1: the special tokens, leftmost first, the longest of those that start at the same byte.
-  std::size_t plain = 0;  // where the text not yet encoded begins
-  for (std::size_t i = 0; i < text.size();) {
-    int32_t found = -1;
-    if (!special_first_[static_cast<unsigned char>(text[i])]) {
-      ++i;
-      continue;
-    }
-    for (const int32_t id : specials_) {
-      if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
-        found = id;
-        break;
-      }
-    }
-    if (found < 0) {
-      ++i;
-      continue;
-    }
-    encode_plain(text.substr(plain, i - plain), unspelled, out);
-    out.push_back(found);
-    i += tokens_[found].size();
-    plain = i;
-  }
-  encode_plain(text.substr(plain), unspelled, out);
+  // Step 1: the special tokens stay whole (models/text/specials.h).
+  split_at_specials(
+      text, tokens_, specials_, special_first_,
+      [&](std::string_view stretch) { encode_plain(stretch, unspelled, out); },
+      [&](int32_t id) { out.push_back(id); });
   return out;
 }
 

@@ -12,21 +12,8 @@
 namespace qkv {
 namespace {
 
-// A metadata value as a message names it, an array by what its items are: "an array of 40
-// integers" (a GGUF array's items are of one type).
-std::string value_str(const nlohmann::json& v) {
-  if (!v.is_array() || v.empty()) return gguf_value_str(v);
-  const nlohmann::json& item = v.front();
-  const std::string kind = item.is_string()           ? "string"
-                           : item.is_boolean()        ? "bool"
-                           : item.is_number_integer() ? "integer"
-                           : item.is_number()         ? "number"
-                                                      : "value";
-  return "an array of " + std::to_string(v.size()) + " " + kind + (v.size() == 1 ? "" : "s");
-}
-
 Error bad(const GgufFile& file, const std::string& key, const std::string& expected) {
-  return Error(file.name() + ": metadata \"" + key + "\" is " + value_str(file.meta(key)) +
+  return Error(file.name() + ": metadata \"" + key + "\" is " + gguf_array_str(file.meta(key)) +
                "; expected " + expected);
 }
 

@@ -15,6 +15,7 @@
 #include "core/gguf.h"
 #include "core/text/utf8.h"
 #include "models/text/gguf_tokenizer.h"
+#include "models/text/specials.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
@@ -189,26 +190,11 @@ std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
 std::vector<int32_t> SpmTokenizer::encode(std::string_view text, Unspelled unspelled) const {
   utf8::validate(text);
   std::vector<int32_t> out;
-  // Step 1: the special tokens, leftmost first, the longest of those that start at the same byte.
-  std::size_t plain = 0;  // where the text not yet encoded begins
-  for (std::size_t i = 0; i < text.size();) {
-    int32_t found = -1;
-    if (special_first_[static_cast<unsigned char>(text[i])])
-      for (const int32_t id : specials_)
-        if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
-          found = id;
-          break;
-        }
-    if (found < 0) {
-      ++i;
-      continue;
-    }
-    encode_plain(text.substr(plain, i - plain), unspelled, out);
-    out.push_back(found);
-    i += tokens_[found].size();
-    plain = i;
-  }
-  encode_plain(text.substr(plain), unspelled, out);
+  // Step 1: the special tokens stay whole (models/text/specials.h).
+  split_at_specials(
+      text, tokens_, specials_, special_first_,
+      [&](std::string_view stretch) { encode_plain(stretch, unspelled, out); },
+      [&](int32_t id) { out.push_back(id); });
   return out;
 }
 
