@@ -1,10 +1,8 @@
 // qkv/explain_run.h — one captured run (explain::Run): what every model hands to every view of
-// `qkv explain` (terminal, JSON, HTML, SVG, PNG, Python). A run holds the model's header, the
-// tokens it read, its attention as blocks (self-, cross- or latent attention, one
-// qkv::AttentionCapture a layer), the residual stream where the model keeps one and its output
-// (next tokens, classes or a decoded text). capture() is the one way a model makes one; the
-// readings (qkv/explain_readings.h) and the views (qkv/explain_views.h, qkv/explain_report.h) read
-// nothing else.
+// `qkv explain` (terminal, JSON, HTML, SVG, PNG, Python): the model's header, the tokens it read,
+// its attention as blocks (self-, cross- or latent; one qkv::AttentionCapture a layer), the
+// residual stream where it keeps one, and its output (next tokens, classes, a decoded text).
+// capture() is the one way to make one; readings and views read nothing else.
 #pragma once
 
 #include <cstdint>
@@ -105,27 +103,24 @@ struct Block {
   bool masked(int64_t l, int64_t h, int64_t i, int64_t j) const;
 };
 
-// The longest run whose mixing capture keeps (Block::mixing_gram, the decoder's stream): forming
-// every f^h(x_j) costs m·H·d·hidden multiply-adds a layer in float64 and the rollouts n³ a layer.
-// Measured (2 shared cores, load ~6): SmolLM2 on 500 tokens 19.0 s instead of 15.3 s, 30 MB more;
-// on 10 tokens 2.7 s instead of 2.3 s. Beyond it, the value norms alone (a d × d Gram a head).
+// The longest run whose mixing capture keeps (Block::mixing_gram, the decoder's stream): every
+// f^h(x_j) costs m·H·d·hidden multiply-adds a layer (float64), the rollouts n³. Measured (load ~6):
+// SmolLM2, 500 tokens 19.0 s not 15.3 s, 30 MB more; 10 tokens 2.7 s not 2.3 s. Beyond it, the
+// value norms alone (a d × d Gram a head).
 inline constexpr int64_t kMixingMaxTokens = 512;
 
 // What the model is, as a view titles and describes it.
 struct ModelHeader {
   std::string name;    // "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "dates.safetensors"
-  std::string family;  // bert, llama, transformer, rnnsearch, perceiver
+  std::string family;  // bert; llama, qwen2, qwen3, gemma3; transformer, rnnsearch, perceiver
   std::string task;    // a trained model's task ("dates", "lookup", "count"); else empty
   int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0, d_model = 0;
   double scale = 0;  // blocks[0]'s scale: 1/√head_dim, the scaled-dot default
-  // A GGUF decoder's architecture as the views say it (qkv::attention_features): "q, k and v add
-  // biases", "RMSNorm on each head's q and k before RoPE", ...; empty for the other models.
+  // A GGUF decoder's architecture in words (qkv::attention_features), and how it forms q, k and v
+  // from x = RMSNorm(h) ("RoPE(RMSNorm(W_Q·x + b_Q))", "W_V·x"); empty for the other models.
   std::vector<std::string> features;
-  // How the decoder forms a head's query, key and value from x = RMSNorm(h): "RoPE(W_Q·x)",
-  // "RoPE(RMSNorm(W_Q·x + b_Q))", "W_V·x + b_V"; empty for the other models.
   std::string query, key, value;
-  // What --model names a decoder by in the views' hints: "smollm2", or its file's path.
-  std::string argument;
+  std::string argument;  // what --model names a decoder by in the hints: "smollm2", or its path
   // A trained model's metadata ("qkv.steps", "qkv.test_accuracy"), as its file holds it.
   std::map<std::string, std::string> metadata;
 };
@@ -186,10 +181,9 @@ struct Input {
   // and the images read every weight.
   bool every_weight = true;
 };
-// The one entry point: any model the registry opens (qkv/model.h; a decoder with its weights
-// loaded), on its input, through the family's capture below. A trained model's metadata numbers
-// the views show (qkv.steps, qkv.test_accuracy) are checked: one that is not a number in range
-// is a qkv::Error (Kind::invalid_argument) naming the file.
+// The one entry point: any model the registry opens (a decoder with its weights loaded), on its
+// input, through the family's capture below. A trained model's metadata numbers the views show
+// (qkv.steps, ...) are checked: one not a number in range is a qkv::Error naming the file.
 Run capture(const Model& model, const Input& input);
 // Every number of a run checked finite before a view shows it (qkv/finite.h): the embedding
 // layer's output; each block's layers' q, k, v, scores, weights, head outputs and each layer's
@@ -197,8 +191,7 @@ Run capture(const Model& model, const Input& input);
 // qkv::Error (Kind::runtime): "layer 5's output came out +∞; ...", a block other than a sentence's
 // self-attention named after it ("layer 0's attention weights (cross-attention)").
 void require_finite(const Run& run);
-// The input a run takes when none is given: a sentence with a pronoun for a sentence model, a
-// held-out example of the task for a trained one.
+// The input a run takes when none is given: a sentence with a pronoun, a held-out example.
 inline constexpr const char* kDefaultSentence =
     "The animal didn't cross the street because it was too tired";
 Input default_input(const Model& model);
@@ -220,7 +213,7 @@ RunCost run_cost(const Model& model, const Input& input, bool json, bool html);
 // max_length as BertTokenizer's 'longest_first' does.
 Run capture(const SentenceModel& model, std::string_view text,
             std::optional<std::string_view> text_b = std::nullopt);
-// A decoder LLM on `text` (no BOS: as the model was trained), every layer captured, its next
+// A decoder LLM on `text` (BOS first where its file says add_bos), every layer captured, its next
 // tokens and its heads' induction scores. With `rows`, as rows (see below).
 Run capture(const CausalLM& model, std::string_view text, bool rows = false);
 // A model `qkv train` saved, greedy-decoding `source` with every attention captured. `name`
