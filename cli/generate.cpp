@@ -15,15 +15,17 @@
 namespace qkv::cli {
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
   CLI::App* cmd = app.add_subcommand(
-      "generate", "continue a text with a decoder LLM (SmolLM2-135M), token by token");
+      "generate",
+      "continue a text with a decoder LLM (SmolLM2-135M, or a GGUF file), token by token");
   cmd->add_option("prompt", args.prompt, "the text to continue")
       ->required()
       ->check(text("a text to continue, e.g. qkv generate \"The capital of France is\""));
   cmd->add_option("--model", args.model,
-                  "a GGUF file of a Llama-architecture model (known by its first bytes, whatever "
-                  "its name: an Ollama blob too), its name in Ollama (llama3.2:1b), LM Studio or "
-                  "the Hugging Face cache (qkv models lists them), or smollm2 (the default: "
-                  "SmolLM2-135M-Instruct, fetched by scripts/fetch_model smollm2)")
+                  "a GGUF file of a llama, qwen2, qwen3 or gemma3 model (known by its first "
+                  "bytes, whatever its name: an Ollama blob too), its name in Ollama "
+                  "(llama3.2:1b), LM Studio or the Hugging Face cache (qkv models lists them), or "
+                  "smollm2 (the default: SmolLM2-135M-Instruct, fetched by scripts/fetch_model "
+                  "smollm2)")
       ->option_text("FILE|NAME");
   cmd->add_option("--max-tokens", args.max_tokens, "new tokens at most, 1 to 8192 (default 48)")
       ->transform(integer({.lo = 1, .hi = 8192}));
@@ -36,13 +38,14 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
       ->option_text("S");
   CLI::Option* chat = cmd->add_flag(
       "--chat", args.chat,
-      "frame the prompt as one user message of the model's chat template (the ChatML family: "
-      "<|im_start|>role … <|im_end|>), after the template's default system message if it has "
-      "one, and let the model answer as the assistant");
+      "frame the prompt as one user message of the model's chat template (the families ChatML, "
+      "Llama 3, Gemma, Mistral, Llama 2 and Phi-3), after the template's default system message "
+      "if it has one, and let the model answer as the assistant");
   cmd->add_option("--system", args.system,
                   "the system message, in place of the chat template's default "
                   "(SmolLM2's: \"You are a helpful AI assistant named SmolLM, trained by Hugging "
-                  "Face\")")
+                  "Face\"); refused where the template has no place for one (Gemma 2's, "
+                  "Mistral's of 2023, Phi-3-mini's of April 2024)")
       ->check(text("the system message's text (leave --system out for the chat template's "
                    "default)"))
       ->needs(chat);

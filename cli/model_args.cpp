@@ -43,9 +43,9 @@ void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) 
       "all-MiniLM-L6-v2 in $QKV_HOME/models, installed by scripts/bootstrap)";
   if (choices.decoder)
     help += std::string(choices.trained ? ", " : ", or ") +
-            "smollm2 or a GGUF file of a Llama-architecture decoder (known by its first bytes, "
-            "whatever its name), or its name in Ollama (llama3.2:1b), LM Studio (PUBLISHER/REPO) "
-            "or the Hugging Face cache (ORG/REPO): qkv models lists them";
+            "smollm2 or a GGUF file of a decoder (llama, qwen2, qwen3 or gemma3; known by its "
+            "first bytes, whatever its name), or its name in Ollama (llama3.2:1b), LM Studio "
+            "(PUBLISHER/REPO) or the Hugging Face cache (ORG/REPO): qkv models lists them";
   if (choices.trained)
     help += ", or a .safetensors model saved by qkv train (transformer, rnnsearch, perceiver)";
   command.add_option("--model", args.dir, help)
@@ -156,7 +156,7 @@ CausalLM open_causal_lm(const std::string& model) {
   if (is_builtin_model(model) && model_kind(model) != ModelKind::causal_lm)
     throw Error("--model " + model +
                     " is a sentence encoder; expected a decoder LLM: smollm2 or a GGUF file of a "
-                    "Llama-architecture model",
+                    "llama, qwen2, qwen3 or gemma3 model",
                 Error::Kind::invalid_argument);
   // A store's name is its file; one no store holds says where it looked (exit 2).
   const std::string path = is_builtin_model(model) ? "smollm2" : resolve_model(model);

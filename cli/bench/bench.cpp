@@ -80,9 +80,9 @@ constexpr const char* kModelFooter =
     "excluded), per layer n·2·(4·H² + 2·H·I) + 4·n²·H, over the whole time. The SGEMM\n"
     "rate (OpenBLAS 2048³, 512³ with --quick) is measured just before each case.\n"
     "bench/compare_torch.py model runs sentence-transformers on the same texts.\n\n"
-    "With --model smollm2 (or a Llama-architecture .gguf file), a decoder instead, as\n"
-    "llama.cpp's llama-bench measures one: the fused attention's logits are first checked\n"
-    "against the float64 reference attention on a 64-token prompt, then\n"
+    "With --model smollm2 (or any GGUF decoder qkv runs: llama, qwen2, qwen3, gemma3), a\n"
+    "decoder instead, as llama.cpp's llama-bench measures one: the fused attention's logits\n"
+    "are first checked against the float64 reference attention on a 64-token prompt, then\n"
     "  prompt-512     512 tokens of English-like text in one pass: prompt tokens/s\n"
     "  decode-128     128 tokens generated after it, greedy, with the KV cache: tokens/s,\n"
     "                 and the GB/s of weights read (each token reads them all once)\n"
@@ -152,7 +152,7 @@ void add_model_target(CLI::App* bench, BenchArgs& a) {
   CLI::App* model = bench->add_subcommand(
       "model",
       "a model end to end: all-MiniLM-L6-v2's latency and sentences/s at batch 32, or "
-      "SmolLM2's prompt and generated tokens/s (--model smollm2)");
+      "a decoder's prompt and generated tokens/s (--model smollm2 or a GGUF file)");
   model->footer(kModelFooter);
   model->allow_extras(false);
   add_common_options(model, a.model.common,

@@ -1,5 +1,6 @@
-// qkv/causal_lm.h — a decoder-only language model from one GGUF file (SmolLM2-135M and its
-// Llama-architecture kin), run exactly on its dequantized weights.
+// qkv/causal_lm.h — a decoder-only language model from one GGUF file of the architectures
+// supported_gguf_architectures() names (llama, qwen2, qwen3, gemma3; SmolLM2-135M is the default),
+// run exactly on its dequantized weights.
 #pragma once
 
 #include <cstdint>
@@ -79,8 +80,10 @@ struct LlamaWeights;  // models/llama/llama.h
 class GgufTokenizer;  // models/text/gguf_tokenizer.h
 class ChatTemplate;   // models/text/chat_template.h
 
-// A Llama-architecture decoder from one GGUF file, run exactly on its dequantized weights, with
-// its tokenizer from the same file (models/llama/llama.h says what it computes).
+// A decoder from one GGUF file (llama, qwen2, qwen3 or gemma3: LlamaConfig says what each
+// changes), run exactly on its dequantized weights, with its tokenizer (byte-level BPE or
+// SentencePiece, as tokenizer.ggml.model says) and chat template from the same file
+// (models/llama/llama.h says what it computes).
 class CausalLM {
  public:
   // Reads and checks the file's header — the metadata, the tokenizer, the chat template and the
@@ -97,10 +100,11 @@ class CausalLM {
   // open(path), then load_weights().
   static CausalLM load(const std::string& path);
 
-  // The ids of a text, as Hugging Face's tokenizer gives them — but a character whose bytes the
-  // vocabulary has no token for is a qkv::Error naming it, where Hugging Face and llama.cpp leave
-  // it out unsaid (SmolLM2 lacks 21 of the 256 byte tokens, e.g. U+0004; a tiny vocabulary may
-  // lack most).
+  // The ids of a text, as Hugging Face's tokenizer gives them (byte-level BPE with the file's
+  // pre-tokenizer, or SentencePiece; BOS and EOS where the file says so) — but a character the
+  // vocabulary cannot spell (no byte token, no byte fallback) is a qkv::Error naming it, where
+  // Hugging Face and llama.cpp leave it out unsaid or write <unk> (SmolLM2 lacks 21 of the 256
+  // byte tokens, e.g. U+0004; a tiny vocabulary may lack most).
   std::vector<int32_t> tokenize(std::string_view text, const TokenizeOptions& options = {}) const;
   std::string token_text(int32_t id) const;  // the bytes a token stands for
   // The text a generated token adds: its bytes, but nothing for a control token (<|im_start|>,
@@ -117,8 +121,10 @@ class CausalLM {
   // add_generation_prompt=True, tokenize=False) gives. For SmolLM2 and no `system`:
   //   "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging
   //   Face<|im_end|>\n<|im_start|>user\n" user "<|im_end|>\n<|im_start|>assistant\n"
-  // qkv knows the ChatML family only (models/text/chat_template.h): a model whose template is
-  // another, or that has none, or whose vocabulary lacks ChatML's markers as control (or
+  // qkv knows the families ChatML, Llama 3, Gemma, Mistral, Llama 2 and Phi-3
+  // (models/text/chat_template.h), without the BOS text the template writes first (tokenize adds
+  // BOS): a model whose template is another, or that has none, or one over 1 MiB, a system message
+  // its template has no place for, or a vocabulary lacking the family's markers as control (or
   // user-defined) tokens, is a qkv::Error (Kind::runtime) naming the file.
   std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
   // Continues `prompt` one token at a time (a KV cache: each step runs one position); calls
@@ -161,7 +167,8 @@ class CausalLM {
 
   const std::string& path() const { return path_; }
   const LlamaConfig& config() const { return *config_; }
-  // Positions the model reads at most (llama.context_length): prompt and generated tokens together.
+  // Positions the model reads at most ({arch}.context_length): prompt and generated tokens
+  // together.
   int64_t context_length() const;
 
  private:

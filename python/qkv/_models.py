@@ -264,10 +264,11 @@ class Model:
 class CausalLM:
     """A decoder-only language model from a GGUF file, run exactly on its dequantized weights:
     "smollm2" (the default) is SmolLM2-135M-Instruct as scripts/fetch_model smollm2 installs it;
-    anything else is a .gguf file of a Llama-architecture model, or its name in Ollama
-    ("llama3.2:1b"), LM Studio or the Hugging Face cache (`qkv models` lists them). (Its examples
-    are not run as doctests: loading the model takes a second; python/tests/test_models.py runs
-    the same.)
+    anything else is a .gguf file of a llama (Llama 1-3.x, Mistral 7B, SmolLM), qwen2 (Qwen 2 /
+    2.5), qwen3 or gemma3 model, or its name in Ollama ("llama3.2:1b"), LM Studio
+    ("PUBLISHER/REPO") or the Hugging Face cache ("ORG/REPO[/FILE.gguf]"; `qkv models` lists
+    them). (Its examples are not run as doctests: loading the model takes a second;
+    python/tests/test_models.py runs the same.)
 
     >>> import qkv
     >>> lm = qkv.CausalLM()                                   # doctest: +SKIP
