@@ -71,9 +71,9 @@ system busy test record boat common gold possible plane stead dry wonder laugh t
 check game shape equate miss brought heat snow tire bring yes distant fill east paint language
 among attention model query key value token head layer""".split()
 
-# 20 tokens as qkv tokenizes it with the llama file (qkv adds no BOS yet; transformers' tokenizer
-# built from the file gives 21, the BOS first).
-PROMPT = "The people of the world need more water, food and light to live now."
+# 20 tokens with the llama and gemma3 files, the BOS first (as qkv and transformers' tokenizer built
+# from the file count them); 19 with qwen2 and qwen3, which add no BOS.
+PROMPT = "The people of the world need more water, food and light to live."
 
 
 def gpt2_byte_symbols():

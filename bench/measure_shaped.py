@@ -1,14 +1,15 @@
 """What `qkv explain` and `qkv generate` cost on a GGUF file: wall time, CPU time, peak RSS.
 
   ~/.cache/qkv/torch-venv/bin/python bench/measure_shaped.py FILE.gguf [FILE.gguf ...]
-      [--qkv build/qkv] [--prompt TEXT] [--bench] [--json]
+      [--qkv build/qkv] [--prompt TEXT] [--repeats R] [--bench] [--json]
 
 Per file: its parameters (gguf-py's element counts; a tied embedding once), the prompt's tokens
 as qkv counts them (the number its --memory-limit refusal names), then under /usr/bin/time -v:
 `qkv explain --model FILE PROMPT`; `qkv generate --max-tokens 1 "The"` (the load, with one
 token's pass); `qkv generate --max-tokens 20 PROMPT`; with --bench, `qkv bench model --quick`
-(prompt-128 and decode-32 tokens/s). The load average before each run is recorded with it: these
-2 cores are shared, so a number taken at load 5 is not one taken at load 1.
+(prompt-128 and decode-32 tokens/s). Each timed command runs R times (default 1); the run of
+median wall time is kept, with every run's wall time and the load average (1 min) before it:
+these 2 cores are shared, so a number taken at load 5 is not one taken at load 1.
 Used for bench/README.md's "A Llama 3.2 1B-shaped file" (make_shaped_gguf.py writes the file).
 """
 
@@ -21,7 +22,7 @@ import sys
 
 import gguf
 
-PROMPT = "The people of the world need more water, food and light to live now."
+PROMPT = "The people of the world need more water, food and light to live."
 
 
 def parameters(path):
@@ -46,6 +47,12 @@ def timed(cmd):
                 rc=r.returncode, load=round(load, 2), tail=tail.strip())
 
 
+def timed_median(cmd, repeats):
+    runs = [timed(cmd) for _ in range(repeats)]
+    median = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
+    return dict(median, walls=[r["wall_s"] for r in runs], loads=[r["load"] for r in runs])
+
+
 def prompt_tokens(qkv, path, prompt):
     r = subprocess.run([qkv, "explain", "--model", path, "--memory-limit", "1K", prompt],
                        capture_output=True, text=True)
@@ -66,6 +73,7 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--qkv", default="build/qkv")
     ap.add_argument("--prompt", default=PROMPT)
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -73,10 +81,12 @@ def main():
         tokens, needs = prompt_tokens(args.qkv, path, args.prompt)
         out = dict(file=os.path.basename(path), parameters=parameters(path), tokens=tokens,
                    explain_needs=needs)
-        out["explain"] = timed([args.qkv, "explain", "--model", path, args.prompt])
-        out["load"] = timed([args.qkv, "generate", "--model", path, "--max-tokens", "1", "The"])
-        out["generate20"] = timed([args.qkv, "generate", "--model", path, "--max-tokens", "20",
-                                   args.prompt])
+        r = args.repeats
+        out["explain"] = timed_median([args.qkv, "explain", "--model", path, args.prompt], r)
+        out["load"] = timed_median(
+            [args.qkv, "generate", "--model", path, "--max-tokens", "1", "The"], r)
+        out["generate20"] = timed_median(
+            [args.qkv, "generate", "--model", path, "--max-tokens", "20", args.prompt], r)
         if args.bench:
             out["bench"] = bench(args.qkv, path)
         if args.json:
@@ -86,11 +96,11 @@ def main():
         print(f"{out['file']}: {out['parameters']:,} parameters, {tokens} tokens "
               f"(explain needs about {needs})\n"
               f"  explain   {e['wall_s']} s wall, {e['cpu_s']} s cpu, {e['peak_rss_gib']} GiB "
-              f"(load {e['load']}, rc {e['rc']})\n"
+              f"(rc {e['rc']}; walls {e['walls']} at loads {e['loads']})\n"
               f"  load      {l['wall_s']} s wall, {l['cpu_s']} s cpu, {l['peak_rss_gib']} GiB "
-              f"(load {l['load']}, rc {l['rc']})\n"
-              f"  gen 20    {g['wall_s']} s wall, {g['cpu_s']} s cpu (load {g['load']}, rc "
-              f"{g['rc']})", flush=True)
+              f"(rc {l['rc']}; walls {l['walls']} at loads {l['loads']})\n"
+              f"  gen 20    {g['wall_s']} s wall, {g['cpu_s']} s cpu (rc {g['rc']}; walls "
+              f"{g['walls']} at loads {g['loads']})", flush=True)
         if e["rc"]:
             print("  explain failed:", e["tail"][-200:])
         for row in out.get("bench", {}).get("rows", []):
