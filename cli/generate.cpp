@@ -158,7 +158,9 @@ int run_generate(const GenerateArgs& args) {
                  args.memory_limit,
                  "generating " + grouped(args.max_tokens) + " tokens after a prompt of " +
                      grouped(static_cast<int64_t>(prompt.size())) + " (the model and its KV cache)",
-                 "a shorter prompt or --max-tokens");
+                 model.load_bytes() > memory_limit(args.memory_limit)
+                     ? "a smaller model" + too_large(model.load_bytes())
+                     : "a shorter prompt or --max-tokens");
   load_weights(model, args.model);
   progress.clear();
   if (args.explain) return run_generate_explained(args, model, prompt);

@@ -213,8 +213,12 @@ explain::Input sentence_input(const ExplainArgs& args, const Model& model, std::
 void check_memory(const ExplainArgs& args, const Model& model, const explain::Input& input) {
   const explain::RunCost cost = explain::run_cost(model, input, args.json, !args.html.empty());
   const bool trained = model.kind() == ModelKind::seq2seq || model.kind() == ModelKind::perceiver;
+  // A decoder whose weights alone pass the limit is too large whatever the text: said so.
+  const int64_t alone =
+      model.kind() == ModelKind::causal_lm ? model.causal_lm().load_bytes() : int64_t{0};
   require_memory(cost.bytes, args.memory_limit, cost.what,
-                 trained     ? "a smaller model"
+                 trained || alone > memory_limit(args.memory_limit)
+                     ? "a smaller model" + too_large(alone)
                  : args.json ? "a shorter text, or --html, which needs far less than --json"
                              : "a shorter text");
 }

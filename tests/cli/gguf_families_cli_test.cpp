@@ -154,3 +154,21 @@ TEST(GgufFamilyCliErrors, AnUnknownArchitectureIsNamed) {
 
 }  // namespace
 }  // namespace qkv
+
+namespace qkv {
+namespace {
+
+// A limit the model alone passes: the refusal says the model is too large, not the text too long.
+TEST(GgufFamilyCliErrors, AModelLargerThanTheLimitIsSaidToBe) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"explain", "--model", tiny("qwen3"), "hello", "--memory-limit",
+                                 "1M"},
+        std::vector<std::string>{"generate", "--model", tiny("qwen3"), "hello", "--memory-limit",
+                                 "1M"}})
+    expect_one_line_error(run_qkv(args), 2,
+                          "over the limit of 1.0 MiB (--memory-limit); expected a smaller model: "
+                          "the model alone needs about");
+}
+
+}  // namespace
+}  // namespace qkv

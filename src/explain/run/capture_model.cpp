@@ -99,8 +99,8 @@ RunCost run_cost(const Model& model, const Input& input, bool json, bool html) {
                 .tokens.size());
         bytes = run_bytes(m, tokens, json);
       }
-      return {bytes, "explaining " + grouped(tokens) +
-                         " tokens (every layer's scores, logits and weights kept" +
+      return {bytes, "explaining " + grouped(tokens) + (tokens == 1 ? " token" : " tokens") +
+                         " (every layer's scores, logits and weights kept" +
                          (json ? ", and written as JSON" : "") + ")"};
     }
     case ModelKind::seq2seq:
