@@ -145,7 +145,7 @@ int run_generate(const GenerateArgs& args) {
     try {
       return model.chat_prompt(args.prompt, args.system.value_or(""));
     } catch (const Error& e) {
-      rethrow_for_causal_lm(args.model, e);  // a model without a ChatML template, for --chat
+      rethrow_for_causal_lm(args.model, e);  // a template of no family qkv writes, for --chat
     }
   }());
   // The KV cache grows with every position: bounded, and said, before the first token.

@@ -1,5 +1,5 @@
-// The decoder LLMs' entry in the model registry (qkv/model.h): a GGUF file of the Llama
-// architecture, or the installed SmolLM2-135M-Instruct ("smollm2").
+// The decoder LLMs' entry in the model registry (qkv/model.h): a GGUF file of an architecture
+// qkv runs (supported_gguf_architectures), or the installed SmolLM2-135M-Instruct ("smollm2").
 #include "core/gguf.h"
 #include "models/families.h"
 
