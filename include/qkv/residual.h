@@ -53,6 +53,11 @@ class ResidualModel {
   virtual int64_t keys(int64_t /*l*/, int64_t n) const { return n; }
   virtual bool causal(int64_t /*l*/) const { return true; }
   virtual std::vector<int32_t> tokenize(const std::string& text) const = 0;
+  // A piece of text as the tokens it is inside a text, without the BOS (or EOS) a whole text
+  // starts with: a --target or --tokens item.
+  virtual std::vector<int32_t> tokenize_piece(const std::string& text) const {
+    return tokenize(text);
+  }
 
   // h₀ [n, hidden] float32: the ids' embeddings (ids checked against the vocabulary, n against
   // the context).

@@ -116,7 +116,14 @@ const ModelFamily* builtin_family(const std::string& name) {
 const ModelFamily& model_family(const std::string& name_or_path) {
   if (const ModelFamily* f = builtin_family(name_or_path)) return *f;
   // Neither a built-in name nor a path: a name a store (Ollama, LM Studio, ...) keeps a file by.
-  return claiming(resolve_model(name_or_path));
+  // A name no store knows is claimed as written (model_kind classifies, it does not open:
+  // "model.safetensors.bak" is still a directory's name); open_model says it is unknown.
+  std::string path = name_or_path;
+  try {
+    path = resolve_model(name_or_path);
+  } catch (const Error&) {
+  }
+  return claiming(path);
 }
 
 bool is_builtin_model(const std::string& name) { return builtin_family(name) != nullptr; }

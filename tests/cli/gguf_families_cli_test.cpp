@@ -172,3 +172,20 @@ TEST(GgufFamilyCliErrors, AModelLargerThanTheLimitIsSaidToBe) {
 
 }  // namespace
 }  // namespace qkv
+
+namespace qkv {
+namespace {
+
+// A target is one token without the BOS a whole text starts with (Llama 3 and Gemma add one): the
+// lens runs on a model whose tokenizer adds BOS, and its attribution sums.
+TEST(GgufFamilyCliLens, TargetsAreTokensWithoutTheBos) {
+  for (const std::string family : {"llama3", "gemma3"}) {
+    const auto r = run_qkv({"explain", "--model", tiny(family), "the cat sat on the mat",
+                            "--target", " the"});
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_THAT(r.out, HasSubstr("The parts sum to the logit")) << family;
+  }
+}
+
+}  // namespace
+}  // namespace qkv

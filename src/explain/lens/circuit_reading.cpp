@@ -15,7 +15,7 @@ Circuit read_circuit(const ResidualModel& m, const Run& run, const CircuitReques
       if (std::find(ids.begin(), ids.end(), t.id) == ids.end()) ids.push_back(t.id);
   } else {
     for (const std::string& text : split_commas(request.tokens)) {
-      const std::vector<int32_t> one = m.tokenize(text);
+      const std::vector<int32_t> one = m.tokenize_piece(text);
       if (one.size() != 1)
         throw Error("--tokens item \"" + clip(printable(text), 40) + "\" is " +
                         std::to_string(one.size()) +

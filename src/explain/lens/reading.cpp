@@ -15,7 +15,7 @@ Error usage(const std::string& what) { return Error(what, Error::Kind::invalid_a
 int32_t one_token(const ResidualModel& m, const std::string& text, const char* what) {
   std::vector<int32_t> ids;
   try {
-    ids = m.tokenize(text);
+    ids = m.tokenize_piece(text);
   } catch (const Error& e) {  // a character outside a trained model's vocabulary
     throw usage(std::string(what) + " \"" + clip(text, 40) + "\": " + e.what());
   }

@@ -27,6 +27,9 @@ class LlamaResidual final : public ResidualModel {
   std::vector<int32_t> tokenize(const std::string& text) const override {
     return tokenizer_->encode(text, GgufTokenizer::Unspelled::refuse);
   }
+  std::vector<int32_t> tokenize_piece(const std::string& text) const override {
+    return tokenizer_->encode_piece(text, GgufTokenizer::Unspelled::refuse);
+  }
 
   Tensor embed(const std::vector<int32_t>& ids) const override {
     return llama_embed(*w_, *c_, ids, 0);

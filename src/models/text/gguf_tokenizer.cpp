@@ -141,11 +141,15 @@ GgufTokenizer GgufTokenizer::from_gguf(const GgufFile& file) {
 std::vector<int32_t> GgufTokenizer::encode(std::string_view text, Unspelled unspelled) const {
   std::vector<int32_t> ids;
   if (add_bos_) ids.push_back(bos_);
-  const std::vector<int32_t> body =
-      std::visit([&](const auto& t) { return t.encode(text, unspelled); }, tokenizer_);
+  const std::vector<int32_t> body = encode_piece(text, unspelled);
   ids.insert(ids.end(), body.begin(), body.end());
   if (add_eos_) ids.push_back(eos_);
   return ids;
+}
+
+std::vector<int32_t> GgufTokenizer::encode_piece(std::string_view text,
+                                                 Unspelled unspelled) const {
+  return std::visit([&](const auto& t) { return t.encode(text, unspelled); }, tokenizer_);
 }
 
 std::string GgufTokenizer::decode(const std::vector<int32_t>& ids) const {

@@ -40,6 +40,8 @@ class GgufTokenizer {
   // whole). Text that is not UTF-8 is a qkv::Error; `unspelled` says what a character the
   // vocabulary cannot spell becomes (BpeTokenizer::Unspelled).
   std::vector<int32_t> encode(std::string_view text, Unspelled unspelled = Unspelled::drop) const;
+  // The ids of a piece of text alone, without the BOS and EOS a whole text gets: a target token.
+  std::vector<int32_t> encode_piece(std::string_view text, Unspelled unspelled) const;
   // The bytes the ids stand for (special tokens as they are spelled, BOS included; SentencePiece's
   // added prefix space dropped, spm.h).
   std::string decode(const std::vector<int32_t>& ids) const;
