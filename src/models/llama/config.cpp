@@ -190,6 +190,37 @@ void read_gemma(const GgufFile& f, const std::string& a, LlamaConfig& c) {
     c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.hidden / c.heads));
 }
 
+// Every tensor the config needs, present and of its shape, before any is read: what the weights
+// will take in memory is then known from the config alone (llama_weight_bytes). And no tensor
+// besides them: one qkv leaves unread is part of another model than the one run (llama.cpp
+// refuses a file whose tensor count is not what its architecture creates).
+void check_tensors(const GgufFile& f, LlamaConfig& c) {
+  const std::string& a = c.architecture;
+  c.tied_output = true;
+  for (const GgufTensorInfo& t : f.tensors())
+    c.tied_output = c.tied_output && t.name != "output.weight";
+  std::set<std::string> read;
+  for_each_llama_tensor(c, [&](const std::string& name, const Shape& shape) {
+    const GgufTensorInfo& info = f.info(name);
+    if (info.shape != shape)
+      bad(f, "tensor \"" + name + "\" is " + shape_str(info.shape) + "; expected " +
+                 shape_str(shape) + " for this config");
+    read.insert(name);
+  });
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (read.contains(t.name)) continue;
+    if (t.name.rfind("blk.", 0) == 0 && t.name.ends_with(".bias"))
+      bad(f, "tensor \"" + t.name + "\" is a bias, which a " + a +
+                 " decoder does not add; expected a " + a + " model without it");
+    const std::string layers = std::to_string(c.layers) + (c.layers == 1 ? " layer" : " layers");
+    const std::string blocks =
+        c.layers == 1 ? "blk.0" : "blk.0 … blk." + std::to_string(c.layers - 1);
+    bad(f, "it holds a tensor \"" + t.name + "\" that a " + a + " decoder of " + layers +
+               " does not have; expected only the tensors of its layers (token_embd, " + blocks +
+               ", output_norm, output)");
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& supported_gguf_architectures() {
@@ -304,33 +335,7 @@ LlamaConfig read_llama_config(const GgufFile& f) {
               a + ".attention.head_count_kv " + std::to_string(c.kv_heads) + " × " + head_dim);
   expect_rows(f, "blk.0.ffn_up.weight", c.ffn, a + ".feed_forward_length " + std::to_string(c.ffn));
 
-  // Every tensor the config needs, present and of its shape, before any is read: what the
-  // weights will take in memory is then known from the config alone (llama_weight_bytes).
-  c.tied_output = true;
-  for (const GgufTensorInfo& t : f.tensors())
-    c.tied_output = c.tied_output && t.name != "output.weight";
-  std::set<std::string> read;
-  for_each_llama_tensor(c, [&](const std::string& name, const Shape& shape) {
-    const GgufTensorInfo& info = f.info(name);
-    if (info.shape != shape)
-      bad(f, "tensor \"" + name + "\" is " + shape_str(info.shape) + "; expected " +
-                 shape_str(shape) + " for this config");
-    read.insert(name);
-  });
-  // And no tensor besides them: one qkv leaves unread is part of another model than the one run
-  // (llama.cpp refuses a file whose tensor count is not what its architecture creates).
-  for (const GgufTensorInfo& t : f.tensors()) {
-    if (read.contains(t.name)) continue;
-    if (t.name.rfind("blk.", 0) == 0 && t.name.ends_with(".bias"))
-      bad(f, "tensor \"" + t.name + "\" is a bias, which a " + a +
-                 " decoder does not add; expected a " + a + " model without it");
-    const std::string layers = std::to_string(c.layers) + (c.layers == 1 ? " layer" : " layers");
-    const std::string blocks =
-        c.layers == 1 ? "blk.0" : "blk.0 … blk." + std::to_string(c.layers - 1);
-    bad(f, "it holds a tensor \"" + t.name + "\" that a " + a + " decoder of " + layers +
-               " does not have; expected only the tensors of its layers (token_embd, " + blocks +
-               ", output_norm, output)");
-  }
+  check_tensors(f, c);
   return c;
 }
 
