@@ -13,6 +13,7 @@
 
 #include "core/gguf.h"
 #include "core/text/utf8.h"
+#include "models/text/gguf_tokenizer.h"
 #include "models/text/nfc.h"
 #include "models/text/specials.h"
 #include "qkv/tensor.h"
@@ -175,44 +176,13 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
                            gguf_value_str(file.meta("tokenizer.ggml.merges"))
                      : std::string("no metadata \"tokenizer.ggml.merges\"")) +
                 "; a BPE vocabulary (tokenizer.ggml.model \"gpt2\") needs its merges");
-  // Each array of the type it must be, checked here where its key is known: the JSON library's
-  // "type must be string, but is number" named neither.
-  const auto is = [&](const std::string& key, const std::string& expected) {
-    return file.name() + ": metadata \"" + key + "\" is " + gguf_array_str(file.meta(key)) +
-           "; expected " + expected;
-  };
-  const auto strings = [&](const std::string& key, const std::string& expected) {
-    const nlohmann::json& v = file.meta(key);
-    if (!v.is_array() ||
-        !std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_string(); }))
-      throw Error(is(key, expected));
-    return v.get<std::vector<std::string>>();
-  };
+  // Each array of the type it must be, checked where its key is known (models/text/
+  // gguf_tokenizer.h): the JSON library's "type must be string, but is number" named neither.
   std::vector<std::string> tokens =
-      strings("tokenizer.ggml.tokens", "the vocabulary, an array of strings");
-  std::vector<std::string> merges =
-      strings("tokenizer.ggml.merges", "the merges, an array of strings (\"left right\")");
-  std::vector<int32_t> types;
-  if (const std::string key = "tokenizer.ggml.token_type"; file.has(key)) {
-    const nlohmann::json& v = file.meta(key);
-    const std::string known =
-        "llama.cpp's token types: 0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 "
-        "unused, 6 byte";
-    if (!v.is_array() ||
-        !std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_number_integer(); }))
-      throw Error(is(key, "an array of integers (" + known + ")"));
-    for (std::size_t id = 0; id < v.size(); ++id) {
-      const nlohmann::json& type = v[id];
-      if (type.is_number_unsigned() ? type.get<uint64_t>() <= 6
-                                    : type.get<int64_t>() >= 0 && type.get<int64_t>() <= 6) {
-        types.push_back(type.get<int32_t>());
-        continue;
-      }
-      throw Error(file.name() + ": metadata \"" + key + "\" gives token " + std::to_string(id) +
-                  (id < tokens.size() ? " (" + gguf_value_str(tokens[id]) + ")" : "") +
-                  " the type " + type.dump() + "; expected 0 to 6 (" + known + ")");
-    }
-  }
+      gguf_strings(file, "tokenizer.ggml.tokens", "the vocabulary, an array of strings");
+  std::vector<std::string> merges = gguf_strings(
+      file, "tokenizer.ggml.merges", "the merges, an array of strings (\"left right\")");
+  std::vector<int32_t> types = gguf_token_types(file, tokens);
   BpeTokenizer t;
   try {
     t = from_vocab(std::move(tokens), merges, std::move(types), *pre_tokenizer);
