@@ -69,30 +69,32 @@ HWY_INLINE void Block(const float* x, int64_t ldx, const float* panel, const flo
 }
 
 template <int R>
-HWY_INLINE void Rows(const float* x, int64_t ldx, const PackedLinear& w, int64_t p0, int64_t p1,
-                     float* y, int64_t ldy) {
-  const int64_t width = w.width;
+HWY_INLINE void Rows(const float* x, int64_t ldx, const float* panels, const float* bias,
+                     int64_t in, int64_t out, int64_t p0, int64_t p1, float* y, int64_t ldy) {
+  const int64_t width = PanelWidth();
   for (int64_t p = p0; p < p1; ++p)
-    Block<R>(x, ldx, w.data->data() + p * w.in * width, w.bias->data() + p * width, w.in,
-             y + p * width, ldy, std::min(width, w.out - p * width));
+    Block<R>(x, ldx, panels + p * in * width, bias + p * width, in, y + p * width, ldy,
+             std::min(width, out - p * width));
 }
 
-// Rows [i0, i1) × panels [p0, p1): 6 rows at a time through every panel of the block (which stays
-// in L2 while the rows pass), then the activation on those rows' block of outputs, still in L1.
-void LinearBlock(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t i0, int64_t i1,
-                 const PackedLinear& w, int64_t p0, int64_t p1, Activation act) {
+// Rows [i0, i1) × panels [p0, p1) of the panels at `panels` (pack's layout, `out` columns in
+// all): 6 rows at a time through every panel of the block (which stays in L2 while the rows
+// pass), then the activation on those rows' block of outputs, still in L1.
+void PanelBlock(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t i0, int64_t i1,
+                const float* panels, const float* bias, int64_t in, int64_t out, int64_t p0,
+                int64_t p1, Activation act) {
   constexpr int64_t R = 6;
-  const int64_t c0 = p0 * w.width, c1 = std::min(w.out, p1 * w.width);
+  const int64_t width = PanelWidth(), c0 = p0 * width, c1 = std::min(out, p1 * width);
   // Rows<n> for the n = 1 .. R rows of each step.
-  using RowsFn =
-      void (*)(const float*, int64_t, const PackedLinear&, int64_t, int64_t, float*, int64_t);
+  using RowsFn = void (*)(const float*, int64_t, const float*, const float*, int64_t, int64_t,
+                          int64_t, int64_t, float*, int64_t);
   static constexpr RowsFn kRowsOf[R + 1] = {nullptr,  &Rows<1>, &Rows<2>, &Rows<3>,
                                             &Rows<4>, &Rows<5>, &Rows<6>};
   for (int64_t i = i0; i < i1; i += R) {
     const int64_t rows = std::min(R, i1 - i);
     const float* xi = x + i * ldx;
     float* yi = y + i * ldy;
-    kRowsOf[rows](xi, ldx, w, p0, p1, yi, ldy);
+    kRowsOf[rows](xi, ldx, panels, bias, in, out, p0, p1, yi, ldy);
     if (act == Activation::gelu)
       for (int64_t r = 0; r < rows; ++r) gelu_row(yi + r * ldy + c0, c1 - c0);
   }
@@ -116,7 +118,7 @@ HWY_AFTER_NAMESPACE();
 namespace qkv::cpu {
 
 HWY_EXPORT(PanelWidth);
-HWY_EXPORT(LinearBlock);
+HWY_EXPORT(PanelBlock);
 HWY_EXPORT(Pack);
 
 int64_t packed_linear_width() { return HWY_DYNAMIC_DISPATCH(PanelWidth)(); }
@@ -162,8 +164,21 @@ void packed_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n
     const int64_t r = item / blocks, c = item % blocks;
     const int64_t i0 = r * kRowsPerItem, i1 = std::min(n, i0 + kRowsPerItem);
     const int64_t p0 = c * block, p1 = std::min(panels, p0 + block);
-    HWY_DYNAMIC_DISPATCH(LinearBlock)(y, ldy, x, ldx, i0, i1, w, p0, p1, act);
+    HWY_DYNAMIC_DISPATCH(PanelBlock)(y, ldy, x, ldx, i0, i1, w.data->data(), w.bias->data(), w.in,
+                                     w.out, p0, p1, act);
   });
+}
+
+void packed_panels(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
+                   const float* panels, const float* bias, int64_t in, int64_t out,
+                   Activation act) {
+  HWY_DYNAMIC_DISPATCH(PanelBlock)(y, ldy, x, ldx, 0, n, panels, bias, in, out, 0,
+                                   (out + packed_linear_width() - 1) / packed_linear_width(), act);
+}
+
+void pack_panels(const float* w, const float* b, int64_t out, int64_t in, float* panels,
+                 float* bias) {
+  HWY_DYNAMIC_DISPATCH(Pack)(w, b, out, in, panels, bias);
 }
 
 }  // namespace qkv::cpu

@@ -1,0 +1,207 @@
+// quant_linear.h: the two products (float32 on dequantized panels, int8 on the blocks), the
+// quantization of x's rows, and the portable int8 dot product. The SIMD int8 dots are in
+// quant_dot.cpp.
+#include "kernels/cpu/quant_linear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/ggml_quants.h"
+#include "core/gguf.h"
+#include "core/half.h"
+#include "kernels/cpu/packed_linear.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "qkv/tensor.h"
+#include "qkv/threads.h"
+
+namespace qkv::cpu {
+namespace {
+
+float f16_at(const uint8_t* p) { return half_to_float(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+// One unit of a type's row (a block of 32, or a K-quant's super-block of 256) as integers q and,
+// for each 16 of them, w = a·q + b. Returns the values in the unit.
+int unpack(uint32_t type, const uint8_t* p, int q[256], float a[16], float b[16]) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::q8_0:
+      for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(p[2 + j]);
+      a[0] = a[1] = f16_at(p), b[0] = b[1] = 0;
+      return 32;
+    case GgmlType::q4_0:
+    case GgmlType::q4_1:
+    case GgmlType::q5_0:
+    case GgmlType::q5_1: {
+      const auto t = static_cast<GgmlType>(type);
+      const bool with_min = t == GgmlType::q4_1 || t == GgmlType::q5_1;
+      const bool fifth = t == GgmlType::q5_0 || t == GgmlType::q5_1;
+      const float d = f16_at(p);
+      const uint8_t* after = p + (with_min ? 4 : 2);
+      uint32_t qh = 0;
+      if (fifth) std::memcpy(&qh, after, 4);
+      const uint8_t* qs = after + (fifth ? 4 : 0);
+      for (int j = 0; j < 16; ++j) {
+        q[j] = (qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
+        q[j + 16] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      }
+      a[0] = a[1] = d;
+      b[0] = b[1] = with_min ? f16_at(p + 2) : -(fifth ? 16.0f : 8.0f) * d;
+      return 32;
+    }
+    case GgmlType::q4_k:
+    case GgmlType::q5_k: {
+      const bool fifth = static_cast<GgmlType>(type) == GgmlType::q5_k;
+      const float d = f16_at(p), dmin = f16_at(p + 2);
+      const uint8_t* s = p + 4;
+      const uint8_t* qh = p + 16;
+      const uint8_t* qs = fifth ? qh + 32 : qh;
+      for (int j = 0; j < 8; ++j) {
+        const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
+        const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+        a[2 * j] = a[2 * j + 1] = d * static_cast<float>(sc);
+        b[2 * j] = b[2 * j + 1] = -dmin * static_cast<float>(m);
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t byte = qs[32 * (j / 2) + l];
+          q[32 * j + l] = (j % 2 == 0 ? byte & 0x0F : byte >> 4) |
+                          (fifth ? ((qh[l] >> j) & 1) << 4 : 0);
+        }
+      }
+      return 256;
+    }
+    case GgmlType::q6_k: {
+      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+      const float d = f16_at(p + 208);
+      for (int g = 0; g < 16; ++g) a[g] = d * static_cast<float>(sc[g]), b[g] = -32 * a[g];
+      for (int h = 0; h < 2; ++h)
+        for (int k = 0; k < 4; ++k)
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t low = p[64 * h + 32 * (k & 1) + l], high = p[128 + 32 * h + l];
+            q[128 * h + 32 * k + l] = (k < 2 ? low & 0x0F : low >> 4) | ((high >> (2 * k)) & 3) << 4;
+          }
+      return 256;
+    }
+    default:
+      throw Error("quant_linear: " + ggml_type_label(type) + " has no int8 product",
+                  Error::Kind::runtime);
+  }
+}
+
+}  // namespace
+
+float quant_dot_portable(uint32_t type, const uint8_t* row, const QuantizedRow& x, int64_t in) {
+  int q[256];
+  float a[16], b[16];
+  const uint64_t bytes = ggml_block(type).bytes;
+  double sum = 0;  // the order of a float sum is not what this is for: a double keeps it moot
+  for (int64_t base = 0; base < in; row += bytes) {
+    const int values = unpack(type, row, q, a, b);
+    for (int g = 0; g < values / 16; ++g) {
+      const int64_t at = base + 16 * g;
+      int dot = 0;
+      for (int t = 0; t < 16; ++t) dot += q[16 * g + t] * x.q[at + t];
+      sum += double{x.d[at / 32]} * (double{a[g]} * dot + double{b[g]} * x.s16[at / 16]);
+    }
+    base += values;
+  }
+  return static_cast<float>(sum);
+}
+
+void quantize_row_int8(const float* x, int64_t in, int8_t* q, float* d, int32_t* s16) {
+  for (int64_t b = 0; b < in / 32; ++b) {
+    const float* v = x + 32 * b;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+    d[b] = amax / 127;
+    const float inv = amax > 0 ? 127 / amax : 0;
+    for (int half = 0; half < 2; ++half) {
+      int32_t sum = 0;
+      for (int j = 16 * half; j < 16 * half + 16; ++j) {
+        const auto r = static_cast<int8_t>(std::nearbyint(v[j] * inv));
+        q[32 * b + j] = r;
+        sum += r;
+      }
+      s16[2 * b + half] = sum;
+    }
+  }
+}
+
+bool quant_has_int8(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::f32:
+    case GgmlType::f16:
+    case GgmlType::bf16:
+      return false;
+    default:
+      return ggml_block(type).values > 0;
+  }
+}
+
+namespace {
+
+// int8: x's rows quantized, then blocks of W's rows over the threads.
+void int8_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
+                 const QuantMatrix& w, const float* bias, int threads) {
+  const int64_t in = w.in;
+  std::vector<int8_t> q(static_cast<std::size_t>(n * in));
+  std::vector<float> d(static_cast<std::size_t>(n * in / 32));
+  std::vector<int32_t> s16(static_cast<std::size_t>(n * in / 16));
+  std::vector<QuantizedRow> rows;
+  for (int64_t r = 0; r < n; ++r) {
+    quantize_row_int8(x + r * ldx, in, q.data() + r * in, d.data() + r * in / 32,
+                      s16.data() + r * in / 16);
+    rows.push_back({q.data() + r * in, d.data() + r * in / 32, s16.data() + r * in / 16});
+  }
+  // Items of about 64 KiB of W, at least 4 a thread where W allows: a thread slowed by other work
+  // leaves little behind.
+  const int64_t per = std::clamp<int64_t>(
+      std::min<int64_t>((int64_t{64} << 10) / static_cast<int64_t>(w.row_bytes),
+                        w.out / (4 * threads)),
+      8, std::max<int64_t>(8, w.out));
+  const int64_t items = (w.out + per - 1) / per;
+  parallel_for(items, threads, [&](int64_t item, int) {
+    quant_dot_rows(w.type, w.data->data(), w.row_bytes, item * per,
+                   std::min(w.out, (item + 1) * per), rows.data(), n, in, bias, y, ldy);
+  });
+}
+
+// float32: blocks of panels dequantized by the thread that multiplies them, every row of x
+// through each block.
+void float_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
+                  const QuantMatrix& w, const float* bias, int threads) {
+  const int64_t width = packed_linear_width(), in = w.in;
+  const int64_t panels = (w.out + width - 1) / width;
+  // Blocks of panels of at most 256 KiB of float32 (L2, as packed_linear's), at least 4 a thread
+  // where W allows.
+  int64_t block = std::clamp<int64_t>((int64_t{64} << 10) / (in * width), 1, panels);
+  while (block > 1 && (panels + block - 1) / block < 4 * threads) block = (block + 1) / 2;
+  const int64_t items = (panels + block - 1) / block;
+  parallel_for(items, threads, [&](int64_t item, int) {
+    thread_local AlignedBuffer<float> rows, packed, packed_bias;
+    const int64_t o0 = item * block * width, o1 = std::min(w.out, (item + 1) * block * width);
+    const int64_t cols = o1 - o0, padded = (cols + width - 1) / width * width;
+    rows.resize(static_cast<std::size_t>(std::max<int64_t>(rows.size(), cols * in)));
+    packed.resize(static_cast<std::size_t>(std::max<int64_t>(packed.size(), padded * in)));
+    packed_bias.resize(static_cast<std::size_t>(std::max<int64_t>(packed_bias.size(), padded)));
+    for (int64_t o = o0; o < o1; ++o) dequantize(w.type, w.row(o), rows.data() + (o - o0) * in, in);
+    pack_panels(rows.data(), bias != nullptr ? bias + o0 : nullptr, cols, in, packed.data(),
+                packed_bias.data());
+    packed_panels(y + o0, ldy, x, ldx, n, packed.data(), packed_bias.data(), in, cols);
+  });
+}
+
+}  // namespace
+
+void quant_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
+                  const QuantMatrix& w, const float* bias, QuantProduct product,
+                  int num_threads) {
+  if (n <= 0 || w.out <= 0) return;
+  const int threads = resolve_num_threads(num_threads);
+  if (product == QuantProduct::int8 && quant_has_int8(w.type))
+    int8_linear(y, ldy, x, ldx, n, w, bias, threads);
+  else
+    float_linear(y, ldy, x, ldx, n, w, bias, threads);
+}
+
+}  // namespace qkv::cpu
