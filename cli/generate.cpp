@@ -27,6 +27,8 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args) {
                   "smollm2 (the default: SmolLM2-135M-Instruct, fetched by scripts/fetch_model "
                   "smollm2)")
       ->option_text("FILE|NAME");
+  add_weights_option(*cmd, args.weights);
+  add_decode_option(*cmd, args.decode);
   cmd->add_option("--max-tokens", args.max_tokens, "new tokens at most, 1 to 8192 (default 48)")
       ->transform(integer({.lo = 1, .hi = 8192}));
   cmd->add_option("--temperature", args.temperature,
@@ -139,7 +141,8 @@ int run_generate(const GenerateArgs& args) {
                  "likeliest token); give a --temperature above 0 to sample\n";
   Progress progress;
   progress.show("loading " + args.model + " …");
-  CausalLM model = open_causal_lm(args.model);  // the header: the weights are read once sized
+  // The header: the weights are read once sized.
+  CausalLM model = open_causal_lm(args.model, weight_format(args.weights));
   const std::vector<int32_t> prompt = model.tokenize([&] {
     if (!args.chat) return args.prompt;
     try {
@@ -176,7 +179,8 @@ int run_generate(const GenerateArgs& args) {
       model.generate(prompt,
                      {.max_tokens = args.max_tokens,
                       .temperature = args.temperature,
-                      .seed = args.seed.value_or(1)},
+                      .seed = args.seed.value_or(1),
+                      .product = decode_product(args.decode)},
                      [&](int32_t id) {
                        start();
                        pending += model.generated_text(id);

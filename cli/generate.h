@@ -19,6 +19,8 @@ struct GenerateArgs {
   std::string memory_limit;           // --memory-limit SIZE; empty: half the machine's memory
   bool explain = false;  // each token with the heads that carried it and the KV cache
   bool json = false;     // with --explain: one JSON object (explain::generation_json)
+  std::string weights = "file";  // --weights: the matrices as the file's blocks, or float32
+  std::string decode = "int8";   // --decode: a new token's pass on blocks, int8 or float32
 };
 
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& args);

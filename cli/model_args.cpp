@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "options.h"
 #include "qkv/files.h"
 #include "qkv/memory.h"
 #include "qkv/model_stores.h"
@@ -50,6 +51,36 @@ void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices) 
     help += ", or a .safetensors model saved by qkv train (transformer, rnnsearch, perceiver)";
   command.add_option("--model", args.dir, help)
       ->option_text(choices.decoder || choices.trained ? "DIR|FILE" : "DIR");
+  if (choices.decoder) add_weights_option(command, args.weights);
+}
+
+void add_weights_option(CLI::App& command, std::string& weights) {
+  command
+      .add_option("--weights", weights,
+                  "a decoder's matrices: file — as its GGUF file stores them (Q4_K, Q8_0, …), "
+                  "multiplied on the blocks, about the file's size in memory (default); float32 — "
+                  "dequantized at load, 8 bytes a parameter. Both give the same bits wherever a "
+                  "pass runs in float32")
+      ->check(one_of({"file", "float32"}))
+      ->option_text("file|float32");
+}
+
+void add_decode_option(CLI::App& command, std::string& decode) {
+  command
+      .add_option("--decode", decode,
+                  "how each new token's pass multiplies matrices kept as blocks: int8 — its "
+                  "activations rounded to 8 bits, integer dot products, as llama.cpp (default, "
+                  "fast); float32 — the blocks dequantized, the bits of --weights float32")
+      ->check(one_of({"int8", "float32"}))
+      ->option_text("int8|float32");
+}
+
+WeightFormat weight_format(const std::string& weights) {
+  return weights == "float32" ? WeightFormat::float32 : WeightFormat::file;
+}
+
+DecodeProduct decode_product(const std::string& decode) {
+  return decode == "float32" ? DecodeProduct::float32 : DecodeProduct::int8;
 }
 
 InputPath model_input(const ModelArgs& args) {
@@ -151,7 +182,7 @@ void rethrow_for_causal_lm(const std::string& model, const Error& e) {
   throw Error("--model " + std::string(e.what()), Error::Kind::invalid_argument);
 }
 
-CausalLM open_causal_lm(const std::string& model) {
+CausalLM open_causal_lm(const std::string& model, WeightFormat format) {
   // An installed model of another kind (minilm) was read as the default decoder, unsaid.
   if (is_builtin_model(model) && model_kind(model) != ModelKind::causal_lm)
     throw Error("--model " + model +
@@ -163,7 +194,9 @@ CausalLM open_causal_lm(const std::string& model) {
   try {
     // The command asked for a decoder: whatever the path holds, it is read as one (a device or a
     // BERT directory is then said to be no GGUF file), not as what the registry would call it.
-    return CausalLM::open(path);
+    CausalLM lm = CausalLM::open(path);
+    lm.set_weight_format(format);
+    return lm;
   } catch (const Error& e) {
     rethrow_for_causal_lm(model, e);
   }

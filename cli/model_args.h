@@ -22,6 +22,9 @@ struct ModelChoices {
 
 struct ModelArgs {
   std::string dir;  // empty: default_model_dir()
+  // A decoder's --weights (commands whose --model takes one): its matrices as the file's blocks
+  // or float32 (CausalLM::set_weight_format).
+  std::string weights = "file";
   // Set by add_model_option: the command ("qkv bench model") and what its --model takes.
   std::string command;
   ModelChoices choices;
@@ -29,6 +32,13 @@ struct ModelArgs {
 
 // Adds --model to a subcommand.
 void add_model_option(CLI::App& command, ModelArgs& args, ModelChoices choices = {});
+// --weights file|float32, for the commands that run decoders: how the matrices are kept.
+void add_weights_option(CLI::App& command, std::string& weights);
+// --decode int8|float32, for the commands that generate: how a new token's pass multiplies them.
+void add_decode_option(CLI::App& command, std::string& decode);
+WeightFormat weight_format(const std::string& weights);   // "file" | "float32"
+DecodeProduct decode_product(const std::string& decode);  // "int8" | "float32"
+
 // --model as an input of check_outputs: the path given, else the default model's (the directory,
 // or the GGUF file "smollm2" names), which no output may replace.
 InputPath model_input(const ModelArgs& args);
@@ -50,7 +60,7 @@ SentenceModel load_model(const ModelArgs& args, const SentenceModelOptions& opti
 // header: a GGUF file the user named, whose faults are usage errors (exit 2, "--model FILE:
 // ..."), or "smollm2", the one scripts/fetch_model installs, whose faults are runtime errors
 // (exit 1) that say how to reinstall it.
-CausalLM open_causal_lm(const std::string& model);
+CausalLM open_causal_lm(const std::string& model, WeightFormat format = WeightFormat::file);
 // Then reads its weights (CausalLM::load_weights); faults as open_causal_lm's.
 void load_weights(CausalLM& lm, const std::string& model);
 // What a decoder's faults become once loaded (its chat template, say): the same rule.

@@ -57,6 +57,17 @@ CLI::Validator text(const std::string& expected) {
       "");
 }
 
+CLI::Validator one_of(const std::vector<std::string>& words) {
+  std::string list;
+  for (const std::string& w : words) list += (list.empty() ? "" : ", ") + w;
+  return CLI::Validator(
+      [words, list](std::string& input) -> std::string {
+        if (std::find(words.begin(), words.end(), input) != words.end()) return "";
+        return "'" + input + "' is not one of " + list + "; expected one of them";
+      },
+      "");
+}
+
 CLI::Validator utf8_text() {
   return CLI::Validator([](std::string& input) { return utf8_text_problem(input); }, "");
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "qkv/parse.h"
 
@@ -43,6 +44,10 @@ std::string thread_count_help();
 // errors name neither the option nor the text). `expected` ends the message for a blank one:
 //   "a: the text is empty; expected a sentence"
 CLI::Validator text(const std::string& expected);
+// One of a few words, as typed: "--weights: 'f16' is not one of file, float32; expected one of
+// them".
+CLI::Validator one_of(const std::vector<std::string>& words);
+
 // Text that may be anything but must be valid UTF-8 (labels).
 CLI::Validator utf8_text();
 

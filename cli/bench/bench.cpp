@@ -168,6 +168,7 @@ void add_model_target(CLI::App* bench, BenchArgs& a) {
                    "bench/compare_torch.py)")
       ->type_name("FILE");
   add_model_option(*model, a.model.model, {.decoder = true});
+  add_decode_option(*model, a.model.decode);
   add_memory_limit_option(*model, a.model.memory_limit, "the model and the corpus's embeddings");
   a.model_command = model;
 }

@@ -34,6 +34,7 @@ struct BenchModelArgs {
   std::string corpus;        // --corpus FILE: the throughput's texts, one a line; empty: generated
   std::string dump_corpus;   // --dump-corpus FILE: write the throughput's texts there
   std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
+  std::string decode = "int8";  // --decode: a decoder's new tokens on blocks, int8 or float32
 };
 
 struct BenchPerceiverArgs {

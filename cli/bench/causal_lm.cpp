@@ -1,7 +1,7 @@
 // `qkv bench model --model smollm2`: a decoder language model end to end, as llama.cpp's
 // llama-bench measures one — prompt processing (a 512-token prompt in one pass: tokens/s) and
 // text generation (128 tokens, greedy, one at a time with the KV cache: tokens/s), on the
-// model's float32 weights. The fused attention path is checked against the float64 reference
+// model's weights as --weights keeps them (the file's blocks, or float32). The fused attention path is checked against the float64 reference
 // attention on the same weights first. bench/compare_llm.py runs transformers on the same ids.
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,7 +133,8 @@ Validation validate(const CausalLM& m, const std::vector<int32_t>& ids) {
   const int64_t vocab = m.config().vocab;
   const float* last = fast.data<float>() + (v.tokens - 1) * vocab;
   const auto argmax = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
-  const std::vector<int32_t> next = m.generate(ids, {.max_tokens = 1, .stop_at_eos = false});
+  const std::vector<int32_t> next = m.generate(
+      ids, {.max_tokens = 1, .stop_at_eos = false, .product = DecodeProduct::float32});
   v.same_next = next.size() == 1 && next[0] == argmax;
   if (!(v.max_error <= kTolerance) || !v.same_next) {
     char detail[240];
@@ -144,6 +147,14 @@ Validation validate(const CausalLM& m, const std::vector<int32_t>& ids) {
   return v;
 }
 
+// int8's decode against float32's on the same prompt: the greedy tokens each generates, position
+// by position, and — on float32's tokens, fed to both — the next-token logits step by step.
+struct ProductCheck {
+  int64_t same_tokens = 0, tokens = 0;   // free-running greedy tokens equal at their position
+  int64_t same_argmax = 0, steps = 0;    // on float32's tokens: the same next token chosen
+  double max_logit_diff = 0, largest_logit = 0;
+};
+
 struct Run {
   double prompt_seconds = 0;  // to the first generated token: the prompt's pass and one argmax
   double decode_seconds = 0;  // from the first generated token to the last
@@ -151,16 +162,18 @@ struct Run {
 };
 
 // One generate call, timed at each token it streams.
-Run run_once(const CausalLM& m, const std::vector<int32_t>& prompt, int64_t new_tokens) {
+Run run_once(const CausalLM& m, const std::vector<int32_t>& prompt, int64_t new_tokens,
+             DecodeProduct product) {
   using Clock = std::chrono::steady_clock;
   Run r;
   const auto start = Clock::now();
   Clock::time_point first, last;
-  r.generated =
-      m.generate(prompt, {.max_tokens = new_tokens + 1, .stop_at_eos = false}, [&](int32_t) {
-        last = Clock::now();
-        if (first == Clock::time_point{}) first = last;
-      });
+  r.generated = m.generate(prompt,
+                           {.max_tokens = new_tokens + 1, .stop_at_eos = false, .product = product},
+                           [&](int32_t) {
+                             last = Clock::now();
+                             if (first == Clock::time_point{}) first = last;
+                           });
   r.prompt_seconds = std::chrono::duration<double>(first - start).count();
   r.decode_seconds = std::chrono::duration<double>(last - first).count();
   return r;
@@ -196,11 +209,17 @@ std::string fixed(double x, int digits) {
   return b;
 }
 
-void print_header(const CausalLM& m, const Settings& s, const Validation& v) {
+void print_header(const CausalLM& m, const Settings& s, const Validation& v,
+                  DecodeProduct product) {
   const LlamaConfig& c = m.config();
   std::cout << "qkv bench model: " << model_name(m) << " (" << c.layers << " layers, hidden "
             << c.hidden << ", " << c.heads << " query heads sharing " << c.kv_heads
-            << " key/value heads), float32 weights, " << s.threads << " thread"
+            << " key/value heads), "
+            << (m.weight_format() == WeightFormat::file
+                    ? "weights as the file's blocks: " + m.matrix_types() + "; decode " +
+                          (product == DecodeProduct::int8 ? "int8" : "float32")
+                    : std::string("weights dequantized to float32"))
+            << ", " << s.threads << " thread"
             << (s.threads == 1 ? "" : "s")
             << (s.quick ? " (--quick: a smoke test, not a measurement)" : "") << "\n";
   char b[320];
@@ -226,8 +245,9 @@ void print_row(const Row& r) {
   flush_stdout();
 }
 
-void print_notes(const Row& prompt, const Row& decode, const CausalLM& m) {
-  const double mb = Flops{m.config()}.all_weights() * 4 / 1e6;
+void print_notes(const Row& prompt, const Row& decode, const CausalLM& m,
+                 const std::optional<ProductCheck>& check, int64_t rss) {
+  const double mb = decode.weight_bytes / 1e6;
   auto runs = [](int n) { return std::to_string(n) + (n == 1 ? " run" : " runs"); };
   std::cout << "\n"
             << prompt.name << ": " << prompt.tokens
@@ -236,14 +256,30 @@ void print_notes(const Row& prompt, const Row& decode, const CausalLM& m) {
             << runs(prompt.runs) << " after a warm-up.\n"
             << decode.name << ": " << decode.tokens << " tokens generated after it, greedy, one "
             << "pass a token with the KV cache;\n  median of " << runs(decode.runs)
-            << ". Each token reads every weight once (" << fixed(mb, 0)
-            << " MB in float32): weights GB/s\n"
+            << ". Each token reads every weight once (" << fixed(mb, 0) << " MB "
+            << (m.weight_format() == WeightFormat::file ? "as the file's blocks" : "in float32")
+            << "): weights GB/s\n"
             << "  is that over the time a token takes, so generation is bound by memory, not "
                "FLOPs.\n"
             << "GFLOP/s: 2 per weight a token meets, 4·hidden per (query, key) pair it attends.\n"
             << "sgemm: OpenBLAS SGEMM 2048³ (512³ with --quick) on the same threads, measured "
                "just before.\n"
-            << "Side by side with transformers: bench/compare_llm.py (bench/README.md).\n";
+            << "memory: " << fixed(static_cast<double>(rss) / (1 << 20), 0)
+            << " MiB resident after the runs (the weights " << fixed(static_cast<double>(m.weight_bytes()) / (1 << 20), 0)
+            << " MiB, the KV cache, the buffers).\n";
+  if (check) {
+    char b[400];
+    std::snprintf(b, sizeof b,
+                  "int8 against float32 decode (--decode float32), same prompt: %lld of %lld "
+                  "greedy tokens the same;\n  on float32's tokens, %lld of %lld next tokens the "
+                  "same, logits within %.3g (the largest |logit| %.3g).\n",
+                  static_cast<long long>(check->same_tokens), static_cast<long long>(check->tokens),
+                  static_cast<long long>(check->same_argmax), static_cast<long long>(check->steps),
+                  check->max_logit_diff, check->largest_logit);
+    std::cout << b;
+  }
+  std::cout << "Side by side with llama.cpp and transformers: bench/compare_llm.py "
+               "(bench/README.md).\n";
 }
 
 nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v) {
@@ -260,7 +296,8 @@ nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v) {
 // The decoder, opened, its bench sized against its context and --memory-limit, then loaded: the
 // header is read first, so that a model too large is refused having read a few MB of it.
 CausalLM open_for_bench(const BenchModelArgs& args, int64_t prompt_tokens, int64_t new_tokens) {
-  CausalLM m = open_causal_lm(args.model.dir);  // the header: the weights are read once sized
+  // The header: the weights are read once sized.
+  CausalLM m = open_causal_lm(args.model.dir, weight_format(args.model.weights));
   if (prompt_tokens + new_tokens > m.config().context)
     throw Error("--model " + args.model.dir + ": the model reads at most " +
                     std::to_string(m.config().context) + " positions; the bench needs " +
@@ -281,7 +318,7 @@ CausalLM open_for_bench(const BenchModelArgs& args, int64_t prompt_tokens, int64
 // s.repeats timed runs of the prompt and the new tokens: the medians into the rows, the share of
 // the cores they got, and the last run's tokens.
 void time_runs(const CausalLM& m, const std::vector<int32_t>& prompt, int64_t new_tokens,
-               const Settings& s, Progress& progress, Row& p, Row& d,
+               DecodeProduct product, const Settings& s, Progress& progress, Row& p, Row& d,
                std::vector<int32_t>& generated) {
   std::vector<double> prompt_times, decode_times;
   const double cpu0 = bench::cpu_seconds();
@@ -290,7 +327,7 @@ void time_runs(const CausalLM& m, const std::vector<int32_t>& prompt, int64_t ne
       progress.show("bench model: run " + std::to_string(i + 1) + " of " +
                     std::to_string(s.repeats) + ": " + std::to_string(prompt.size()) +
                     " prompt tokens, " + std::to_string(new_tokens) + " generated");
-      Run r = run_once(m, prompt, new_tokens);
+      Run r = run_once(m, prompt, new_tokens, product);
       prompt_times.push_back(r.prompt_seconds);
       decode_times.push_back(r.decode_seconds);
       generated = std::move(r.generated);
@@ -298,6 +335,42 @@ void time_runs(const CausalLM& m, const std::vector<int32_t>& prompt, int64_t ne
   });
   p.seconds = median(prompt_times), d.seconds = median(decode_times);
   p.cpu_share = d.cpu_share = (bench::cpu_seconds() - cpu0) / (wall * s.threads);
+}
+
+ProductCheck check_products(const CausalLM& m, const std::vector<int32_t>& prompt,
+                            const std::vector<int32_t>& int8_tokens) {
+  ProductCheck c;
+  const GenerateOptions exact{.max_tokens = static_cast<int64_t>(int8_tokens.size()),
+                              .stop_at_eos = false,
+                              .product = DecodeProduct::float32};
+  const std::vector<int32_t> float32_tokens = m.generate(prompt, exact);
+  c.tokens = static_cast<int64_t>(int8_tokens.size());
+  for (std::size_t i = 0; i < int8_tokens.size() && i < float32_tokens.size(); ++i)
+    c.same_tokens += int8_tokens[i] == float32_tokens[i] ? 1 : 0;
+  const std::vector<int32_t> fed(float32_tokens.begin(), float32_tokens.end() - 1);
+  const Tensor a = m.step_logits(prompt, fed, DecodeProduct::int8);
+  const Tensor b = m.step_logits(prompt, fed, DecodeProduct::float32);
+  const int64_t vocab = a.dim(1);
+  c.steps = a.dim(0);
+  for (int64_t i = 0; i < c.steps; ++i) {
+    const float* x = a.data<float>() + i * vocab;
+    const float* y = b.data<float>() + i * vocab;
+    for (int64_t v = 0; v < vocab; ++v) {
+      c.max_logit_diff = std::max(c.max_logit_diff, std::abs(double{x[v]} - y[v]));
+      c.largest_logit = std::max(c.largest_logit, std::abs(double{y[v]}));
+    }
+    c.same_argmax += std::max_element(x, x + vocab) - x == std::max_element(y, y + vocab) - y;
+  }
+  return c;
+}
+
+// The process's resident bytes now (VmRSS), 0 where /proc does not say.
+int64_t resident_now() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  return 0;
 }
 
 }  // namespace
@@ -321,7 +394,7 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
 
   if (!s.json) {
     progress.clear();
-    print_header(m, s, v);
+    print_header(m, s, v, decode_product(args.decode));
   }
   const Flops flops{m.config()};
   Row p{.name = "prompt-" + std::to_string(prompt_tokens),
@@ -331,25 +404,48 @@ int run_bench_causal_lm(const BenchModelArgs& args) {
   Row d{.name = "decode-" + std::to_string(new_tokens),
         .tokens = new_tokens,
         .runs = s.repeats,
-        .weight_bytes = flops.all_weights() * 4};
+        .weight_bytes = m.weight_format() == WeightFormat::file
+                            ? static_cast<double>(m.weight_bytes())
+                            : flops.all_weights() * 4};
   for (int64_t t = 0; t < new_tokens; ++t) d.flops += flops.step(prompt_tokens + t);
   p.sgemm = d.sgemm = bench::sgemm_gflops(sgemm_n, s.threads, 3);
 
+  const DecodeProduct product = decode_product(args.decode);
   progress.show("bench model: warming up");
-  (void)run_once(m, prompt, 4);
+  (void)run_once(m, prompt, 4, product);
   std::vector<int32_t> generated;
-  time_runs(m, prompt, new_tokens, s, progress, p, d, generated);
+  time_runs(m, prompt, new_tokens, product, s, progress, p, d, generated);
+  const int64_t rss = resident_now();
+  // int8 against float32 where the two differ: matrices kept as blocks, decoded in int8.
+  std::optional<ProductCheck> check;
+  if (product == DecodeProduct::int8 && m.weight_format() == WeightFormat::file) {
+    progress.show("bench model: int8's decode against float32's on the same prompt");
+    check = check_products(m, prompt, generated);
+  }
   progress.clear();
   if (s.json) {
     nlohmann::json jp = to_json(p, s, v), jd = to_json(d, s, v);
+    for (nlohmann::json* j : {&jp, &jd})
+      j->update({{"weights", args.model.weights},
+                 {"matrix_types", m.matrix_types()},
+                 {"decode", args.decode},
+                 {"weight_bytes", m.weight_bytes()},
+                 {"rss_bytes", rss}});
     jp["prompt_ids"] = prompt;
     jd["generated_ids"] = std::vector<int32_t>(generated.begin() + 1, generated.end());
     jd["first_id"] = generated.front();  // the prompt's own next token, timed with it
+    if (check)
+      jd["int8_vs_float32"] = {{"same_greedy_tokens", check->same_tokens},
+                               {"tokens", check->tokens},
+                               {"same_argmax_on_float32_tokens", check->same_argmax},
+                               {"steps", check->steps},
+                               {"max_logit_diff", number_json(check->max_logit_diff)},
+                               {"largest_logit", number_json(check->largest_logit)}};
     std::cout << jp.dump() << "\n" << jd.dump() << "\n";
   } else {
     print_row(p);
     print_row(d);
-    print_notes(p, d, m);
+    print_notes(p, d, m, check, rss);
   }
   if (p.cpu_share < 0.8)
     std::cerr << "qkv: warning: bench model: the runs got " << bench::percent_str(p.cpu_share)

@@ -19,11 +19,23 @@ namespace qkv {
 // Where scripts/fetch_model smollm2 puts SmolLM2-135M-Instruct's GGUF file, under $QKV_HOME.
 std::string default_causal_lm_path();
 
+// How load_weights keeps a model's matrices. file: as the GGUF file stores them (Q4_1, Q4_K,
+// …), multiplied on their blocks — about the file's size in memory; float32: dequantized at load,
+// 4 bytes a parameter and a packed copy besides. Both give the same bits wherever a pass runs in
+// float32 (a captured pass, a prompt); generate's decode may run int8 on the blocks
+// (GenerateOptions::product).
+enum class WeightFormat { file, float32 };
+// How a pass of few rows (decode) multiplies matrices kept as blocks: int8 — the rows quantized to
+// 8 bits per 32 values, integer dot products, as llama.cpp computes (fast); float32 — every block
+// dequantized, the bits of the float32 path (exact).
+enum class DecodeProduct { int8, float32 };
+
 struct GenerateOptions {
   int64_t max_tokens = 64;  // new tokens at most
   double temperature = 0;   // 0: greedy (the most likely token); else sample softmax(logits / T)
   uint64_t seed = 1;        // of the sampling
   bool stop_at_eos = true;  // false: go on past the tokens that end generation (benchmarks)
+  DecodeProduct product = DecodeProduct::int8;  // the new tokens' passes, on blocks
 };
 
 struct TokenizeOptions {
@@ -81,7 +93,8 @@ class GgufTokenizer;  // models/text/gguf_tokenizer.h
 class ChatTemplate;   // models/text/chat_template.h
 
 // A decoder from one GGUF file (llama, qwen2, qwen3 or gemma3: LlamaConfig says what each
-// changes), run exactly on its dequantized weights, with its tokenizer (byte-level BPE or
+// changes), run on its weights as the file stores them or dequantized (WeightFormat), with its
+// tokenizer (byte-level BPE or
 // SentencePiece, as tokenizer.ggml.model says) and chat template from the same file
 // (models/llama/llama.h says what it computes).
 class CausalLM {
@@ -94,9 +107,17 @@ class CausalLM {
   // logits need load_weights(). "smollm2" means default_causal_lm_path(). Errors (Kind::runtime)
   // name the file and what is wrong; a missing default model says how to fetch it.
   static CausalLM open(const std::string& path);
-  // Reads the weights, dequantizes, packs and checks them (finite), and closes the file; a second
-  // call does nothing. Errors as open's.
+  // Reads the weights, keeps them as weight_format() says (the matrices as the file's blocks, or
+  // dequantized and packed), checks them (finite), and closes the file; a second call does
+  // nothing. Errors as open's.
   void load_weights();
+  // How load_weights keeps the matrices (default WeightFormat::file); set before it (a qkv::Error
+  // after, unless the same). resident_bytes and the other estimates follow it.
+  void set_weight_format(WeightFormat format);
+  WeightFormat weight_format() const { return format_; }
+  // The ggml types of the model's matrices as the file stores them, the most common first:
+  // "Q4_1 (210 matrices), Q8_0 (1)".
+  const std::string& matrix_types() const { return matrix_types_; }
   // open(path), then load_weights().
   static CausalLM load(const std::string& path);
 
@@ -145,6 +166,11 @@ class CausalLM {
   Tensor capture_rows(const std::vector<int32_t>& ids, std::vector<AttentionCapture>& layers) const;
   // One pass over `ids` on the fast path (the fused attention kernel); the logits, [n, vocab].
   Tensor logits(const std::vector<int32_t>& ids) const;
+  // The next-token logits as generate computes them, [tokens.size() + 1, vocab]: after the prompt
+  // (one pass), then after each of `tokens` fed one pass a token with the cache — the decode of a
+  // given continuation, so that two products can be compared step by step on the same tokens.
+  Tensor step_logits(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
+                     DecodeProduct product) const;
   // The model as a qkv::ResidualModel, layer by layer with hooks, sharing these weights: what the
   // causal lens (qkv/explain_lens.h) intervenes on. Needs load_weights().
   std::shared_ptr<const ResidualModel> residual() const;
@@ -161,9 +187,11 @@ class CausalLM {
   int64_t generate_bytes(int64_t positions) const;
   // load_weights() itself: the process with the model loaded, before any work.
   int64_t load_bytes() const;
-  // The dequantized weights as they sit in memory once loaded (packed copies included) and the
-  // tokenizer.
+  // The weights as they sit in memory once loaded (as weight_format() keeps them: the file's
+  // blocks, or float32 with packed copies) and the tokenizer.
   int64_t resident_bytes() const;
+  // The weights alone, as weight_format() keeps them (resident_bytes less the tokenizer).
+  int64_t weight_bytes() const { return weight_bytes_[static_cast<int>(format_)]; }
 
   const std::string& path() const { return path_; }
   const LlamaConfig& config() const { return *config_; }
@@ -180,6 +208,9 @@ class CausalLM {
   std::vector<int32_t> end_ids_;  // ends_generation's
   // Open, the weights not yet loaded: the file they are read from (its header in memory).
   std::shared_ptr<const GgufFile> file_;
+  WeightFormat format_ = WeightFormat::file;
+  int64_t weight_bytes_[2] = {0, 0};  // by WeightFormat, from the header
+  std::string matrix_types_;
 
   void require_weights(const char* what) const;
 };

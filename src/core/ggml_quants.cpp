@@ -10,10 +10,12 @@
 // the comparison still passes bit for bit.)
 #include "core/ggml_quants.h"
 
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/gguf.h"
 #include "core/half.h"
@@ -258,6 +260,68 @@ void dequantize(uint32_t type, const std::byte* data, float* out, int64_t n) {
     throw Error("dequantize: " + std::to_string(n) + " values of " + ggml_type_name(type) +
                 "; expected a multiple of " + std::to_string(size.values));
   for (int64_t b = 0; b < n / size.values; ++b) block(p + b * size.bytes, out + b * size.values);
+}
+
+}  // namespace qkv
+
+namespace qkv {
+namespace {
+
+// The byte offsets of a block's f16 scales (d, and m or dmin where the type has one); the K-quants'
+// 6-bit and Q6_K's int8 sub-block scales are integers, always finite.
+std::vector<int> scale_offsets(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::q4_0:
+    case GgmlType::q5_0:
+    case GgmlType::q8_0:
+      return {0};
+    case GgmlType::q4_1:
+    case GgmlType::q5_1:
+    case GgmlType::q4_k:
+    case GgmlType::q5_k:
+      return {0, 2};
+    case GgmlType::q6_k:
+      return {208};
+    default:
+      return {};
+  }
+}
+
+bool finite_f16(const std::byte* p) {  // exponent bits all ones: ±∞ or NaN
+  return ((std::to_integer<unsigned>(p[1]) >> 2) & 0x1F) != 0x1F;
+}
+
+}  // namespace
+
+int64_t ggml_first_nonfinite(uint32_t type, const std::byte* data, int64_t n) {
+  const GgmlBlock block = ggml_block(type);
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::f32:
+      for (int64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, data + 4 * i, 4);
+        if (!std::isfinite(v)) return i;
+      }
+      return -1;
+    case GgmlType::f16:
+      for (int64_t i = 0; i < n; ++i)
+        if (!finite_f16(data + 2 * i)) return i;
+      return -1;
+    case GgmlType::bf16:  // exponent bits 7–14 of the u16 all ones
+      for (int64_t i = 0; i < n; ++i)
+        if (((std::to_integer<unsigned>(data[2 * i + 1]) << 1 |
+              std::to_integer<unsigned>(data[2 * i]) >> 7) &
+             0xFF) == 0xFF)
+          return i;
+      return -1;
+    default:
+      break;
+  }
+  const std::vector<int> offsets = scale_offsets(type);
+  for (int64_t b = 0; b < n / block.values; ++b)
+    for (const int at : offsets)
+      if (!finite_f16(data + static_cast<uint64_t>(b) * block.bytes + at)) return b * block.values;
+  return -1;
 }
 
 }  // namespace qkv

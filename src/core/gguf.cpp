@@ -362,6 +362,21 @@ Tensor GgufFile::tensor(const std::string& name) const {
   return out;
 }
 
+std::shared_ptr<const AlignedBuffer<std::byte>> GgufFile::blocks(const std::string& name) const {
+  const GgufTensorInfo& t = info(name);
+  auto out = std::make_shared<AlignedBuffer<std::byte>>(static_cast<std::size_t>(t.bytes));
+  source_->read(data_start_ + t.offset, reinterpret_cast<char*>(out->data()),
+                static_cast<std::size_t>(t.bytes));
+  const int64_t values = static_cast<int64_t>(t.bytes / ggml_block(t.type).bytes) *
+                         ggml_block(t.type).values;
+  if (const int64_t bad = ggml_first_nonfinite(t.type, out->data(), values); bad >= 0)
+    throw Error(name_ + ": tensor \"" + name + "\" holds a NaN or infinite " +
+                    (ggml_block(t.type).values == 1 ? "value" : "scale") + " at value " +
+                    std::to_string(bad) + "; expected finite weights",
+                Error::Kind::runtime);
+  return out;
+}
+
 std::string gguf_array_str(const nlohmann::json& v) {
   if (!v.is_array() || v.empty()) return gguf_value_str(v);
   const nlohmann::json& item = v.front();

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/aligned.h"
 #include "qkv/files.h"
 #include "qkv/tensor.h"
 
@@ -116,6 +117,11 @@ class GgufFile {
   // The tensor dequantized to float32, in C order: its bytes read from the file now, a block of
   // at most 1 MiB at a time (F32 straight into the result).
   Tensor tensor(const std::string& tensor) const;
+  // The tensor's bytes as stored (its ggml type's blocks, row after row), read now into a 64-byte
+  // aligned buffer; an Error naming the file, the tensor and the block when a block's scale (or,
+  // for F32, F16 and BF16, a value) is NaN or ±∞ — every value of a block with finite scales is
+  // finite.
+  std::shared_ptr<const AlignedBuffer<std::byte>> blocks(const std::string& tensor) const;
 
  private:
   static GgufFile read(std::shared_ptr<const GgufSource> source, std::string name);
@@ -132,6 +138,10 @@ class GgufFile {
 // 256 for the K-quants) from `data`, to float32. Throws qkv::Error for a type qkv does not read,
 // or an n that is not whole blocks.
 void dequantize(uint32_t type, const std::byte* data, float* out, int64_t n);
+// The first of n values (whole blocks) of `type` at `data` that is not finite in every reading
+// — a float value, or a block's f16 scale or minimum — by its index (a block's first value);
+// -1 when there is none.
+int64_t ggml_first_nonfinite(uint32_t type, const std::byte* data, int64_t n);
 // Bytes that n values of `type` take; 0 for an unknown type or n not a whole number of blocks.
 uint64_t ggml_bytes(uint32_t type, uint64_t n);
 

@@ -33,9 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const qkv::LlamaConfig c = qkv::read_llama_config(f);
     // The config is believed only as far as the tensors back it: the weights it names exist.
-    const qkv::LlamaWeights w = qkv::read_llama_weights(f, c);
-    if (static_cast<int64_t>(w.layers.size()) != c.layers) __builtin_trap();
-    if (w.embedding.shape() != qkv::Shape({c.vocab, c.hidden})) __builtin_trap();
+    // Both ways of keeping the matrices: as the file's blocks, and dequantized.
+    for (const qkv::WeightFormat format : {qkv::WeightFormat::file, qkv::WeightFormat::float32}) {
+      const qkv::LlamaWeights w = qkv::read_llama_weights(f, c, format);
+      if (static_cast<int64_t>(w.layers.size()) != c.layers) __builtin_trap();
+      if (w.embedding.out() != c.vocab || w.embedding.in() != c.hidden) __builtin_trap();
+    }
   } catch (const qkv::Error&) {
   }
   try {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
@@ -204,9 +205,9 @@ TEST(TinyLlama, ConfigAndWeightsOfTheTrueFile) {
   EXPECT_EQ(c.context, 32);
   const LlamaWeights w = read_llama_weights(f, c);
   EXPECT_EQ(w.layers.size(), 2u);
-  EXPECT_EQ(w.embedding.shape(), (Shape{40, 16}));
+  EXPECT_EQ(llama_dense(w.embedding).shape(), (Shape{40, 16}));
   // The file's own values: the builder's first pseudo-random number, at [0, 0].
-  EXPECT_EQ(w.embedding.at<float>(0, 0), g.tensors[0].values[0]);
+  EXPECT_EQ(llama_dense(w.embedding).at<float>(0, 0), g.tensors[0].values[0]);
 }
 
 // rope.dimension_count turns the first dimensions of each head (partial rotary); more than the
@@ -529,15 +530,21 @@ TEST(TinyLlama, GenerationStopsWhereTheContextIsFull) {
 
 // What the weights take in memory is known from the header alone, so that a model too large for
 // its limit is refused before a weight is read: the count must be what the loaded weights hold.
+int64_t matrix_bytes(const LlamaMatrix& m) {
+  if (!m.quantized()) return nn::resident_bytes(m.dense);
+  return static_cast<int64_t>(m.blocks.data->size()) +
+         (m.bias.defined() ? tensor_bytes(m.bias) : 0);
+}
 int64_t held_bytes(const LlamaWeights& w) {
-  int64_t bytes =
-      tensor_bytes(w.embedding) + tensor_bytes(w.output_norm) + nn::resident_bytes(w.output);
-  if (w.output.weight.data<float>() == w.embedding.data<float>())
-    bytes -= tensor_bytes(w.output.weight);  // tied: the embedding, counted once
+  int64_t bytes = matrix_bytes(w.embedding) + tensor_bytes(w.output_norm) + matrix_bytes(w.output);
+  const bool tied = w.output.quantized()
+                        ? w.output.blocks.data == w.embedding.blocks.data
+                        : w.output.dense.weight.data<float>() == w.embedding.dense.weight.data<float>();
+  if (tied) bytes -= matrix_bytes(w.output);  // the embedding, counted once
   for (const LlamaLayer& l : w.layers) {
     bytes += tensor_bytes(l.attn_norm) + tensor_bytes(l.ffn_norm);
-    for (const nn::LinearWeights* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
-      bytes += nn::resident_bytes(*m);
+    for (const LlamaMatrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      bytes += matrix_bytes(*m);
   }
   return bytes;
 }
@@ -549,15 +556,22 @@ TEST(TinyLlama, WeightBytesFromTheHeaderAreWhatTheLoadedWeightsHold) {
     const GgufFile f = GgufFile::parse(g.bytes(), "tiny.gguf");
     const LlamaConfig c = read_llama_config(f);
     EXPECT_EQ(c.tied_output, g.tensors.size() == test::tiny_llama_gguf().tensors.size());
-    EXPECT_EQ(llama_weight_bytes(c), held_bytes(read_llama_weights(f, c)));
+    for (const WeightFormat format : {WeightFormat::file, WeightFormat::float32})
+      EXPECT_EQ(llama_weight_bytes(f, c, format), held_bytes(read_llama_weights(f, c, format)));
   }
 }
 
+// SmolLM2's Q4_1 file: 94 MB of blocks as the file keeps them (the norms in float32), or 8 bytes
+// a parameter dequantized and packed.
 TEST(SmolLM2Llama, WeightBytesFromTheHeaderAreWhatTheLoadedWeightsHold) {
   const GgufFile f = GgufFile::open(test::smollm2_gguf());
   const LlamaConfig c = read_llama_config(f);
   EXPECT_TRUE(c.tied_output);
-  EXPECT_EQ(llama_weight_bytes(c), held_bytes(read_llama_weights(f, c)));
+  for (const WeightFormat format : {WeightFormat::file, WeightFormat::float32})
+    EXPECT_EQ(llama_weight_bytes(f, c, format), held_bytes(read_llama_weights(f, c, format)));
+  const int64_t blocks = llama_weight_bytes(f, c, WeightFormat::file);
+  EXPECT_GT(blocks, 80e6);
+  EXPECT_LT(blocks, static_cast<double>(std::filesystem::file_size(test::smollm2_gguf())));
 }
 
 // CausalLM::open reads the header, the tokenizer and the template: a model whose weights are

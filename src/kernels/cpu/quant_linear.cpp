@@ -140,10 +140,12 @@ bool quant_has_int8(uint32_t type) {
 
 namespace {
 
-// int8: x's rows quantized, then blocks of W's rows over the threads.
-void int8_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
-                 const QuantMatrix& w, const float* bias, int threads) {
-  const int64_t in = w.in;
+// int8: x's rows quantized once, then blocks of every matrix's rows over the threads in one job
+// (q, k and v of a layer, or its gate and up, share x: one wake-up of the threads instead of three
+// for a decode step's small products).
+void int8_linears(const float* x, int64_t ldx, int64_t n, const std::vector<QuantOutput>& outs,
+                  int threads) {
+  const int64_t in = outs.front().w->in;
   std::vector<int8_t> q(static_cast<std::size_t>(n * in));
   std::vector<float> d(static_cast<std::size_t>(n * in / 32));
   std::vector<int32_t> s16(static_cast<std::size_t>(n * in / 16));
@@ -155,15 +157,55 @@ void int8_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
   }
   // Items of about 64 KiB of W, at least 4 a thread where W allows: a thread slowed by other work
   // leaves little behind.
-  const int64_t per = std::clamp<int64_t>(
-      std::min<int64_t>((int64_t{64} << 10) / static_cast<int64_t>(w.row_bytes),
-                        w.out / (4 * threads)),
-      8, std::max<int64_t>(8, w.out));
-  const int64_t items = (w.out + per - 1) / per;
-  parallel_for(items, threads, [&](int64_t item, int) {
-    quant_dot_rows(w.type, w.data->data(), w.row_bytes, item * per,
-                   std::min(w.out, (item + 1) * per), rows.data(), n, in, bias, y, ldy);
+  struct Item {
+    const QuantOutput* out;
+    int64_t o0, o1;
+  };
+  std::vector<Item> items;
+  for (const QuantOutput& o : outs) {
+    const QuantMatrix& w = *o.w;
+    const int64_t per = std::clamp<int64_t>(
+        std::min<int64_t>((int64_t{64} << 10) / static_cast<int64_t>(w.row_bytes),
+                          w.out / (4 * threads)),
+        8, std::max<int64_t>(8, w.out));
+    for (int64_t o0 = 0; o0 < w.out; o0 += per) items.push_back({&o, o0, std::min(w.out, o0 + per)});
+  }
+  parallel_for(static_cast<int64_t>(items.size()), threads, [&](int64_t i, int) {
+    const Item& it = items[static_cast<std::size_t>(i)];
+    const QuantMatrix& w = *it.out->w;
+    quant_dot_rows(w.type, w.data->data(), w.row_bytes, it.o0, it.o1, rows.data(), n, in,
+                   it.out->bias, it.out->y, it.out->ldy);
   });
+}
+
+// rows [cols, in] (row-major) into packed_linear's panels of `width` columns, zeros past cols, and
+// the bias (zeros without one) padded the same way. Blocks of 16 k at a time: the panel rows they
+// write (16 · width floats) stay in L1 while every column passes, where one column at a time
+// would stride over the whole panel (packed_linear's Pack, made for packing once at load, is
+// that, and took half of a prefill's time here).
+void to_panels(const float* rows, const float* bias, int64_t cols, int64_t in, int64_t width,
+               float* panels, float* panel_bias) {
+  constexpr int64_t kBlock = 16;
+  const int64_t count = (cols + width - 1) / width;
+  for (int64_t p = 0; p < count; ++p) {
+    float* panel = panels + p * in * width;
+    for (int64_t k0 = 0; k0 < in; k0 += kBlock) {
+      const int64_t k1 = std::min(in, k0 + kBlock);
+      for (int64_t c = 0; c < width; ++c) {
+        const int64_t o = p * width + c;
+        if (o < cols) {
+          const float* row = rows + o * in;
+          for (int64_t k = k0; k < k1; ++k) panel[k * width + c] = row[k];
+        } else {
+          for (int64_t k = k0; k < k1; ++k) panel[k * width + c] = 0;
+        }
+      }
+    }
+    for (int64_t c = 0; c < width; ++c) {
+      const int64_t o = p * width + c;
+      panel_bias[p * width + c] = o < cols && bias != nullptr ? bias[o] : 0.0f;
+    }
+  }
 }
 
 // float32: blocks of panels dequantized by the thread that multiplies them, every row of x
@@ -185,8 +227,8 @@ void float_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
     packed.resize(static_cast<std::size_t>(std::max<int64_t>(packed.size(), padded * in)));
     packed_bias.resize(static_cast<std::size_t>(std::max<int64_t>(packed_bias.size(), padded)));
     for (int64_t o = o0; o < o1; ++o) dequantize(w.type, w.row(o), rows.data() + (o - o0) * in, in);
-    pack_panels(rows.data(), bias != nullptr ? bias + o0 : nullptr, cols, in, packed.data(),
-                packed_bias.data());
+    to_panels(rows.data(), bias != nullptr ? bias + o0 : nullptr, cols, in, width, packed.data(),
+              packed_bias.data());
     packed_panels(y + o0, ldy, x, ldx, n, packed.data(), packed_bias.data(), in, cols);
   });
 }
@@ -199,9 +241,20 @@ void quant_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
   if (n <= 0 || w.out <= 0) return;
   const int threads = resolve_num_threads(num_threads);
   if (product == QuantProduct::int8 && quant_has_int8(w.type))
-    int8_linear(y, ldy, x, ldx, n, w, bias, threads);
+    int8_linears(x, ldx, n, {{.w = &w, .bias = bias, .y = y, .ldy = ldy}}, threads);
   else
     float_linear(y, ldy, x, ldx, n, w, bias, threads);
+}
+
+void quant_linears(const float* x, int64_t ldx, int64_t n, const std::vector<QuantOutput>& outs,
+                   QuantProduct product, int num_threads) {
+  if (n <= 0 || outs.empty()) return;
+  bool int8 = product == QuantProduct::int8;
+  for (const QuantOutput& o : outs)
+    int8 = int8 && quant_has_int8(o.w->type) && o.w->in == outs.front().w->in;
+  if (int8) return int8_linears(x, ldx, n, outs, resolve_num_threads(num_threads));
+  for (const QuantOutput& o : outs)
+    quant_linear(o.y, o.ldy, x, ldx, n, *o.w, o.bias, product, num_threads);
 }
 
 }  // namespace qkv::cpu

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/aligned.h"
 
@@ -47,6 +48,18 @@ enum class QuantProduct { float32, int8 };
 void quant_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
                   const QuantMatrix& w, const float* bias, QuantProduct product,
                   int num_threads = 0);
+
+// Several products of the same x at once — y_j = x·W_jᵀ (+ b_j), every W_j of x's width: with
+// int8, x quantized once and every matrix's rows shared among the threads in one job (a decode
+// step's q, k and v, or gate and up, are small: one wake-up of the threads instead of three).
+struct QuantOutput {
+  const QuantMatrix* w = nullptr;
+  const float* bias = nullptr;  // [out] or null
+  float* y = nullptr;           // [n, out], rows ldy floats apart
+  int64_t ldy = 0;
+};
+void quant_linears(const float* x, int64_t ldx, int64_t n, const std::vector<QuantOutput>& outs,
+                   QuantProduct product, int num_threads = 0);
 
 // Whether int8 is more than float32 for `type`: false for F16, BF16 and F32, which have no
 // integers to multiply.

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "core/gguf.h"
@@ -12,6 +13,22 @@
 
 namespace qkv {
 namespace {
+
+// "Q4_1 (210 matrices), Q8_0 (1)": the types of the model's matrices, the most common first.
+std::string types_of_matrices(const GgufFile& f, const LlamaConfig& c) {
+  std::map<std::string, int64_t> count;
+  for_each_llama_tensor(c, [&](const std::string& name, const Shape& shape) {
+    if (shape.size() == 2 && (name != "output.weight" || !c.tied_output))
+      ++count[ggml_type_name(f.info(name).type)];
+  });
+  std::vector<std::pair<std::string, int64_t>> by(count.begin(), count.end());
+  std::stable_sort(by.begin(), by.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string s;
+  for (std::size_t i = 0; i < by.size(); ++i)
+    s += (i == 0 ? "" : ", ") + by[i].first + " (" + std::to_string(by[i].second) +
+         (i == 0 ? by[i].second == 1 ? " matrix" : " matrices" : "") + ")";
+  return s;
+}
 
 // The next-token logits must be finite: weights that overflow float32 make NaN or ±∞, and a choice
 // among them (argmax picks id 0 when every comparison with NaN fails) is garbage, not a token.
@@ -85,13 +102,23 @@ CausalLM CausalLM::open(const std::string& path) {
   m.chat_template_ = std::make_shared<const ChatTemplate>(ChatTemplate::parse(
       has_template ? f->meta("tokenizer.chat_template").get<std::string>() : std::string()));
   m.end_ids_ = end_of_generation_ids(*f, *m.tokenizer_);
+  for (const WeightFormat format : {WeightFormat::file, WeightFormat::float32})
+    m.weight_bytes_[static_cast<int>(format)] = llama_weight_bytes(*f, *m.config_, format);
+  m.matrix_types_ = types_of_matrices(*f, *m.config_);
   m.file_ = std::move(f);
   return m;
 }
 
+void CausalLM::set_weight_format(WeightFormat format) {
+  if (weights_ && format != format_)
+    throw Error("CausalLM::set_weight_format: " + path_ +
+                "'s weights are loaded already; set the format before load_weights()");
+  format_ = format;
+}
+
 void CausalLM::load_weights() {
   if (weights_) return;
-  weights_ = std::make_shared<const LlamaWeights>(read_llama_weights(*file_, *config_));
+  weights_ = std::make_shared<const LlamaWeights>(read_llama_weights(*file_, *config_, format_));
   file_.reset();  // closes the file: everything is read
 }
 
@@ -176,7 +203,11 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
   std::mt19937_64 rng(options.seed);
   KvCache cache;
   std::vector<int32_t> out;
-  Tensor logits = llama_forward(*weights_, *config_, prompt, cache, {.last_logits_only = true});
+  const cpu::QuantProduct product = options.product == DecodeProduct::int8
+                                        ? cpu::QuantProduct::int8
+                                        : cpu::QuantProduct::float32;
+  Tensor logits = llama_forward(*weights_, *config_, prompt, cache,
+                                {.last_logits_only = true, .product = product});
   while (static_cast<int64_t>(out.size()) < options.max_tokens && cache.length < config_->context) {
     const float* z = logits.data<float>();
     require_finite_logits(z, config_->vocab, out.size());
@@ -195,7 +226,7 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
     if (options.stop_at_eos && ends_generation(next)) break;
     out.push_back(next);
     if (on_token) on_token(next);
-    logits = llama_forward(*weights_, *config_, {next}, cache);
+    logits = llama_forward(*weights_, *config_, {next}, cache, {.product = product});
   }
   return out;
 }
@@ -222,6 +253,25 @@ Tensor CausalLM::capture_rows(const std::vector<int32_t>& ids,
   KvCache cache;
   return llama_forward(*weights_, *config_, ids, cache,
                        {.capture = &layers, .capture_rows = true, .last_logits_only = true});
+}
+
+Tensor CausalLM::step_logits(const std::vector<int32_t>& prompt,
+                             const std::vector<int32_t>& tokens, DecodeProduct product) const {
+  require_weights("step_logits");
+  if (prompt.empty()) throw Error("step_logits: an empty prompt; expected at least one token");
+  const LlamaOptions options{.last_logits_only = true,
+                             .product = product == DecodeProduct::int8 ? cpu::QuantProduct::int8
+                                                                       : cpu::QuantProduct::float32};
+  KvCache cache;
+  const int64_t vocab = config_->vocab;
+  Tensor out({static_cast<int64_t>(tokens.size()) + 1, vocab}, DType::f32);
+  Tensor z = llama_forward(*weights_, *config_, prompt, cache, options);
+  for (std::size_t i = 0;; ++i) {
+    std::copy_n(z.data<float>(), vocab, out.data<float>() + static_cast<int64_t>(i) * vocab);
+    if (i == tokens.size()) break;
+    z = llama_forward(*weights_, *config_, {tokens[i]}, cache, options);
+  }
+  return out;
 }
 
 Tensor CausalLM::logits(const std::vector<int32_t>& ids) const {

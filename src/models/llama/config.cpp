@@ -339,17 +339,18 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   return c;
 }
 
-int64_t llama_weight_bytes(const LlamaConfig& c) {
+int64_t llama_weight_bytes(const GgufFile& f, const LlamaConfig& c, WeightFormat format) {
   double bytes = 0;
   for_each_llama_tensor(c, [&](const std::string& name, const Shape& shape) {
-    // A matrix is kept with its packed copy (nn::pack); the tied output's packed copy is counted
-    // below, as the embedding itself is not packed.
-    bytes += shape.size() == 2 && name != "token_embd.weight"
-                 ? static_cast<double>(nn::packed_resident_bytes(shape[0], shape[1]))
-                 : 4.0 * static_cast<double>(shape[0] * (shape.size() == 2 ? shape[1] : 1));
+    if (shape.size() == 1) {  // norms, biases, rope_freqs: float32
+      bytes += 4.0 * static_cast<double>(shape[0]);
+      return;
+    }
+    // The embedding is packed only where it is the output matrix too.
+    const bool packed = name != "token_embd.weight" || c.tied_output;
+    bytes += static_cast<double>(
+        llama_matrix_bytes(f.info(name).type, shape[0], shape[1], false, format, packed));
   });
-  if (c.tied_output) bytes += static_cast<double>(nn::packed_resident_bytes(c.vocab, c.hidden)) -
-                              4.0 * static_cast<double>(c.vocab * c.hidden);
   return saturated_bytes(bytes);
 }
 

@@ -14,7 +14,7 @@
 namespace qkv {
 namespace {
 
-// The tensor, whose shape read_llama_config checked, read and required finite.
+// The tensor, whose shape read_llama_config checked, read as float32 and required finite.
 Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
   if (f.info(name).shape != shape)
     throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(f.info(name).shape) +
@@ -23,15 +23,6 @@ Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
   Tensor t = f.tensor(name);
   require_finite_tensor(f.name(), name, t);
   return t;
-}
-
-// The matrix `name`.weight [out, in], packed, and its bias `name`.bias [out] with `bias`.
-nn::LinearWeights linear(const GgufFile& f, const std::string& name, int64_t out, int64_t in,
-                         bool bias) {
-  nn::LinearWeights w{.weight = read(f, name + ".weight", {out, in}),
-                      .bias = bias ? read(f, name + ".bias", {out}) : Tensor()};
-  nn::pack(w);
-  return w;
 }
 
 // parallel_for over row blocks of about 16k floats each (a few µs of work: enough to be worth a
@@ -109,9 +100,10 @@ void append(Tensor& cache, int64_t length, const Tensor& add) {
 
 }  // namespace
 
-LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
+LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c, WeightFormat format) {
   LlamaWeights w;
-  w.embedding = read(f, "token_embd.weight", {c.vocab, c.hidden});
+  // The embedding is read a row at a time, unless it is the output matrix too.
+  w.embedding = read_llama_matrix(f, "token_embd", c.vocab, c.hidden, false, format, c.tied_output);
   if (c.rope_factors) {
     const Tensor factors = read(f, "rope_freqs.weight", {c.rope_dims / 2});
     for (int64_t i = 0; i < factors.numel(); ++i) {
@@ -126,15 +118,18 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
   const int64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    auto matrix = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
+      return read_llama_matrix(f, p + name, out, in, bias, format);
+    };
     LlamaLayer layer{.attn_norm = read(f, p + "attn_norm.weight", {c.hidden}),
                      .ffn_norm = read(f, p + "ffn_norm.weight", {c.hidden}),
-                     .q = linear(f, p + "attn_q", q, c.hidden, c.qkv_bias),
-                     .k = linear(f, p + "attn_k", kv, c.hidden, c.qkv_bias),
-                     .v = linear(f, p + "attn_v", kv, c.hidden, c.qkv_bias),
-                     .o = linear(f, p + "attn_output", c.hidden, q, false),
-                     .gate = linear(f, p + "ffn_gate", c.ffn, c.hidden, false),
-                     .up = linear(f, p + "ffn_up", c.ffn, c.hidden, false),
-                     .down = linear(f, p + "ffn_down", c.hidden, c.ffn, false)};
+                     .q = matrix("attn_q", q, c.hidden, c.qkv_bias),
+                     .k = matrix("attn_k", kv, c.hidden, c.qkv_bias),
+                     .v = matrix("attn_v", kv, c.hidden, c.qkv_bias),
+                     .o = matrix("attn_output", c.hidden, q, false),
+                     .gate = matrix("ffn_gate", c.ffn, c.hidden, false),
+                     .up = matrix("ffn_up", c.ffn, c.hidden, false),
+                     .down = matrix("ffn_down", c.hidden, c.ffn, false)};
     if (c.qk_norm) {
       layer.q_norm = read(f, p + "attn_q_norm.weight", {c.head_dim});
       layer.k_norm = read(f, p + "attn_k_norm.weight", {c.head_dim});
@@ -146,10 +141,8 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c) {
     w.layers.push_back(std::move(layer));
   }
   w.output_norm = read(f, "output_norm.weight", {c.hidden});
-  w.output = c.tied_output
-                 ? nn::LinearWeights{.weight = w.embedding}
-                 : nn::LinearWeights{.weight = read(f, "output.weight", {c.vocab, c.hidden})};
-  nn::pack(w.output);
+  w.output = c.tied_output ? w.embedding
+                           : read_llama_matrix(f, "output", c.vocab, c.hidden, false, format);
   return w;
 }
 
@@ -191,16 +184,18 @@ void geglu(Tensor& gate, const Tensor& up) {
 }
 
 // The feed-forward half of a layer: h += W_down · (act(x·W_gateᵀ) ⊙ x·W_upᵀ), x = RMSNorm(h).
-void feed_forward(const LlamaLayer& layer, const LlamaConfig& c, Tensor& h) {
+void feed_forward(const LlamaLayer& layer, const LlamaConfig& c, Tensor& h,
+                  cpu::QuantProduct product) {
   Tensor x = h.clone();
   rms_norm(x, layer.ffn_norm, c.eps);
-  Tensor gate = nn::linear(x, layer.gate);
-  const Tensor up = nn::linear(x, layer.up);
+  std::vector<Tensor> gate_up = llama_matmuls(x, {&layer.gate, &layer.up}, product);
+  Tensor& gate = gate_up[0];
+  const Tensor& up = gate_up[1];
   if (c.gelu)
     geglu(gate, up);
   else
     swiglu(gate, up);
-  Tensor f = nn::linear(gate, layer.down);
+  Tensor f = llama_matmul(gate, layer.down, product);
   if (c.post_norms) rms_norm(f, layer.post_ffn_norm, c.eps);
   add_into(h, f);
 }
@@ -209,7 +204,7 @@ void feed_forward(const LlamaLayer& layer, const LlamaConfig& c, Tensor& h) {
 
 void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor& h, KvCache& cache,
                  std::vector<AttentionCapture>* capture, const LayerHooks& hooks,
-                 bool capture_rows) {
+                 bool capture_rows, cpu::QuantProduct product) {
   // h [n, hidden] with the cache, or [B, n, hidden]: B sequences side by side, no cache.
   const int64_t batch = h.rank() == 3 ? h.dim(0) : 1, n = h.dim(-2);
   if (batch > 1 && (cache.length > 0 || capture != nullptr))
@@ -220,9 +215,10 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
     cache.k.resize(static_cast<std::size_t>(c.layers)), cache.v.resize(cache.k.size());
   Tensor x = h.clone();
   rms_norm(x, layer.attn_norm, c.eps);
-  Tensor q = split_heads(nn::linear(x, layer.q), c.heads, batch);
-  Tensor k = split_heads(nn::linear(x, layer.k), c.kv_heads, batch);
-  Tensor v = split_heads(nn::linear(x, layer.v), c.kv_heads, batch);
+  const std::vector<Tensor> qkv = llama_matmuls(x, {&layer.q, &layer.k, &layer.v}, product);
+  Tensor q = split_heads(qkv[0], c.heads, batch);
+  Tensor k = split_heads(qkv[1], c.kv_heads, batch);
+  Tensor v = split_heads(qkv[2], c.kv_heads, batch);
   if (c.qk_norm) {  // each head's q and k over its own dimensions
     rms_norm(q, layer.q_norm, c.eps);
     rms_norm(k, layer.k_norm, c.eps);
@@ -271,11 +267,11 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
                         .saved_sum = r.saved_sum});
   Shape merged = h.shape();
   merged.back() = c.heads * c.head_dim;  // Qwen 3's heads are wider than hidden / heads
-  Tensor a = nn::linear(nn::merge_heads(r.out).reshape(merged), layer.o);
+  Tensor a = llama_matmul(nn::merge_heads(r.out).reshape(merged), layer.o, product);
   if (c.post_norms) rms_norm(a, layer.post_attn_norm, c.eps);
   add_into(h, a);
   if (hooks.attended) hooks.attended(l, h);
-  feed_forward(layer, c, h);
+  feed_forward(layer, c, h, product);
   if (hooks.layer_out) hooks.layer_out(l, h);
 }
 
@@ -291,8 +287,7 @@ Tensor llama_embed(const LlamaWeights& w, const LlamaConfig& c, const std::vecto
                 std::to_string(c.context));
   Tensor h({n, c.hidden}, DType::f32);
   for (int64_t i = 0; i < n; ++i)
-    std::copy_n(w.embedding.data<float>() + ids[static_cast<std::size_t>(i)] * c.hidden, c.hidden,
-                h.data<float>() + i * c.hidden);
+    llama_matrix_row(w.embedding, ids[static_cast<std::size_t>(i)], h.data<float>() + i * c.hidden);
   if (c.embedding_scale != 1) {
     const auto s = static_cast<float>(c.embedding_scale);
     for (int64_t i = 0; i < h.numel(); ++i) h.data<float>()[i] *= s;
@@ -302,8 +297,9 @@ Tensor llama_embed(const LlamaWeights& w, const LlamaConfig& c, const std::vecto
 
 void llama_rms_norm(Tensor& x, const Tensor& gain, double eps) { rms_norm(x, gain, eps); }
 
-Tensor llama_unembed(const LlamaWeights& w, const LlamaConfig& c, const Tensor& normed) {
-  Tensor logits = nn::linear(normed, w.output);
+Tensor llama_unembed(const LlamaWeights& w, const LlamaConfig& c, const Tensor& normed,
+                     cpu::QuantProduct product) {
+  Tensor logits = llama_matmul(normed, w.output, product);
   if (c.final_softcap > 0) {
     const double cap = c.final_softcap;
     float* p = logits.data<float>();
@@ -319,11 +315,11 @@ Tensor llama_forward(const LlamaWeights& w, const LlamaConfig& c, const std::vec
   Tensor h = llama_embed(w, c, ids, cache.length);
   if (options.capture != nullptr) options.capture->clear();
   for (int64_t l = 0; l < c.layers; ++l)
-    llama_layer(w, c, l, h, cache, options.capture, {}, options.capture_rows);
+    llama_layer(w, c, l, h, cache, options.capture, {}, options.capture_rows, options.product);
   cache.length += n;
   if (options.last_logits_only && n > 1) h = h.narrow(0, n - 1, 1).clone();
   rms_norm(h, w.output_norm, c.eps);
-  return llama_unembed(w, c, h);
+  return llama_unembed(w, c, h, options.product);
 }
 
 }  // namespace qkv

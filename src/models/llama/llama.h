@@ -1,5 +1,5 @@
 // models/llama/llama.h — a GGUF decoder (llama, qwen2, qwen3, gemma3: LlamaConfig says what each
-// architecture changes) run on its weights dequantized to float32:
+// architecture changes) run on its weights, kept as the file's blocks or as float32 (matrix.h):
 //
 //   h₀ = embedding[id] · s                          (s = √hidden for Gemma, else 1)
 //   for each layer:  x = RMSNorm(h)·w₁;  q, k, v = x·W_Qᵀ (+ b_Q), x·W_Kᵀ (+ b_K), x·W_Vᵀ (+ b_V)
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/gguf.h"
+#include "models/llama/matrix.h"
 #include "nn/dense.h"
 #include "qkv/attention.h"
 #include "qkv/causal_lm.h"
@@ -36,10 +37,10 @@ namespace qkv {
 // config needs is there, of the shape the config gives it, and there is no other (no tensor's
 // bytes are read). Errors name the file and the key or the tensor.
 LlamaConfig read_llama_config(const GgufFile& file);
-// The bytes read_llama_weights' result holds — every weight dequantized to float32, the matrices
-// packed besides (nn::pack) — from the config alone, so that a caller can size a model before
-// reading it.
-int64_t llama_weight_bytes(const LlamaConfig& config);
+// The bytes read_llama_weights' result holds in `format` (models/llama/matrix.h) — the file's
+// blocks, or every weight dequantized to float32 and the matrices packed besides — from the header
+// alone, so that a caller can size a model before reading it.
+int64_t llama_weight_bytes(const GgufFile& file, const LlamaConfig& config, WeightFormat format);
 
 // Calls fn(name, shape) for every tensor a model of the config holds, in the order read.
 void for_each_llama_tensor(const LlamaConfig& config,
@@ -47,19 +48,21 @@ void for_each_llama_tensor(const LlamaConfig& config,
 
 struct LlamaLayer {
   Tensor attn_norm, ffn_norm;                    // [hidden]
-  nn::LinearWeights q, k, v, o, gate, up, down;  // q, k, v with biases where the config has them
+  LlamaMatrix q, k, v, o, gate, up, down;       // q, k, v with biases where the config has them
   Tensor q_norm, k_norm;                         // [head_dim], where config.qk_norm
   Tensor post_attn_norm, post_ffn_norm;          // [hidden], where config.post_norms
 };
 struct LlamaWeights {
-  Tensor embedding;  // [vocab, hidden]
+  LlamaMatrix embedding;  // [vocab, hidden]
   std::vector<LlamaLayer> layers;
-  Tensor output_norm;        // [hidden]
-  nn::LinearWeights output;  // [vocab, hidden]: the embedding itself when tied
+  Tensor output_norm;  // [hidden]
+  LlamaMatrix output;  // [vocab, hidden]: the embedding itself when tied
   std::vector<double> rope_factors;  // [rope_dims / 2] where config.rope_factors
 };
-// Every tensor the config needs, read, dequantized and checked for its shape and finite values.
-LlamaWeights read_llama_weights(const GgufFile& file, const LlamaConfig& config);
+// Every tensor the config needs, read and checked for its shape and finite values; the matrices
+// kept as `format` says, the rest (norms, biases) as float32.
+LlamaWeights read_llama_weights(const GgufFile& file, const LlamaConfig& config,
+                                WeightFormat format = WeightFormat::file);
 
 // The keys and values of every layer so far: [1, kv_heads, capacity, head_dim] each, of which
 // the first `length` positions are filled. The capacity doubles as it fills, so a token appended
@@ -81,6 +84,9 @@ struct LlamaOptions {
   // output matrix is the largest (vocab × hidden), so on a long prompt this saves about a fifth
   // of the work.
   bool last_logits_only = false;
+  // How matrices kept as blocks multiply a pass of at most kInt8Rows rows (matrix.h): float32
+  // gives the float32 path's bits.
+  cpu::QuantProduct product = cpu::QuantProduct::float32;
 };
 
 // Runs `ids` at positions cache.length … cache.length + n − 1, appends their keys and values to
@@ -112,10 +118,12 @@ Tensor llama_embed(const LlamaWeights& weights, const LlamaConfig& config,
                    const std::vector<int32_t>& ids, int64_t start);
 void llama_layer(const LlamaWeights& weights, const LlamaConfig& config, int64_t layer, Tensor& h,
                  KvCache& cache, std::vector<AttentionCapture>* capture, const LayerHooks& hooks,
-                 bool capture_rows = false);
+                 bool capture_rows = false,
+                 cpu::QuantProduct product = cpu::QuantProduct::float32);
 // The logits of normed rows [n, hidden]: the output matrix, then Gemma's soft cap where it has
 // one.
-Tensor llama_unembed(const LlamaWeights& weights, const LlamaConfig& config, const Tensor& normed);
+Tensor llama_unembed(const LlamaWeights& weights, const LlamaConfig& config, const Tensor& normed,
+                     cpu::QuantProduct product = cpu::QuantProduct::float32);
 // x ← x / √(mean(x²) + ε) · gain over the rows of x [n, d] (contiguous float32): RMSNorm.
 void llama_rms_norm(Tensor& x, const Tensor& gain, double eps);
 

@@ -36,7 +36,7 @@ double pass_bytes(const LlamaConfig& c, double n, bool every_logit) {
 }  // namespace
 
 int64_t CausalLM::resident_bytes() const {
-  return saturated_bytes(static_cast<double>(llama_weight_bytes(*config_)) +
+  return saturated_bytes(static_cast<double>(weight_bytes_[static_cast<int>(format_)]) +
                          kTokenBytes * static_cast<double>(tokenizer_->size()));
 }
 

@@ -2,6 +2,8 @@
 // pieces of llama_forward (models/llama/llama.h), without a cache: every pass runs positions
 // 0 … n − 1.
 #include <cmath>
+#include <map>
+#include <mutex>
 
 #include "models/llama/llama.h"
 #include "models/text/gguf_tokenizer.h"
@@ -66,14 +68,15 @@ class LlamaResidual final : public ResidualModel {
     if (id < 0 || id >= c_->vocab)
       throw Error("token id " + std::to_string(id) + "; expected 0 to " +
                   std::to_string(c_->vocab - 1));
-    const float* row = w_->output.weight.data<float>() + int64_t{id} * c_->hidden;
-    return {row, row + c_->hidden};
+    std::vector<float> row(static_cast<std::size_t>(c_->hidden));
+    llama_matrix_row(w_->output, id, row.data());
+    return {row.begin(), row.end()};
   }
 
-  const Tensor& query_matrix(int64_t l) const override { return at(l).q.weight; }
-  const Tensor& key_matrix(int64_t l) const override { return at(l).k.weight; }
-  const Tensor& value_matrix(int64_t l) const override { return at(l).v.weight; }
-  const Tensor& output_matrix(int64_t l) const override { return at(l).o.weight; }
+  const Tensor& query_matrix(int64_t l) const override { return dense(l, 0, at(l).q); }
+  const Tensor& key_matrix(int64_t l) const override { return dense(l, 1, at(l).k); }
+  const Tensor& value_matrix(int64_t l) const override { return dense(l, 2, at(l).v); }
+  const Tensor& output_matrix(int64_t l) const override { return dense(l, 3, at(l).o); }
 
   Tensor attention_norm(int64_t l, const Tensor& h) const override {
     Tensor x = h.clone();
@@ -90,7 +93,7 @@ class LlamaResidual final : public ResidualModel {
     const LlamaLayer& layer = at(l);
     const int64_t d = c_->head_dim, rows = x.numel() / d;
     float* p = x.data<float>();
-    const Tensor& bias = query ? layer.q.bias : layer.k.bias;
+    const Tensor& bias = llama_bias(query ? layer.q : layer.k);
     if (bias.defined())
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t i = 0; i < d; ++i) p[r * d + i] += bias.data<float>()[head * d + i];
@@ -116,6 +119,18 @@ class LlamaResidual final : public ResidualModel {
   std::shared_ptr<const LlamaConfig> c_;
   std::shared_ptr<const LlamaWeights> w_;
   std::shared_ptr<const GgufTokenizer> tokenizer_;
+  // W_Q, W_K, W_V, W_O of each layer as float32, dequantized when first asked for where the model
+  // keeps blocks (the circuits read them whole; a decode never does).
+  mutable std::mutex dense_mutex_;
+  mutable std::map<std::pair<int64_t, int>, Tensor> dense_;
+
+  const Tensor& dense(int64_t l, int which, const LlamaMatrix& m) const {
+    if (!m.quantized()) return m.dense.weight;
+    const std::lock_guard<std::mutex> lock(dense_mutex_);
+    Tensor& t = dense_[{l, which}];
+    if (!t.defined()) t = llama_dense(m);
+    return t;
+  }
 
   void check_layer(int64_t l) const {
     if (l < 0 || l >= c_->layers)
