@@ -347,7 +347,7 @@ def main():
                     # ratio_of's tokens/s over this peer's: > 1, qkv is ahead
                     "ratio": r[f"{key}_s"] / speed_ref[f"{key}_s"],
                     "same_greedy_tokens": r["same_greedy_tokens"], "of": len(token_ref["ids"]),
-                    "peak_rss_bytes": r["peak_rss_bytes"],
+                    "peak_rss_bytes": r["peak_rss_bytes"], "greedy_ids": r["ids"],
                     **{k: r[k] for k in ("weights", "resident_bytes", "version", "build",
                                          "system_info", "host_rss_bytes") if r.get(k)},
                 } for r in rows]}))
@@ -383,6 +383,12 @@ def main():
                          for i, (c, w) in enumerate(zip(row, widths))))
     print(f"ratios: prompt, decode; > 1: {ref} is faster. greedy: the common prefix of the "
           f"{len(token_ref['ids'])} greedy tokens.\npeak RSS: the whole process (os.wait4)")
+    # Which side a difference comes from: the peers against each other, qkv's reference aside.
+    others = [r for r in rows if r is not token_ref]
+    for i, a in enumerate(others):
+        for b in others[i + 1:]:
+            print(f"  greedy: {a['peer']} and {b['peer']} agree on the first "
+                  f"{same_prefix(a['ids'], b['ids'])} of {len(token_ref['ids'])}")
     for r in rows:
         if r.get("resident_bytes"):
             print(f"  {r['peer']} counts its own resident memory at "
