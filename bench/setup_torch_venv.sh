@@ -17,6 +17,15 @@
 #          torch.onnx.export needs), the newest PyPI has. Asked for plainly, pip would pull triton
 #          back in through torch's requirements, so we ask pip what it would install
 #          (--dry-run --report) and install exactly that, less triton, with --no-deps.
+# Then:    llama-cpp-python ${QKV_LLAMA_CPP_VERSION:-0.3.36} (llama.cpp itself, the peer of
+#          bench/compare_llm.py), which PyPI has as a source package only: pip builds llama.cpp
+#          with CMake, taking ggml's switches from $CMAKE_ARGS (llama-cpp-python's documented way).
+#          ggml's own default, GGML_NATIVE=ON (-march=native), crashed with a general protection
+#          fault in libggml-cpu on the first decode on one of our Intel machines (issue 30), so we
+#          build with GGML_NATIVE=OFF and name each ISA switch from /proc/cpuinfo: AVX, AVX2, FMA,
+#          F16C, BMI2 (x86-64-v3), AVX-512 F/CD/VL/DQ/BW with VBMI, VNNI, BF16 where the flags
+#          show them, AMX off. The version and the switches go to $VENV/llama-cpp-build.txt, which
+#          compare_llm.py prints. ~10 min on 2 cores (CMAKE_BUILD_PARALLEL_LEVEL, default 2).
 # Stdout is the venv path only; progress goes to stderr; pip's log to $VENV/setup.log.
 set -euo pipefail
 
@@ -49,7 +58,41 @@ assert s.run(None, {"x": np.array([-1, 2], np.float32)})[0].tolist() == [0, 2]
 EOF
 }
 
-check() { check_torch && check_extras; }
+LLAMA_CPP_VERSION="${QKV_LLAMA_CPP_VERSION:-0.3.36}"
+# Importing llama_cpp loads libllama and libggml-cpu: a build that cannot load fails here.
+check_llama() {
+  "$VENV/bin/python" - "$LLAMA_CPP_VERSION" >/dev/null 2>&1 <<'EOF'
+import sys, llama_cpp
+assert llama_cpp.__version__ == sys.argv[1], llama_cpp.__version__
+EOF
+}
+
+# ggml's ISA switches for this CPU, from /proc/cpuinfo's flags. GGML_NATIVE=OFF: see the header.
+llama_cmake_args() {
+  local flags args=(-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BACKEND_DL=OFF
+                    -DGGML_CPU_ALL_VARIANTS=OFF)
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  has() { local f; for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
+  onoff() { if has "$@"; then echo ON; else echo OFF; fi; }
+  if [[ $(uname -m) == x86_64 ]]; then
+    args+=(-DGGML_AVX="$(onoff avx)" -DGGML_AVX2="$(onoff avx2)" -DGGML_FMA="$(onoff fma)"
+           -DGGML_F16C="$(onoff f16c)" -DGGML_BMI2="$(onoff bmi2)"
+           -DGGML_AVX_VNNI="$(onoff avx_vnni)")
+    # ggml's GGML_AVX512 compiles with -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw.
+    if has avx512f avx512cd avx512vl avx512dq avx512bw; then
+      args+=(-DGGML_AVX512=ON -DGGML_AVX512_VBMI="$(onoff avx512vbmi)"
+             -DGGML_AVX512_VNNI="$(onoff avx512_vnni)" -DGGML_AVX512_BF16="$(onoff avx512_bf16)")
+    else
+      args+=(-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+             -DGGML_AVX512_BF16=OFF)
+    fi
+    # AMX stays off even where amx_tile shows: the crash of issue 30 was on such a machine.
+    args+=(-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+  fi
+  echo "${args[*]}"
+}
+
+check() { check_torch && check_extras && check_llama; }
 
 if [[ -x "$VENV/bin/python" ]] && check; then
   echo "$VENV"
@@ -131,7 +174,27 @@ EOF
   fi
 fi
 
-versions=$("$VENV/bin/python" -c 'import torch, sentence_transformers as st, onnxruntime as ort
-print(f"torch {torch.__version__}, sentence-transformers {st.__version__}, onnxruntime {ort.__version__}")')
+if ! check_llama; then
+  export CMAKE_ARGS
+  CMAKE_ARGS=$(llama_cmake_args)
+  # Two jobs: the machines these benches run on have 2 cores, shared.
+  export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+  say "building llama-cpp-python==$LLAMA_CPP_VERSION (llama.cpp, CPU) from source, ~10 min on"
+  say "  2 cores; CMAKE_ARGS=$CMAKE_ARGS; log in $LOG"
+  llama_start=$SECONDS
+  # --no-cache-dir: a wheel cached from other CMAKE_ARGS would be reused without them.
+  pip install --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$LLAMA_CPP_VERSION" \
+    || fail
+  if ! check_llama; then
+    say "llama-cpp-python installed but does not import:"
+    "$VENV/bin/python" -c 'import llama_cpp' >&2 || true
+    exit 1
+  fi
+  printf 'llama-cpp-python %s, built in %d s with CMAKE_ARGS=%s\n' "$LLAMA_CPP_VERSION" \
+    $((SECONDS - llama_start)) "$CMAKE_ARGS" >"$VENV/llama-cpp-build.txt"
+fi
+
+versions=$("$VENV/bin/python" -c 'import torch, sentence_transformers as st, onnxruntime as ort, llama_cpp
+print(f"torch {torch.__version__}, sentence-transformers {st.__version__}, onnxruntime {ort.__version__}, llama-cpp-python {llama_cpp.__version__}")')
 say "done in $((SECONDS - start)) s, $(du -sh "$VENV" | cut -f1): $versions"
 echo "$VENV"
