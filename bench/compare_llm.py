@@ -4,7 +4,7 @@
     compare_llm.py [--qkv ./build/qkv] [--gguf FILE] [--threads N] [--quick] [--repeats R]
                    [--skip llama.cpp|transformers] [--json]
 
-Runs `qkv bench model --model FILE --json --threads N` first: twice, `--weights quantized` (on the
+Runs `qkv bench model --model FILE --json --threads N` first: twice, `--weights file` (on the
 file's blocks) and `--weights float32` (dequantized at load), when its --help offers --weights;
 once, labelled "qkv", when not. Its rows carry the prompt's token ids and the ids qkv generated,
 so each peer gets exactly the same work: the same GGUF file, the same prompt ids, the same
@@ -75,7 +75,7 @@ def run_measured(cmd, stdin_text=""):
 # ---- qkv ----------------------------------------------------------------------------------------
 
 def qkv_weight_paths(qkv):
-    """['quantized', 'float32'] when `qkv bench model` has --weights, else [None]."""
+    """["file", "float32"] when `qkv bench model` has --weights, else [None]."""
     try:
         p = subprocess.run([qkv, "bench", "model", "--help"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
@@ -83,7 +83,7 @@ def qkv_weight_paths(qkv):
         sys.exit(f"compare_llm: cannot run {qkv}: {e.strerror} (build it, or pass --qkv PATH)")
     if p.returncode != 0:
         sys.exit(f"compare_llm: {qkv} bench model --help exited with {p.returncode}")
-    return ["quantized", "float32"] if "--weights" in p.stdout else [None]
+    return ["file", "float32"] if "--weights" in p.stdout else [None]
 
 
 def run_qkv(args, weights):
@@ -111,7 +111,7 @@ def run_qkv(args, weights):
         "decode_s": decode_row["median_ms"] / 1e3,
         "ids": [decode_row["first_id"]] + decode_row["generated_ids"],
         "peak_rss_bytes": peak,
-        "resident_bytes": decode_row.get("resident_bytes", prompt_row.get("resident_bytes")),
+        "resident_bytes": decode_row.get("rss_bytes", prompt_row.get("rss_bytes")),
         "prompt_case": prompt_row["case"],
         "decode_case": decode_row["case"],
         "prompt_ids": prompt_row["prompt_ids"],
@@ -321,7 +321,7 @@ def main():
     rows += [run_peer(p, job) for p in peers]
 
     # Speed is held against qkv on the file's blocks; tokens against qkv's exact float32 path.
-    speed_ref = next((r for r in rows if r.get("weights") == "quantized"), first)
+    speed_ref = next((r for r in rows if r.get("weights") == "file"), first)
     token_ref = next((r for r in rows if r.get("weights") == "float32"), first)
     n_prompt, n_new = len(job["prompt_ids"]), job["new_tokens"]
     for r in rows:

@@ -35,7 +35,9 @@ struct GenerateOptions {
   double temperature = 0;   // 0: greedy (the most likely token); else sample softmax(logits / T)
   uint64_t seed = 1;        // of the sampling
   bool stop_at_eos = true;  // false: go on past the tokens that end generation (benchmarks)
-  DecodeProduct product = DecodeProduct::int8;  // the new tokens' passes, on blocks
+  // The passes of the new tokens on blocks (the prompt's pass runs float32: the first token is
+  // the float32 path's).
+  DecodeProduct product = DecodeProduct::int8;
 };
 
 struct TokenizeOptions {
@@ -167,7 +169,7 @@ class CausalLM {
   // One pass over `ids` on the fast path (the fused attention kernel); the logits, [n, vocab].
   Tensor logits(const std::vector<int32_t>& ids) const;
   // The next-token logits as generate computes them, [tokens.size() + 1, vocab]: after the prompt
-  // (one pass), then after each of `tokens` fed one pass a token with the cache — the decode of a
+  // (one pass, float32), then after each of `tokens` fed one pass a token with the cache — the decode of a
   // given continuation, so that two products can be compared step by step on the same tokens.
   Tensor step_logits(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
                      DecodeProduct product) const;

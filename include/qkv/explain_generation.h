@@ -82,7 +82,7 @@ struct ExplainedGeneration {
 };
 
 struct GenerationRequest {
-  GenerateOptions generate;  // as CausalLM::generate takes it
+  GenerateOptions generate;  // as CausalLM::generate takes it, but its product always float32
   int64_t top_heads = 3;     // heads kept a step, 1 … heads·layers
   int64_t top_keys = 3;      // keys kept a head, 1 … (any: clipped to the positions)
 };

@@ -121,6 +121,10 @@ struct ModelHeader {
   std::vector<std::string> features;
   std::string query, key, value;
   std::string argument;  // what --model names a decoder by in the hints: "smollm2", or its path
+  // How a GGUF decoder's matrices were kept and multiplied for this run: "Q4_1 (210 matrices),
+  // Q8_0 (1) as the file's blocks; every product in float32, the bits of --weights float32";
+  // empty for the other models.
+  std::string weights;
   // A trained model's metadata ("qkv.steps", "qkv.test_accuracy"), as its file holds it.
   std::map<std::string, std::string> metadata;
 };

@@ -262,7 +262,9 @@ class Model:
 
 
 class CausalLM:
-    """A decoder-only language model from a GGUF file, run exactly on its dequantized weights:
+    """A decoder-only language model from a GGUF file, its matrices kept as the file's blocks
+    (weights="file", the default: about the file's size in memory) or dequantized at load
+    (weights="float32"), the same bits either way wherever a pass runs in float32 (explain):
     "smollm2" (the default) is SmolLM2-135M-Instruct as scripts/fetch_model smollm2 installs it;
     anything else is a .gguf file of a llama (Llama 1-3.x, Mistral 7B, SmolLM), qwen2 (Qwen 2 /
     2.5), qwen3 or gemma3 model, or its name in Ollama ("llama3.2:1b"), LM Studio
@@ -277,9 +279,12 @@ class CausalLM:
     """
 
     def __init__(self, name_or_path: PathLike = "smollm2", *,
-                 memory_limit: Optional[int] = None):
-        """memory_limit: bytes the model may take once loaded, its weights dequantized to float32
-        (default: half the machine's memory); past it, MemoryError before a weight is read."""
+                 memory_limit: Optional[int] = None, weights: str = "file"):
+        """memory_limit: bytes the model may take once loaded, as `weights` keeps them (default:
+        half the machine's memory); past it, MemoryError before a weight is read. weights:
+        "file" (the file's blocks: Q4_K, Q8_0, ...) or "float32" (dequantized at load)."""
+        if weights not in ("file", "float32"):
+            raise ValueError(f"weights={weights!r}; expected 'file' or 'float32'")
         path = _checks.path(name_or_path, "name_or_path")
         if _installed(path, "causal_lm"):
             path = _qkv.default_causal_lm_path()
@@ -304,7 +309,18 @@ class CausalLM:
                 raise ValueError(f"{path}: {what}; {expected}")
             self.name = (_shown(shown) if shown is not None and path != shown else
                          _shown(os.path.splitext(os.path.basename(path))[0]))
-        self._model = _qkv.CausalLM(os.fsencode(path), _checks.memory_limit(memory_limit))
+        self._model = _qkv.CausalLM(os.fsencode(path), _checks.memory_limit(memory_limit),
+                                    weights == "float32")
+
+    @property
+    def weights(self) -> str:
+        """How the matrices are kept: "file" (the file's blocks) or "float32"."""
+        return self._model.weights
+
+    @property
+    def matrix_types(self) -> str:
+        """The ggml types of the matrices as the file stores them: "Q4_1 (210 matrices), ..."."""
+        return self._model.matrix_types
 
     @property
     def path(self) -> str:
@@ -334,17 +350,21 @@ class CausalLM:
 
     def generate(self, prompt: str, max_tokens: int = 64, *, temperature: float = 0.0,
                  seed: Optional[int] = None, chat: bool = True,
-                 memory_limit: Optional[int] = None) -> str:
+                 memory_limit: Optional[int] = None, decode: str = "int8") -> str:
         """The model's continuation of `prompt` (framed as one user message of its chat template
         when `chat`), up to max_tokens new tokens or the end of the text; greedy when
         temperature is 0, else sampled from softmax(logits / temperature) with `seed` (default 1;
         given with temperature 0, where nothing is drawn, it warns as `qkv generate` notes it).
         memory_limit: bytes the model and its KV cache may take (default: half the machine's
-        memory); past it, MemoryError before the first token."""
+        memory); past it, MemoryError before the first token. decode: how each new token's pass
+        multiplies matrices kept as blocks, "int8" (x rounded to 8 bits, as llama.cpp: fast) or
+        "float32" (the bits of weights="float32")."""
+        if decode not in ("int8", "float32"):
+            raise ValueError(f"decode={decode!r}; expected 'int8' or 'float32'")
         prompt_ids, max_tokens, temperature, seed = self._generation(prompt, max_tokens,
                                                                      temperature, seed, chat)
         ids = self._model.generate(prompt_ids, max_tokens, temperature, seed,
-                                   _checks.memory_limit(memory_limit))
+                                   _checks.memory_limit(memory_limit), decode == "int8")
         return self._generated(prompt_ids, ids, max_tokens)
 
     def explain_generation(self, prompt: str, max_tokens: int = 16, *,

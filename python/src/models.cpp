@@ -179,19 +179,27 @@ void bind_models(nb::module_& m) {
   nb::class_<CausalLM>(m, "CausalLM", "qkv::CausalLM: a decoder LLM (GGUF). Use qkv.CausalLM.")
       .def(
           "__init__",
-          [](CausalLM* self, const nb::bytes& path, int64_t memory_limit) {
+          [](CausalLM* self, const nb::bytes& path, int64_t memory_limit, bool float32) {
             const std::string file = path_of(path);
             nb::gil_scoped_release release;
             // The header first: the model is sized, and refused past the limit, before a weight
             // is read.
             CausalLM lm = CausalLM::open(file);
+            lm.set_weight_format(float32 ? WeightFormat::float32 : WeightFormat::file);
             check_memory_limit(lm.load_bytes(), memory_limit,
-                               "loading " + lm.path() + " (its weights in float32)",
+                               "loading " + lm.path() +
+                                   (float32 ? " (its weights in float32)"
+                                            : " (its weights as the file's blocks)"),
                                "a smaller model or a higher memory_limit");
             lm.load_weights();
             new (self) CausalLM(std::move(lm));
           },
-          nb::arg("path"), nb::arg("memory_limit"))
+          nb::arg("path"), nb::arg("memory_limit"), nb::arg("float32"))
+      .def_prop_ro("weights",
+                   [](const CausalLM& lm) {
+                     return lm.weight_format() == WeightFormat::file ? "file" : "float32";
+                   })
+      .def_prop_ro("matrix_types", &CausalLM::matrix_types)
       .def_prop_ro("path", &CausalLM::path)
       .def_prop_ro("context_length", &CausalLM::context_length)
       .def(
@@ -220,7 +228,7 @@ void bind_models(nb::module_& m) {
       .def(
           "generate",
           [](const CausalLM& lm, const std::vector<int32_t>& prompt, int64_t max_tokens,
-             double temperature, uint64_t seed, int64_t memory_limit) {
+             double temperature, uint64_t seed, int64_t memory_limit, bool int8) {
             check_memory_limit(
                 lm.generate_bytes(static_cast<int64_t>(prompt.size()) + max_tokens), memory_limit,
                 "generating " + grouped(max_tokens) + " tokens after a prompt of " +
@@ -228,13 +236,16 @@ void bind_models(nb::module_& m) {
                 "a shorter prompt or max_tokens");
             Unlocked unlocked;
             return unlocked.run([&] {
-              return lm.generate(
-                  prompt, {.max_tokens = max_tokens, .temperature = temperature, .seed = seed},
-                  [&](int32_t) { unlocked.check_signals(); });
+              return lm.generate(prompt,
+                                 {.max_tokens = max_tokens,
+                                  .temperature = temperature,
+                                  .seed = seed,
+                                  .product = int8 ? DecodeProduct::int8 : DecodeProduct::float32},
+                                 [&](int32_t) { unlocked.check_signals(); });
             });
           },
           nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("seed"),
-          nb::arg("memory_limit"),
+          nb::arg("memory_limit"), nb::arg("int8"),
           "The new token ids after `prompt` (greedy when temperature is 0).")
       .def(
           "explain",

@@ -498,8 +498,15 @@ def test_causal_lm_explain_matches_transformers_attention(lm):
 
 
 def test_causal_lm_generates_greedily(lm):
+    # int8's decode (the default) and float32's (the bits of weights="float32") give
+    # transformers' greedy answer; the first token is float32's either way (the prompt's pass).
     answer = lm.generate("What is the capital of France?", max_tokens=8)
     assert "Paris" in answer and answer == lm.generate("What is the capital of France?", 8)
+    exact = lm.generate("What is the capital of France?", max_tokens=8, decode="float32")
+    assert "Paris" in exact
+    with pytest.raises(ValueError) as e:
+        lm.generate("x", decode="int4")
+    assert one_line(e) == "decode='int4'; expected 'int8' or 'float32'"
     with pytest.raises(ValueError) as e:
         lm.generate("x", temperature=-1)
     assert one_line(e) == "temperature -1.0; expected a number in [0, 100]"
@@ -751,12 +758,19 @@ def test_causal_lm_refuses_past_memory_limit(lm):
 # ---- a decoder's file: its header first, its special tokens (issue 26) ----
 
 def test_causal_lm_is_sized_from_its_header_before_a_weight_is_read(tmp_path):
-    # SmolLM2 takes 1.1 GiB loaded: refused before its weights are read.
+    # SmolLM2 takes 1.1 GiB loaded as float32, ~120 MB as its file's blocks: refused before its
+    # weights are read.
     with pytest.raises(MemoryError) as e:
-        qkv.CausalLM(memory_limit=200 * 2**20)
+        qkv.CausalLM(memory_limit=200 * 2**20, weights="float32")
     assert "(its weights in float32) needs about 1." in one_line(e)
     assert one_line(e).endswith(" of memory, over the limit of 200 MiB (memory_limit); "
                                 "expected a smaller model or a higher memory_limit")
+    with pytest.raises(MemoryError) as e:
+        qkv.CausalLM(memory_limit=60 * 2**20)
+    assert "(its weights as the file's blocks) needs about 1" in one_line(e)
+    with pytest.raises(ValueError) as e:
+        qkv.CausalLM(weights="q4")
+    assert one_line(e) == "weights='q4'; expected 'file' or 'float32'"
     # A 3 GB file that holds only a GGUF header was read whole (3.1 GB resident, 9 s) to say it
     # is no model: now its header alone is, in a process of its own to measure its peak.
     head = tmp_path / "magic.gguf"

@@ -118,6 +118,9 @@ TEST_P(GgufFamily, BlocksAndFloat32GiveTheSameBitsAndInt8DecodeStaysClose) {
     worst = std::max(worst, std::abs(int8_steps.data<float>()[i] - x));
     ASSERT_EQ(dense_steps.data<float>()[i], x) << GetParam() << ": float32 weights, any product";
   }
+  // The prompt's pass (the first row) is float32 whatever the product.
+  for (int64_t v = 0; v < exact_steps.dim(1); ++v)
+    ASSERT_EQ(int8_steps.at<float>(0, v), exact_steps.at<float>(0, v)) << GetParam();
   EXPECT_LT(worst, 0.05 * range) << GetParam();
   EXPECT_GT(worst, 0) << GetParam() << ": int8 ran";
   std::printf("  %s: int8 decode's logits within %.2e of float32's (range %.2f)\n",

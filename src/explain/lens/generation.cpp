@@ -93,7 +93,11 @@ ExplainedGeneration explain_generation(const CausalLM& model, const std::vector<
   g.prompt_tokens = static_cast<int64_t>(prompt.size());
   g.ids = prompt;
   for (const int32_t id : prompt) g.tokens.push_back(model.token_text(id));
-  model.generate(prompt, request.generate, [&](int32_t id) {
+  // float32 products: the tokens explained are those the explanation's own passes choose (int8's
+  // decode could pick the runner-up of a near tie, whose logit the explanation would not top).
+  GenerateOptions options = request.generate;
+  options.product = DecodeProduct::float32;
+  model.generate(prompt, options, [&](int32_t id) {
     g.steps.push_back(explain_step(model, lm, g.ids, g.prompt_tokens,
                                    static_cast<int64_t>(g.steps.size()), id, g.cache, request));
     g.ids.push_back(id);

@@ -72,6 +72,7 @@ json sentence_json(const Run& e, int64_t focus, int64_t layer) {
       next.push_back({{"token", token}, {"p", number_json(p)}});
     j["model"]["kv_heads"] = e.model.kv_heads;
     j["model"]["architecture"] = e.model.family;
+    if (!e.model.weights.empty()) j["model"]["weights"] = e.model.weights;
     if (!e.model.features.empty()) {
       j["model"]["attention_features"] = e.model.features;
       j["model"]["formulas"] = {{"q", e.model.query}, {"k", e.model.key}, {"v", e.model.value}};

@@ -58,6 +58,7 @@ ReportBlock sentence_block(const Run& run) {
     for (std::size_t i = 0; i < run.model.features.size(); ++i)
       block.note += (i ? "; " : " ") + run.model.features[i];
   }
+  if (!run.model.weights.empty()) block.note += "; weights: " + run.model.weights;
   return block;
 }
 

@@ -151,6 +151,12 @@ Run capture(const CausalLM& model, std::string_view text, bool rows) {
   m.d_model = model.config().hidden;
   m.scale = layers.front().scale;
   describe(model.config(), m);
+  // A captured pass has many rows, or runs through the lens: float32 whatever the format.
+  m.weights = model.weight_format() == WeightFormat::file
+                  ? model.matrix_types() +
+                        " as the file's blocks; every product in float32, the bits of --weights "
+                        "float32"
+                  : model.matrix_types() + " dequantized to float32 at load (--weights float32)";
   m.argument = model.path() == default_causal_lm_path() ? "smollm2" : model.path();
   for (AttentionCapture& c : layers) {
     c.k = repeat_heads(c.k, m.heads);

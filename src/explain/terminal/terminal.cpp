@@ -66,6 +66,7 @@ std::string render_tokens(const Run& e, int64_t focus, const Style& style) {
       line += (i ? "; " : " ") + e.model.features[i];
     s << wrap(line, kWidth, 2) << "\n";
   }
+  if (!e.model.weights.empty()) s << wrap("weights: " + e.model.weights, kWidth, 2) << "\n";
   s << "\n";
   s << wrap(quoted(clip(printable(e.text), 480)), kWidth - 2, 2) << "\n";
   if (e.pair)

@@ -201,13 +201,16 @@ std::vector<int32_t> CausalLM::generate(const std::vector<int32_t>& prompt,
                 " tokens; the model reads at most " + std::to_string(config_->context) +
                 " (its context length)");
   std::mt19937_64 rng(options.seed);
-  KvCache cache;
+  KvCache cache{.reserve = std::min<int64_t>(
+                    config_->context, static_cast<int64_t>(prompt.size()) + options.max_tokens)};
   std::vector<int32_t> out;
   const cpu::QuantProduct product = options.product == DecodeProduct::int8
                                         ? cpu::QuantProduct::int8
                                         : cpu::QuantProduct::float32;
-  Tensor logits = llama_forward(*weights_, *config_, prompt, cache,
-                                {.last_logits_only = true, .product = product});
+  // The prompt's pass in float32 whatever the product (a prompt of a few tokens would take int8,
+  // and so would its one row of logits): the first token is the float32 path's, as the lens and
+  // bench model's validation see it; only the new tokens' passes run `product`.
+  Tensor logits = llama_forward(*weights_, *config_, prompt, cache, {.last_logits_only = true});
   while (static_cast<int64_t>(out.size()) < options.max_tokens && cache.length < config_->context) {
     const float* z = logits.data<float>();
     require_finite_logits(z, config_->vocab, out.size());
@@ -265,7 +268,7 @@ Tensor CausalLM::step_logits(const std::vector<int32_t>& prompt,
   KvCache cache;
   const int64_t vocab = config_->vocab;
   Tensor out({static_cast<int64_t>(tokens.size()) + 1, vocab}, DType::f32);
-  Tensor z = llama_forward(*weights_, *config_, prompt, cache, options);
+  Tensor z = llama_forward(*weights_, *config_, prompt, cache, {.last_logits_only = true});
   for (std::size_t i = 0;; ++i) {
     std::copy_n(z.data<float>(), vocab, out.data<float>() + static_cast<int64_t>(i) * vocab);
     if (i == tokens.size()) break;

@@ -81,11 +81,12 @@ Tensor split_heads(const Tensor& x, int64_t heads, int64_t batch = 1) {
 }
 
 // Writes add [1, heads, n, d] at positions length … length + n − 1 of cache [1, heads, capacity,
-// d], doubling the capacity (at least to length + n) when it is full.
-void append(Tensor& cache, int64_t length, const Tensor& add) {
+// d], doubling the capacity (at least to length + n, and to `reserve` at first) when it is full.
+void append(Tensor& cache, int64_t length, const Tensor& add, int64_t reserve) {
   const int64_t heads = add.dim(1), n = add.dim(2), d = add.dim(3);
   if (!cache.defined() || cache.dim(2) < length + n) {
-    const int64_t capacity = std::max<int64_t>(length + n, cache.defined() ? 2 * cache.dim(2) : 0);
+    const int64_t capacity = std::max<int64_t>(
+        length + n, cache.defined() ? 2 * cache.dim(2) : reserve);
     Tensor grown({1, heads, capacity, d}, DType::f32);
     for (int64_t h = 0; h < heads && length > 0; ++h)
       std::copy_n(cache.data<float>() + h * cache.dim(2) * d, length * d,
@@ -230,8 +231,8 @@ void llama_layer(const LlamaWeights& w, const LlamaConfig& c, int64_t l, Tensor&
   }
   Tensor keys = k, values = v;
   if (batch == 1) {
-    append(cache.k[li], cache.length, k);
-    append(cache.v[li], cache.length, v);
+    append(cache.k[li], cache.length, k, cache.reserve);
+    append(cache.v[li], cache.length, v, cache.reserve);
     keys = cache.k[li].narrow(2, 0, cache.length + n);
     values = cache.v[li].narrow(2, 0, cache.length + n);
   }

@@ -70,6 +70,10 @@ LlamaWeights read_llama_weights(const GgufFile& file, const LlamaConfig& config,
 struct KvCache {
   std::vector<Tensor> k, v;
   int64_t length = 0;
+  // The positions the caller will fill at most (0: not known): the first allocation takes them
+  // all, so that a generation of known length never doubles its cache (nor holds two copies while
+  // it grows).
+  int64_t reserve = 0;
 };
 
 struct LlamaOptions {
