@@ -63,6 +63,7 @@ CLI::Validator one_of(const std::vector<std::string>& words) {
   return CLI::Validator(
       [words, list](std::string& input) -> std::string {
         if (std::find(words.begin(), words.end(), input) != words.end()) return "";
+        if (input.empty()) return "the value is empty; expected one of " + list;
         return "'" + input + "' is not one of " + list + "; expected one of them";
       },
       "");

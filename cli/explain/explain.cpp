@@ -299,6 +299,12 @@ int run_explain(const ExplainArgs& args) {
     check_sentence_args(args, text);
   const Model model = trained ? open_trained(args.model.dir)
                               : open_model_option(args.model, {.load_weights = false});
+  if (kind == ModelKind::causal_lm)  // before it is sized: the estimates follow the format
+    model.causal_lm().set_weight_format(weight_format(args.model.weights));
+  else if (args.model.weights != "file")
+    throw Error("--weights " + args.model.weights +
+                    " is for a decoder's GGUF file; expected --model smollm2 or a GGUF file",
+                Error::Kind::invalid_argument);
   explain::Input input;
   if (!trained) input = sentence_input(args, model, text);
   check_memory(args, model, input);

@@ -33,6 +33,16 @@ double pass_bytes(const LlamaConfig& c, double n, bool every_logit) {
                 (every_logit ? n : 1.0) * static_cast<double>(c.vocab));
 }
 
+// The lens's float32 copies of W_Q, W_K, W_V and W_O where the model keeps blocks (LlamaResidual
+// dequantizes a layer's matrix the first time a view reads it whole: attribution reads every
+// layer's W_O, composition and circuits the layers of the heads they show): all of them, at most.
+double lens_matrix_bytes(const LlamaConfig& c, WeightFormat format) {
+  if (format == WeightFormat::float32) return 0;
+  const double q = static_cast<double>(c.heads * c.head_dim),
+               kv = static_cast<double>(c.kv_heads * c.head_dim);
+  return 4.0 * static_cast<double>(c.layers) * static_cast<double>(c.hidden) * (2 * q + 2 * kv);
+}
+
 }  // namespace
 
 int64_t CausalLM::resident_bytes() const {
@@ -54,7 +64,8 @@ int64_t CausalLM::capture_bytes(int64_t tokens) const {
   const double kept = layers * (4 * heads * n * n * 4 + 6 * heads * n * hd * 4);
   const double working = 3 * heads * n * n * 8;
   const double cache = layers * 2 * static_cast<double>(c.kv_heads) * n * hd * 4;
-  return peak(*this, kept + working + cache + pass_bytes(c, n, true));
+  return peak(*this, kept + working + cache + pass_bytes(c, n, true) +
+                        lens_matrix_bytes(c, format_));
 }
 
 int64_t CausalLM::capture_rows_bytes(int64_t tokens) const {
@@ -68,7 +79,8 @@ int64_t CausalLM::capture_rows_bytes(int64_t tokens) const {
   const double kept = layers * heads * n * (4 * hd + 2) * 4;
   const double kv = static_cast<double>(c.kv_heads);
   const double repeat = (2 * kv + 2 * heads) * n * hd * 4, slack = heads * n * 4 * hd * 4;
-  return peak(*this, kept + repeat + slack + pass_bytes(c, n, false));
+  return peak(*this, kept + repeat + slack + pass_bytes(c, n, false) +
+                        lens_matrix_bytes(c, format_));
 }
 
 int64_t CausalLM::generate_bytes(int64_t positions) const {
