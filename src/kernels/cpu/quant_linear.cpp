@@ -101,29 +101,29 @@ float quant_dot_portable(uint32_t type, const uint8_t* row, const QuantizedRow& 
       const int64_t at = base + 16 * g;
       int dot = 0;
       for (int t = 0; t < 16; ++t) dot += q[16 * g + t] * x.q[at + t];
-      sum += double{x.d[at / 32]} * (double{a[g]} * dot + double{b[g]} * x.s16[at / 16]);
+      sum += double{x.d[at / x.block]} * (double{a[g]} * dot + double{b[g]} * x.s16[at / 16]);
     }
     base += values;
   }
   return static_cast<float>(sum);
 }
 
-void quantize_row_int8(const float* x, int64_t in, int8_t* q, float* d, int32_t* s16) {
-  for (int64_t b = 0; b < in / 32; ++b) {
-    const float* v = x + 32 * b;
+int64_t int8_block(uint32_t type) { return ggml_block(type).values == 256 ? 256 : 32; }
+
+void quantize_row_int8(const float* x, int64_t in, int64_t block, int8_t* q, float* d,
+                       int16_t* s16) {
+  for (int64_t b = 0; b < in / block; ++b) {
+    const float* v = x + block * b;
     float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+    for (int64_t j = 0; j < block; ++j) amax = std::max(amax, std::fabs(v[j]));
     d[b] = amax / 127;
     const float inv = amax > 0 ? 127 / amax : 0;
-    for (int half = 0; half < 2; ++half) {
-      int32_t sum = 0;
-      for (int j = 16 * half; j < 16 * half + 16; ++j) {
-        const auto r = static_cast<int8_t>(std::nearbyint(v[j] * inv));
-        q[32 * b + j] = r;
-        sum += r;
-      }
-      s16[2 * b + half] = sum;
-    }
+    for (int64_t j = 0; j < block; ++j) q[block * b + j] = static_cast<int8_t>(std::nearbyint(v[j] * inv));
+  }
+  for (int64_t g = 0; g < in / 16; ++g) {
+    int32_t sum = 0;
+    for (int t = 0; t < 16; ++t) sum += q[16 * g + t];
+    s16[g] = static_cast<int16_t>(sum);
   }
 }
 
@@ -145,15 +145,15 @@ namespace {
 // for a decode step's small products).
 void int8_linears(const float* x, int64_t ldx, int64_t n, const std::vector<QuantOutput>& outs,
                   int threads) {
-  const int64_t in = outs.front().w->in;
+  const int64_t in = outs.front().w->in, block = int8_block(outs.front().w->type);
   std::vector<int8_t> q(static_cast<std::size_t>(n * in));
   std::vector<float> d(static_cast<std::size_t>(n * in / 32));
-  std::vector<int32_t> s16(static_cast<std::size_t>(n * in / 16));
+  std::vector<int16_t> s16(static_cast<std::size_t>(n * in / 16));
   std::vector<QuantizedRow> rows;
   for (int64_t r = 0; r < n; ++r) {
-    quantize_row_int8(x + r * ldx, in, q.data() + r * in, d.data() + r * in / 32,
+    quantize_row_int8(x + r * ldx, in, block, q.data() + r * in, d.data() + r * in / block,
                       s16.data() + r * in / 16);
-    rows.push_back({q.data() + r * in, d.data() + r * in / 32, s16.data() + r * in / 16});
+    rows.push_back({q.data() + r * in, d.data() + r * in / block, s16.data() + r * in / 16, block});
   }
   // Items of about 64 KiB of W, at least 4 a thread where W allows: a thread slowed by other work
   // leaves little behind.
@@ -250,8 +250,9 @@ void quant_linears(const float* x, int64_t ldx, int64_t n, const std::vector<Qua
                    QuantProduct product, int num_threads) {
   if (n <= 0 || outs.empty()) return;
   bool int8 = product == QuantProduct::int8;
-  for (const QuantOutput& o : outs)
-    int8 = int8 && quant_has_int8(o.w->type) && o.w->in == outs.front().w->in;
+  for (const QuantOutput& o : outs)  // one quantization of x serves all: the same width and block
+    int8 = int8 && quant_has_int8(o.w->type) && o.w->in == outs.front().w->in &&
+           int8_block(o.w->type) == int8_block(outs.front().w->type);
   if (int8) return int8_linears(x, ldx, n, outs, resolve_num_threads(num_threads));
   for (const QuantOutput& o : outs)
     quant_linear(o.y, o.ldy, x, ldx, n, *o.w, o.bias, product, num_threads);

@@ -11,8 +11,10 @@
 //   int8     llama.cpp's way for a few rows (decode): each row of x quantized to 8 bits per 32
 //            values, q = round(x/d), d = max|x|/127, and the blocks' integers multiplied with q in
 //            integer arithmetic (u8 × s8 pairs summed in 16 then 32 bits), then scaled by the
-//            block's and x's scales in float32. The only error beyond float32's is x's rounding:
-//            |Δx| ≤ d/2 a value, |Δy| ≤ Σ_blocks d_x/2 · Σ|w| (quant_linear_test bounds it so).
+//            block's and x's scales in float32 (per 256 values of x for the K-quants, whose
+//            super-blocks then need one scale: int8_block). The only error beyond float32's is
+//            x's rounding: |Δx| ≤ d/2 a value, |Δy| ≤ Σ_blocks d_x/2 · Σ|w| (quant_linear_test
+//            bounds it so).
 //            F16 and BF16 weights have no integers: they run float32 whatever is asked.
 //
 // Learned from ggml's ggml-cpu/quants.c and arch/x86/quants.c (quantize_row_q8_0, ggml_vec_dot_*:
@@ -65,14 +67,19 @@ void quant_linears(const float* x, int64_t ldx, int64_t n, const std::vector<Qua
 // integers to multiply.
 bool quant_has_int8(uint32_t type);
 
-// The rows of x as int8 sees them: q[i] = round(x[i]/d_b) over each block b of 32 values,
-// d_b = max|x|/127 (0 for a block of zeros), and the sum of every 16 q's. in a multiple of 32.
+// The rows of x as int8 sees them: q[i] = round(x[i]/d_b) over each block b of `block` values,
+// d_b = max|x|/127 (0 for a block of zeros), and the sum of every 16 q's. The block is the
+// weights' own (int8_block): 32 for the legacy types, whose scales are per 32; 256 for the
+// K-quants, as ggml's Q8_K, so that a super-block's integer sums need one scale.
 struct QuantizedRow {
   const int8_t* q;
-  const float* d;      // [in / 32]
-  const int32_t* s16;  // [in / 16]
+  const float* d;      // [in / block]
+  const int16_t* s16;  // [in / 16]: |Σ| ≤ 16·127
+  int64_t block = 32;
 };
-void quantize_row_int8(const float* x, int64_t in, int8_t* q, float* d, int32_t* s16);
+int64_t int8_block(uint32_t type);
+void quantize_row_int8(const float* x, int64_t in, int64_t block, int8_t* q, float* d,
+                       int16_t* s16);
 
 // One row of W (row_bytes of type `type`) · one quantized row: int8's dot product, on the SIMD
 // target running now (AVX-512 VNNI's vpdpbusd where the CPU has it and set_int8_vnni allows).

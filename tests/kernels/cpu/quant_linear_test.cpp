@@ -119,29 +119,35 @@ TEST_P(QuantLinearKernel, Float32IsPackedLinearOfTheDequantizedMatrixBitForBit) 
 }
 
 TEST_P(QuantLinearKernel, QuantizedRowsAreRoundedToScalesOfTheirBlocks) {
-  const int64_t in = 256;
+  const int64_t in = 512;
   auto x = normal(in, 5, 2);
-  std::fill_n(x.begin() + 64, 32, 0.0f);  // a block of zeros: d = 0, q = 0
-  std::vector<int8_t> q(in);
-  std::vector<float> d(in / 32);
-  std::vector<int32_t> s16(in / 16);
-  quantize_row_int8(x.data(), in, q.data(), d.data(), s16.data());
-  for (int64_t b = 0; b < in / 32; ++b) {
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
-    EXPECT_EQ(d[b], amax / 127) << b;
-    for (int j = 0; j < 32; ++j) {
-      const int64_t i = 32 * b + j;
-      EXPECT_LE(std::abs(q[i]), 127);
-      EXPECT_LE(std::fabs(q[i] * d[b] - x[i]), d[b] / 2 * (1 + 1e-6)) << i;
+  std::fill_n(x.begin() + 256, 256, 0.0f);  // a block of zeros either way: d = 0, q = 0
+  for (const int64_t block : {32, 256}) {
+    std::vector<int8_t> q(in);
+    std::vector<float> d(in / block);
+    std::vector<int16_t> s16(in / 16);
+    quantize_row_int8(x.data(), in, block, q.data(), d.data(), s16.data());
+    for (int64_t b = 0; b < in / block; ++b) {
+      float amax = 0;
+      for (int64_t j = 0; j < block; ++j) amax = std::max(amax, std::fabs(x[block * b + j]));
+      EXPECT_EQ(d[b], amax / 127) << block << " " << b;
+      for (int64_t j = 0; j < block; ++j) {
+        const int64_t i = block * b + j;
+        EXPECT_LE(std::abs(q[i]), 127);
+        EXPECT_LE(std::fabs(q[i] * d[b] - x[i]), d[b] / 2 * (1 + 1e-6)) << i;
+      }
     }
+    for (int64_t g = 0; g < in / 16; ++g) {
+      int32_t sum = 0;
+      for (int t = 0; t < 16; ++t) sum += q[16 * g + t];
+      EXPECT_EQ(s16[g], sum) << g;
+    }
+    EXPECT_EQ(d[256 / block], 0.0f);
   }
-  for (int64_t g = 0; g < in / 16; ++g) {
-    int32_t sum = 0;
-    for (int t = 0; t < 16; ++t) sum += q[16 * g + t];
-    EXPECT_EQ(s16[g], sum) << g;
-  }
-  EXPECT_EQ(d[2], 0.0f);
+  EXPECT_EQ(int8_block(2), 32);    // Q4_0
+  EXPECT_EQ(int8_block(8), 32);    // Q8_0
+  EXPECT_EQ(int8_block(12), 256);  // Q4_K
+  EXPECT_EQ(int8_block(14), 256);  // Q6_K
 }
 
 // For each output: the int8 result against (1) the float64 product of the dequantized row with
@@ -154,20 +160,20 @@ struct Int8Check {
 Int8Check check_int8(const QuantMatrix& w, const std::vector<float>& dense, const float* x,
                      int64_t n, const std::vector<float>& y, const float* bias) {
   Int8Check c;
-  const int64_t in = w.in;
+  const int64_t in = w.in, block = int8_block(w.type);
   std::vector<int8_t> q(in);
-  std::vector<float> d(in / 32);
-  std::vector<int32_t> s16(in / 16);
+  std::vector<float> d(in / block);
+  std::vector<int16_t> s16(in / 16);
   for (int64_t r = 0; r < n && c.failure.empty(); ++r) {
-    quantize_row_int8(x + r * in, in, q.data(), d.data(), s16.data());
+    quantize_row_int8(x + r * in, in, block, q.data(), d.data(), s16.data());
     for (int64_t o = 0; o < w.out; ++o) {
       const float* wo = dense.data() + o * in;
       double of_q = bias[o], exact = bias[o], magnitude = std::fabs(bias[o]), bound = 0;
       for (int64_t k = 0; k < in; ++k) {
-        of_q += double{wo[k]} * q[k] * d[k / 32];
+        of_q += double{wo[k]} * q[k] * d[k / block];
         exact += double{wo[k]} * x[r * in + k];
-        magnitude += std::fabs(double{wo[k]} * q[k] * d[k / 32]);
-        bound += std::fabs(wo[k]) * d[k / 32] / 2;
+        magnitude += std::fabs(double{wo[k]} * q[k] * d[k / block]);
+        bound += std::fabs(wo[k]) * d[k / block] / 2;
       }
       const double got = y[r * w.out + o];
       // float32 sums of `in` terms, in blocks, and a few scale products: 32·ε of the magnitude
@@ -228,16 +234,17 @@ TEST(QuantLinearKernel, Int8AgreesWithThePortableDotOnEveryType) {
   const int64_t in = 512;
   auto x = normal(in, 21, 3);
   x[7] = 1000, x[300] = -1000;  // blocks whose other values round to small q
-  std::vector<int8_t> q(in);
-  std::vector<float> d(in / 32);
-  std::vector<int32_t> s16(in / 16);
-  quantize_row_int8(x.data(), in, q.data(), d.data(), s16.data());
-  const QuantizedRow row{q.data(), d.data(), s16.data()};
   for (const uint32_t type : kTypes) {
     if (!quant_has_int8(type)) {
       EXPECT_EQ(type == 1 || type == 30, true);
       continue;
     }
+    const int64_t block = int8_block(type);
+    std::vector<int8_t> q(in);
+    std::vector<float> d(in / block);
+    std::vector<int16_t> s16(in / 16);
+    quantize_row_int8(x.data(), in, block, q.data(), d.data(), s16.data());
+    const QuantizedRow row{q.data(), d.data(), s16.data(), block};
     const QuantMatrix w = random_matrix(type, 3, in, 200 + type);
     for (int64_t o = 0; o < 3; ++o) {
       const float simd = quant_dot_int8(type, w.row(o), row, in);
