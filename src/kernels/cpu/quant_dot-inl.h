@@ -226,17 +226,19 @@ HWY_INLINE float DotRow(uint32_t type, const uint8_t* row, const QuantizedRow& x
   }
 }
 
+// Rows ahead to prefetch: 1, 2, 4 and 8 measured alike on Zen (AVX-512), within the runs' noise;
+// none was 25% slower on the K-quants.
+constexpr int64_t kAhead = 4;
+
 // y[r·ldy + o] for rows r < n of x and outputs o in [o0, o1), each W row read once for all of x's
 // rows.
-// Rows ahead to prefetch: 1, 2, 4 and 8 measured alike on Zen (AVX-512), within the runs' noise.
-constexpr int64_t kAhead = 4;
 HWY_INLINE void DotRows(uint32_t type, const uint8_t* w, uint64_t row_bytes, int64_t o0,
                         int64_t o1, const QuantizedRow* xs, int64_t n, int64_t in,
                         const float* bias, float* y, int64_t ldy) {
   for (int64_t o = o0; o < o1; ++o) {
     const uint8_t* row = w + static_cast<uint64_t>(o) * row_bytes;
-    // The row after next into L1 while this one is multiplied: the rows stream from memory (a
-    // decode step reads every weight once), faster than the hardware prefetcher alone brings them.
+    // A row kAhead on into L1 while this one is multiplied: the rows stream from memory (a decode
+    // step reads every weight once), faster than the hardware prefetcher alone brings them.
     if (o + kAhead < o1)
       for (uint64_t at = 0; at < row_bytes; at += 64)
         _mm_prefetch(reinterpret_cast<const char*>(row + kAhead * row_bytes + at), _MM_HINT_T0);
