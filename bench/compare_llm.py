@@ -112,6 +112,8 @@ def run_qkv(args, weights):
         "ids": [decode_row["first_id"]] + decode_row["generated_ids"],
         "peak_rss_bytes": peak,
         "resident_bytes": decode_row.get("rss_bytes", prompt_row.get("rss_bytes")),
+        "weight_bytes": decode_row.get("weight_bytes"),
+        "int8_vs_float32": decode_row.get("int8_vs_float32"),
         "prompt_case": prompt_row["case"],
         "decode_case": decode_row["case"],
         "prompt_ids": prompt_row["prompt_ids"],
@@ -348,7 +350,8 @@ def main():
                     "ratio": r[f"{key}_s"] / speed_ref[f"{key}_s"],
                     "same_greedy_tokens": r["same_greedy_tokens"], "of": len(token_ref["ids"]),
                     "peak_rss_bytes": r["peak_rss_bytes"], "greedy_ids": r["ids"],
-                    **{k: r[k] for k in ("weights", "resident_bytes", "version", "build",
+                    **{k: r[k] for k in ("weights", "resident_bytes", "weight_bytes",
+                                         "int8_vs_float32", "version", "build",
                                          "system_info", "host_rss_bytes") if r.get(k)},
                 } for r in rows]}))
         return
@@ -392,7 +395,16 @@ def main():
     for r in rows:
         if r.get("resident_bytes"):
             print(f"  {r['peer']} counts its own resident memory at "
-                  f"{r['resident_bytes'] / mb:.0f} MB")
+                  f"{r['resident_bytes'] / mb:.0f} MB after its runs"
+                  + (f" (its weights {r['weight_bytes'] / mb:.0f} MB)" if r.get("weight_bytes")
+                     else ""))
+        c = r.get("int8_vs_float32")
+        if c:  # qkv's own comparison of its two decodes, on float32's tokens fed to both
+            print(f"  {r['peer']}: int8 decode against float32 decode on float32's tokens: "
+                  f"{c['same_argmax_on_float32_tokens']} of {c['steps']} next tokens the same, "
+                  f"logits within {c['max_logit_diff']:.3g} (largest |logit| "
+                  f"{c['largest_logit']:.3g}); free-running, {c['same_greedy_tokens']} of "
+                  f"{c['tokens']} greedy tokens equal at their position")
         if r.get("host_rss_bytes"):
             print(f"  {r['peer']}: {r['host_rss_bytes'] / mb:.0f} MB of it is Python and its "
                   "imports, before the model")

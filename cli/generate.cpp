@@ -162,7 +162,8 @@ int run_generate(const GenerateArgs& args) {
                  "generating " + grouped(args.max_tokens) + " tokens after a prompt of " +
                      grouped(static_cast<int64_t>(prompt.size())) + " (the model and its KV cache)",
                  model.load_bytes() > memory_limit(args.memory_limit)
-                     ? "a smaller model" + too_large(model.load_bytes())
+                     ? "a smaller model" + too_large(model.load_bytes(),
+                                                    model.weight_format() == WeightFormat::float32)
                      : "a shorter prompt or --max-tokens");
   load_weights(model, args.model);
   progress.clear();

@@ -31,10 +31,11 @@ int64_t memory_limit(const std::string& value) { return memory_limit_of(value).v
 
 std::string memory_limit_knob(const std::string& value) { return memory_limit_of(value).named(); }
 
-std::string too_large(int64_t model_bytes) {
+std::string too_large(int64_t model_bytes, bool float32) {
   return ": the model alone needs about " + bytes_str(model_bytes) +
-         " (its weights dequantized to float32, each matrix with a packed copy); or a larger "
-         "--memory-limit";
+         (float32 ? " (its weights dequantized to float32, each matrix with a packed copy)"
+                  : " (its weights as the file's blocks)") +
+         "; or a larger --memory-limit";
 }
 
 void require_memory(int64_t need, const std::string& value, const std::string& work,

@@ -23,10 +23,11 @@ std::string memory_limit_knob(const std::string& value);
 //   "WORK needs about 26 GiB of memory, over the limit of 12 GiB (--memory-limit); expected
 //    EXPECTED"
 // and says on stderr, before it starts, work of 1 GiB or more.
-// ": the model alone needs about 9.3 GiB (its weights dequantized to float32, each matrix with a
-// packed copy); or a larger --memory-limit" — what a refusal adds when a decoder's weights alone
-// pass the limit, so that it does not ask for a shorter text that would not help.
-std::string too_large(int64_t model_bytes);
+// ": the model alone needs about 0.8 GiB (its weights as the file's blocks); or a larger
+// --memory-limit" (with `float32`: "(its weights dequantized to float32, each matrix with a packed
+// copy)") — what a refusal adds when a decoder's weights alone pass the limit, so that it does not
+// ask for a shorter text that would not help.
+std::string too_large(int64_t model_bytes, bool float32);
 
 void require_memory(int64_t need, const std::string& value, const std::string& work,
                     const std::string& expected);

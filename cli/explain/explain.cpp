@@ -218,7 +218,10 @@ void check_memory(const ExplainArgs& args, const Model& model, const explain::In
       model.kind() == ModelKind::causal_lm ? model.causal_lm().load_bytes() : int64_t{0};
   require_memory(cost.bytes, args.memory_limit, cost.what,
                  trained || alone > memory_limit(args.memory_limit)
-                     ? "a smaller model" + too_large(alone)
+                     ? "a smaller model" +
+                           too_large(alone, model.kind() != ModelKind::causal_lm ||
+                                                model.causal_lm().weight_format() ==
+                                                    WeightFormat::float32)
                  : args.json ? "a shorter text, or --html, which needs far less than --json"
                              : "a shorter text");
 }
