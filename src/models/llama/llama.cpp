@@ -7,23 +7,11 @@
 #include <functional>
 #include <string>
 
-#include "nn/finite.h"
 #include "qkv/memory.h"
 #include "qkv/threads.h"
 
 namespace qkv {
 namespace {
-
-// The tensor, whose shape read_llama_config checked, read as float32 and required finite.
-Tensor read(const GgufFile& f, const std::string& name, const Shape& shape) {
-  if (f.info(name).shape != shape)
-    throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(f.info(name).shape) +
-                    "; expected " + shape_str(shape) + " for this config",
-                Error::Kind::runtime);
-  Tensor t = f.tensor(name);
-  require_finite_tensor(f.name(), name, t);
-  return t;
-}
 
 // parallel_for over row blocks of about 16k floats each (a few µs of work: enough to be worth a
 // thread, few enough that two threads share the rows evenly).
@@ -106,7 +94,7 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c, WeightF
   // The embedding is read a row at a time, unless it is the output matrix too.
   w.embedding = read_llama_matrix(f, "token_embd", c.vocab, c.hidden, false, format, c.tied_output);
   if (c.rope_factors) {
-    const Tensor factors = read(f, "rope_freqs.weight", {c.rope_dims / 2});
+    const Tensor factors = read_llama_tensor(f, "rope_freqs.weight", {c.rope_dims / 2});
     for (int64_t i = 0; i < factors.numel(); ++i) {
       const double x = factors.data<float>()[i];
       if (!(x > 0))
@@ -122,8 +110,8 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c, WeightF
     auto matrix = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
       return read_llama_matrix(f, p + name, out, in, bias, format);
     };
-    LlamaLayer layer{.attn_norm = read(f, p + "attn_norm.weight", {c.hidden}),
-                     .ffn_norm = read(f, p + "ffn_norm.weight", {c.hidden}),
+    LlamaLayer layer{.attn_norm = read_llama_tensor(f, p + "attn_norm.weight", {c.hidden}),
+                     .ffn_norm = read_llama_tensor(f, p + "ffn_norm.weight", {c.hidden}),
                      .q = matrix("attn_q", q, c.hidden, c.qkv_bias),
                      .k = matrix("attn_k", kv, c.hidden, c.qkv_bias),
                      .v = matrix("attn_v", kv, c.hidden, c.qkv_bias),
@@ -132,16 +120,16 @@ LlamaWeights read_llama_weights(const GgufFile& f, const LlamaConfig& c, WeightF
                      .up = matrix("ffn_up", c.ffn, c.hidden, false),
                      .down = matrix("ffn_down", c.hidden, c.ffn, false)};
     if (c.qk_norm) {
-      layer.q_norm = read(f, p + "attn_q_norm.weight", {c.head_dim});
-      layer.k_norm = read(f, p + "attn_k_norm.weight", {c.head_dim});
+      layer.q_norm = read_llama_tensor(f, p + "attn_q_norm.weight", {c.head_dim});
+      layer.k_norm = read_llama_tensor(f, p + "attn_k_norm.weight", {c.head_dim});
     }
     if (c.post_norms) {
-      layer.post_attn_norm = read(f, p + "post_attention_norm.weight", {c.hidden});
-      layer.post_ffn_norm = read(f, p + "post_ffw_norm.weight", {c.hidden});
+      layer.post_attn_norm = read_llama_tensor(f, p + "post_attention_norm.weight", {c.hidden});
+      layer.post_ffn_norm = read_llama_tensor(f, p + "post_ffw_norm.weight", {c.hidden});
     }
     w.layers.push_back(std::move(layer));
   }
-  w.output_norm = read(f, "output_norm.weight", {c.hidden});
+  w.output_norm = read_llama_tensor(f, "output_norm.weight", {c.hidden});
   w.output = c.tied_output ? w.embedding
                            : read_llama_matrix(f, "output", c.vocab, c.hidden, false, format);
   return w;

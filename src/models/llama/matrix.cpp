@@ -9,8 +9,13 @@
 namespace qkv {
 namespace {
 
-// The tensor, whose shape read_llama_config checked, read and required finite.
-Tensor read_f32(const GgufFile& f, const std::string& name, const Shape& shape) {
+bool as_blocks(uint32_t type, WeightFormat format) {
+  return format == WeightFormat::file && type != static_cast<uint32_t>(GgmlType::f32);
+}
+
+}  // namespace
+
+Tensor read_llama_tensor(const GgufFile& f, const std::string& name, const Shape& shape) {
   if (f.info(name).shape != shape)
     throw Error(f.name() + ": tensor \"" + name + "\" is " + shape_str(f.info(name).shape) +
                     "; expected " + shape_str(shape) + " for this config",
@@ -19,12 +24,6 @@ Tensor read_f32(const GgufFile& f, const std::string& name, const Shape& shape) 
   require_finite_tensor(f.name(), name, t);
   return t;
 }
-
-bool as_blocks(uint32_t type, WeightFormat format) {
-  return format == WeightFormat::file && type != static_cast<uint32_t>(GgmlType::f32);
-}
-
-}  // namespace
 
 LlamaMatrix read_llama_matrix(const GgufFile& f, const std::string& name, int64_t out, int64_t in,
                               bool bias, WeightFormat format, bool packed) {
@@ -41,11 +40,11 @@ LlamaMatrix read_llama_matrix(const GgufFile& f, const std::string& name, int64_
                 .in = in,
                 .row_bytes = ggml_bytes(info.type, static_cast<uint64_t>(in)),
                 .data = f.blocks(w)};
-    if (bias) m.bias = read_f32(f, name + ".bias", {out});
+    if (bias) m.bias = read_llama_tensor(f, name + ".bias", {out});
     return m;
   }
-  m.dense = {.weight = read_f32(f, w, {out, in}),
-             .bias = bias ? read_f32(f, name + ".bias", {out}) : Tensor()};
+  m.dense = {.weight = read_llama_tensor(f, w, {out, in}),
+             .bias = bias ? read_llama_tensor(f, name + ".bias", {out}) : Tensor()};
   if (packed) nn::pack(m.dense);
   return m;
 }

@@ -24,6 +24,10 @@ struct LlamaMatrix {
   int64_t in() const { return quantized() ? blocks.in : dense.in(); }
 };
 
+// The tensor `name` as float32, of `shape` (which read_llama_config checked), every value finite:
+// a norm's gain, a bias, or a matrix to keep as float32. Errors name the file and the tensor.
+Tensor read_llama_tensor(const GgufFile& file, const std::string& name, const Shape& shape);
+
 // `name`.weight [out, in] (and `name`.bias [out] with `bias`), read as `format` says; the file's
 // F32 tensors are kept as float32 either way. Packed for the float32 path unless `packed` is false
 // (an embedding that is not also the output is only ever read a row at a time).
