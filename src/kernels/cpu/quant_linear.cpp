@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -115,10 +116,18 @@ void quantize_row_int8(const float* x, int64_t in, int64_t block, int8_t* q, flo
   for (int64_t b = 0; b < in / block; ++b) {
     const float* v = x + block * b;
     float amax = 0;
-    for (int64_t j = 0; j < block; ++j) amax = std::max(amax, std::fabs(v[j]));
-    d[b] = amax / 127;
+    bool finite = true;
+    for (int64_t j = 0; j < block; ++j) {
+      amax = std::max(amax, std::fabs(v[j]));
+      finite = finite && std::isfinite(v[j]);
+    }
+    // A NaN or ±∞ in x (weights that overflow) makes the block's scale NaN and its q 0, so that
+    // every product with it is NaN, as float32's would be, and the logits' check refuses it; a
+    // NaN rounded to int8 would be undefined behaviour.
+    d[b] = finite ? amax / 127 : std::numeric_limits<float>::quiet_NaN();
     const float inv = amax > 0 ? 127 / amax : 0;
-    for (int64_t j = 0; j < block; ++j) q[block * b + j] = static_cast<int8_t>(std::nearbyint(v[j] * inv));
+    for (int64_t j = 0; j < block; ++j)
+      q[block * b + j] = finite ? static_cast<int8_t>(std::nearbyint(v[j] * inv)) : int8_t{0};
   }
   for (int64_t g = 0; g < in / 16; ++g) {
     int32_t sum = 0;

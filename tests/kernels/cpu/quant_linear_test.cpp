@@ -228,6 +228,23 @@ TEST_P(QuantLinearKernel, Int8IsTheIntegerProductWithinFloat32Rounding) {
   }
 }
 
+// x with a NaN or an ∞ (weights that overflow float32): every output NaN, as float32's products
+// would make them, never a number from an int8 rounding of NaN.
+TEST_P(QuantLinearKernel, Int8OfANonFiniteRowIsNaN) {
+  for (const uint32_t type : kTypes) {
+    if (!quant_has_int8(type)) continue;
+    const int64_t in = 512, out = 9;
+    const QuantMatrix w = random_matrix(type, out, in, 300 + type);
+    for (const float bad : {NAN, INFINITY}) {
+      auto x = normal(in, 31, 1);
+      x[300] = bad;
+      std::vector<float> y(out);
+      quant_linear(y.data(), out, x.data(), in, 1, w, nullptr, QuantProduct::int8, 1);
+      for (int64_t o = 0; o < out; ++o) EXPECT_TRUE(std::isnan(y[o])) << name(type) << " " << o;
+    }
+  }
+}
+
 TEST(QuantLinearKernel, Int8AgreesWithThePortableDotOnEveryType) {
   // The SIMD dot and the portable one sum in different orders: agreement to float32's rounding of
   // the magnitude, on a row with every value of x's int8 range.
