@@ -176,10 +176,5 @@ void packed_panels(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n
                                    (out + packed_linear_width() - 1) / packed_linear_width(), act);
 }
 
-void pack_panels(const float* w, const float* b, int64_t out, int64_t in, float* panels,
-                 float* bias) {
-  HWY_DYNAMIC_DISPATCH(Pack)(w, b, out, in, panels, bias);
-}
-
 }  // namespace qkv::cpu
 #endif  // HWY_ONCE

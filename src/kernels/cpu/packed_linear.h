@@ -46,13 +46,10 @@ enum class Activation { none, gelu };
 void packed_linear(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
                    const PackedLinear& w, Activation act = Activation::none, int num_threads = 0);
 
-// The pieces of the two above, for weights that are packed a block at a time as they are used
-// (quant_linear.h dequantizes its blocks into panels): pack_linear's layout written into
-// `panels` (⌈out / width⌉·in·width floats) and `bias` (⌈out / width⌉·width), and every row of x
-// through them, y's columns 0 … out − 1 — the same sums in the same order as packed_linear, so
-// the same bits.
-void pack_panels(const float* w, const float* b, int64_t out, int64_t in, float* panels,
-                 float* bias);
+// packed_linear on panels laid out as pack_linear lays them (⌈out / width⌉ panels at `panels`,
+// their padded bias at `bias`) that the caller packs a block at a time as it uses them
+// (quant_linear.h dequantizes its blocks into panels): every row of x through them, y's columns
+// 0 … out − 1 — the same sums in the same order as packed_linear, so the same bits.
 void packed_panels(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t n,
                    const float* panels, const float* bias, int64_t in, int64_t out,
                    Activation act = Activation::none);

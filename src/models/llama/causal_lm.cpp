@@ -22,7 +22,8 @@ std::string types_of_matrices(const GgufFile& f, const LlamaConfig& c) {
       ++count[ggml_type_name(f.info(name).type)];
   });
   std::vector<std::pair<std::string, int64_t>> by(count.begin(), count.end());
-  std::stable_sort(by.begin(), by.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(by.begin(), by.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string s;
   for (std::size_t i = 0; i < by.size(); ++i)
     s += (i == 0 ? "" : ", ") + by[i].first + " (" + std::to_string(by[i].second) +
