@@ -41,10 +41,12 @@ std::string_view to_string(Score score);
 std::string_view to_string(Normalize normalize);
 std::string_view to_string(Causal causal);
 std::string_view to_string(Path path);
+std::string_view to_string(Precision precision);
 std::optional<Score> parse_score(std::string_view name);
 std::optional<Normalize> parse_normalize(std::string_view name);
 std::optional<Causal> parse_causal(std::string_view name);
 std::optional<Path> parse_path(std::string_view name);
+std::optional<Precision> parse_precision(std::string_view name);
 const std::vector<Score>& all_scores();
 
 // The scale used when AttentionOptions::scale is empty: 1/√dk for scaled_dot, else 1.
@@ -73,6 +75,7 @@ struct AttentionOptions {
   // attention_backward(dout, q, k, v, forward, options) need not run the forward again.
   bool keep_for_backward = false;
   Path path = Path::automatic;
+  Precision precision = Precision::fp32;  // bf16: opt-in reduced precision (attention_types.h)
   int num_threads = 0;  // 0: $QKV_NUM_THREADS if set, else the machine's cores
 };
 

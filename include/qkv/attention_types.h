@@ -31,4 +31,12 @@ enum class Causal { none, top_left, bottom_right };
 // apply is an error that says why.
 enum class Path { automatic, reference, fused };
 
+// The arithmetic of the two products Q·Kᵀ and P·V (and the backward's three more).
+// fp32: float32 throughout, exact by docs/CONVENTIONS.md §1.1 (the default).
+// bf16 (opt-in): the products' inputs — q, k, v, the probabilities P, and in the backward dO and
+// dX — rounded to bfloat16 (nearest, ties to even), products accumulated in float32, the softmax in
+// float32 (§1.1b). The reference path computes in float64 from the same rounded q, k and v: the
+// twin the bf16 kernels are checked against.
+enum class Precision { fp32, bf16 };
+
 }  // namespace qkv

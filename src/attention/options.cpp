@@ -31,6 +31,10 @@ constexpr std::array<std::pair<Path, std::string_view>, 3> kPath{{
     {Path::reference, "reference"},
     {Path::fused, "fused"},
 }};
+constexpr std::array<std::pair<Precision, std::string_view>, 2> kPrecision{{
+    {Precision::fp32, "fp32"},
+    {Precision::bf16, "bf16"},
+}};
 
 template <class E, std::size_t N>
 std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
@@ -53,10 +57,14 @@ std::string_view to_string(Score score) { return name_of(kScores, score); }
 std::string_view to_string(Normalize normalize) { return name_of(kNormalize, normalize); }
 std::string_view to_string(Causal causal) { return name_of(kCausal, causal); }
 std::string_view to_string(Path path) { return name_of(kPath, path); }
+std::string_view to_string(Precision precision) { return name_of(kPrecision, precision); }
 std::optional<Score> parse_score(std::string_view name) { return parse(kScores, name); }
 std::optional<Normalize> parse_normalize(std::string_view name) { return parse(kNormalize, name); }
 std::optional<Causal> parse_causal(std::string_view name) { return parse(kCausal, name); }
 std::optional<Path> parse_path(std::string_view name) { return parse(kPath, name); }
+std::optional<Precision> parse_precision(std::string_view name) {
+  return parse(kPrecision, name);
+}
 
 const std::vector<Score>& all_scores() {
   static const std::vector<Score> scores = [] {

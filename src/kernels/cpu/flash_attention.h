@@ -28,6 +28,8 @@ struct FlashProblem {
   const float* bias = nullptr;
   int64_t bias_stride[4] = {0, 0, 0, 0};
   const int64_t* key_lengths = nullptr;  // [B] or null
+  // bf16: the products' inputs rounded to bfloat16, float32 accumulation (qkv/attention_types.h).
+  Precision precision = Precision::fp32;
 };
 
 // The forward's softmax of each row as the backward recomputes it: P_ij = exp(x_ij − m_i) / l_i
