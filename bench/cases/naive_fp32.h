@@ -15,6 +15,11 @@
 // tests check <double> against the library's float64 reference, which shows the formulas here are
 // right and N differs from the reference only by rounding. Keys a query cannot see are never read.
 // Header only, on the standard library alone.
+//
+// bf16 (docs/CONVENTIONS.md §1.1b): bf16_problem() rounds q, k and v to bfloat16 and sets
+// NaiveProblem::bf16_products, which rounds each product's other input as it is taken: P before
+// P·V (forward); P before Pᵀ·dO, dO before dO·Vᵀ and Pᵀ·dO, and dX = ∂/∂x before dX·K and
+// dXᵀ·Q (backward). <float> is then N_b, the yardstick of the bf16 rule.
 #pragma once
 
 #include <algorithm>
@@ -38,6 +43,31 @@ inline double rule_tolerance(double naive_error, double factor) {
   return factor * naive_error + kFloor;
 }
 
+// ---- bfloat16, from its definition ----
+
+// x rounded to the nearest bfloat16 (8 significant bits, float32's exponent range), ties to even;
+// NaN and ±∞ kept, a finite value past the largest bfloat16 (2¹²⁸ − 2¹²⁰) becomes ±∞. Written
+// from the format, with no bit tricks, so that it checks the library's bit-level rounding
+// (core/half.h) rather than repeating it: the unit in the last place of |x| ∈ [2^e, 2^(e+1)) is
+// 2^(e−7), and no smaller than bfloat16's subnormal step 2^−133.
+inline float naive_bf16(float x) {
+  if (!std::isfinite(x) || x == 0) return x;
+  const int e = std::max(std::ilogb(x), -126);
+  const double ulp = std::ldexp(1.0, e - 7);
+  // nearbyint rounds half to even in the default rounding mode; x/ulp and the product are exact.
+  const double r = std::nearbyint(static_cast<double>(x) / ulp) * ulp;
+  const double largest = std::ldexp(255.0, 120);  // 0x7F7F: (2⁸ − 1)·2¹²⁰
+  if (std::abs(r) > largest)
+    return x > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  return static_cast<float>(r);
+}
+
+// A product's input as the bf16 rule takes it: rounded to bfloat16 when `bf16`, else as it is.
+template <class T>
+T product_input(T x, bool bf16) {
+  return bf16 ? static_cast<T>(naive_bf16(static_cast<float>(x))) : x;
+}
+
 // ---- N ----
 
 // One problem: q [B, Hq, L, Dq], k [B, Hkv, S, Dk], v [B, Hkv, S, Dv], row-major, in T. Query head
@@ -53,6 +83,9 @@ struct NaiveProblem {
   std::function<T(int64_t b, int64_t h, int64_t i, int64_t j)> bias;
   // score(q_i, k_j) before the scale; q_i·k_j (Dq = Dk) when empty. The backward needs q_i·k_j.
   std::function<T(int64_t b, int64_t h, int64_t i, int64_t j)> score;
+  // docs/CONVENTIONS.md §1.1b: P, dO and dX rounded to bfloat16 before the products that take
+  // them (q, k and v are rounded once, by bf16_problem).
+  bool bf16_products = false;
 
   const T* query(int64_t b, int64_t h, int64_t i) const {
     return &q[static_cast<size_t>(((b * Hq + h) * L + i) * Dq)];
@@ -126,7 +159,8 @@ NaiveForward naive_forward(const NaiveProblem<T>& n, bool need_weights = false) 
           if (need_weights)
             f.weights[static_cast<size_t>(row * n.S + r.keys[t])] = static_cast<double>(r.p[t]);
           const T* v = n.value(r.kv, r.keys[t]);
-          for (int64_t d = 0; d < n.Dv; ++d) acc[d] += r.p[t] * v[d];
+          const T p = product_input(r.p[t], n.bf16_products);
+          for (int64_t d = 0; d < n.Dv; ++d) acc[d] += p * v[d];
         }
         for (int64_t d = 0; d < n.Dv; ++d)
           f.out[static_cast<size_t>(row * n.Dv + d)] = static_cast<double>(acc[d]);
@@ -156,15 +190,17 @@ NaiveGrads naive_backward(const NaiveProblem<T>& n, const std::vector<double>& d
         if (r.keys.empty()) continue;
         const int64_t row = (b * n.Hq + h) * n.L + i;
         for (int64_t d = 0; d < n.Dv; ++d)
-          dout_row[d] = static_cast<T>(dout[static_cast<size_t>(row * n.Dv + d)]);
+          dout_row[d] = product_input(static_cast<T>(dout[static_cast<size_t>(row * n.Dv + d)]),
+                                      n.bf16_products);
         // out_i = Σ_j P_ij v_j, so ∂/∂v_j += P_ij dout_i and ∂/∂P_ij = dout_i·v_j.
         dp.assign(r.keys.size(), T(0));
         T centre = 0;  // D_i = Σ_j P_ij dP_ij
         for (size_t t = 0; t < r.keys.size(); ++t) {
           const T* v = n.value(r.kv, r.keys[t]);
           T* dvj = &dv[static_cast<size_t>((r.kv * n.S + r.keys[t]) * n.Dv)];
+          const T p = product_input(r.p[t], n.bf16_products);
           for (int64_t d = 0; d < n.Dv; ++d) {
-            dvj[d] += r.p[t] * dout_row[d];
+            dvj[d] += p * dout_row[d];
             dp[t] += dout_row[d] * v[d];
           }
           centre += r.p[t] * dp[t];
@@ -176,7 +212,7 @@ NaiveGrads naive_backward(const NaiveProblem<T>& n, const std::vector<double>& d
         for (size_t t = 0; t < r.keys.size(); ++t) {
           const T ds = r.p[t] * (dp[t] - centre);
           row_dscale += ds * r.s[t];
-          const T g = n.scale * ds;
+          const T g = n.scale * product_input(ds, n.bf16_products);
           const T* k = n.key(r.kv, r.keys[t]);
           T* dkj = &dk[static_cast<size_t>((r.kv * n.S + r.keys[t]) * n.Dk)];
           for (int64_t d = 0; d < n.Dk; ++d) {
@@ -192,6 +228,17 @@ NaiveGrads naive_backward(const NaiveProblem<T>& n, const std::vector<double>& d
   g.dv.assign(dv.begin(), dv.end());
   g.dscale = dscale;
   return g;
+}
+
+// The same problem on bfloat16 inputs (§1.1b): q, k and v rounded, the products' other inputs
+// rounded as they are taken. A caller's `score` must read the rounded q and k (the returned
+// problem's) itself. dout is rounded by naive_backward.
+template <class T>
+NaiveProblem<T> bf16_problem(NaiveProblem<T> n) {
+  for (std::vector<T>* t : {&n.q, &n.k, &n.v})
+    for (T& x : *t) x = product_input(x, true);
+  n.bf16_products = true;
+  return n;
 }
 
 }  // namespace qkv::cases

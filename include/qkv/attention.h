@@ -102,6 +102,7 @@ struct ForwardFingerprint {
   double scale = 0;  // as applied: default_scale(score, Dk) when options.scale is empty
   Normalize normalize = Normalize::softmax;
   Causal causal = Causal::none;
+  Precision precision = Precision::fp32;
 };
 
 // The record of q, k, v and options (recorded = true). Reads every element once.

@@ -7,6 +7,7 @@
 
 #include "attention/fused.h"
 #include "attention/validate.h"
+#include "core/half.h"
 #include "kernels/reference/attention.h"
 
 namespace qkv {
@@ -28,6 +29,19 @@ Tensor as_f64(const Tensor& t) {
                                                 : Tensor();
 }
 
+// Precision::bf16 on the reference path: each value rounded to bfloat16 (through float32 when
+// it is float64: core/half.h rounds a float), in a new tensor — as_f64 may have returned the
+// caller's own storage. The float64 reference of the rounded inputs is R_b of
+// docs/CONVENTIONS.md §1.1b, the twin the bf16 kernels are checked against.
+Tensor bf16_rounded(const Tensor& t64) {
+  Tensor r(t64.shape(), DType::f64);
+  const double* from = t64.data<double>();
+  double* to = r.data<double>();
+  for (int64_t i = 0; i < t64.numel(); ++i)
+    to[i] = static_cast<double>(round_to_bf16(static_cast<float>(from[i])));
+  return r;
+}
+
 Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   Prepared p;
   p.dims = attention_detail::check_inputs(q, k, v, o);
@@ -36,6 +50,10 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
       q.dtype() == DType::f64 || k.dtype() == DType::f64 || v.dtype() == DType::f64;
   p.dtype = any_f64 ? DType::f64 : DType::f32;
   p.q = as_f64(q), p.k = as_f64(k), p.v = as_f64(v);
+  // Only q, k and v are the products' inputs the option names; a score's learned matrices (W,
+  // W_q, W_k, v) and the mask keep their precision.
+  if (o.precision == Precision::bf16)
+    p.q = bf16_rounded(p.q), p.k = bf16_rounded(p.k), p.v = bf16_rounded(p.v);
   p.bias = attention_detail::logit_bias(o, d);
   if (o.score == Score::general) p.w = as_f64(o.params.w);
   if (o.score == Score::additive)
@@ -150,7 +168,9 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
   if (attention_detail::choose_path(q, k, v, options) == Path::fused)
     return attention_detail::fused_attention_backward(dout, q, k, v, options, dims);
   const Prepared p = prepare(q, k, v, options);
-  const Tensor dout64 = as_f64(dout);
+  // bf16: dout, the backward's first product input, rounded as q, k and v are.
+  const Tensor dout64 =
+      options.precision == Precision::bf16 ? bf16_rounded(as_f64(dout)) : as_f64(dout);
 
   auto zeros_like = [](const Tensor& t) {
     return t.defined() ? Tensor(t.shape(), DType::f64) : Tensor();

@@ -163,6 +163,7 @@ ForwardFingerprint fingerprint_of(const Tensor& q, const Tensor& k, const Tensor
   f.scale = o.scale.value_or(default_scale(o.score, dk));
   f.normalize = o.normalize;
   f.causal = o.causal;
+  f.precision = o.precision;
   return f;
 }
 
@@ -188,6 +189,10 @@ std::string fingerprint_difference(const ForwardFingerprint& forward,
   if (forward.causal != now.causal)
     return "with causal " + std::string(to_string(forward.causal)) + ", not " +
            std::string(to_string(now.causal));
+  // A bf16 forward's saved softmax is of the rounded inputs: the fp32 backward would mix the two.
+  if (forward.precision != now.precision)
+    return "with precision " + std::string(to_string(forward.precision)) + ", not " +
+           std::string(to_string(now.precision));
   return "";
 }
 

@@ -61,6 +61,8 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     f.bias = p.bias.data<float>();
   }
   f.key_lengths = o.key_lengths.empty() ? nullptr : o.key_lengths.data();
+  // bf16: the kernels round q, k, v, P, dO and dX themselves (cpu::FlashProblem).
+  f.precision = o.precision;
   return p;
 }
 

@@ -128,6 +128,7 @@ TEST(SavedForward, AForwardOfOtherValuesOrOptionsIsRefused) {
       {{.score = Score::dot}, "with score scaled-dot, not dot"},
       {{.key_lengths = {5}}, "with other key_lengths"},
       {{.mask = Tensor::full({9, 11}, 0.0f)}, "without a mask, not with one"},
+      {{.precision = Precision::bf16}, "with precision fp32, not bf16"},
   };
   for (const auto& [options, why] : others)
     EXPECT_THAT(backward_error(dout, q, k, v, forward, options), HasSubstr(why)) << why;
