@@ -29,7 +29,8 @@ constexpr const char* kFooter =
     "  qkv attend --query \"[[1,0],[0,1]]\" --keys \"[[1,0],[0,1],[1,1]]\" \\\n"
     "             --values \"[[1],[2],[3]]\"\n"
     "  qkv attend --query Q.npy --keys K.npy --values V.npy --score additive \\\n"
-    "             --params Wq.npy Wk.npy v.npy --json\n";
+    "             --params Wq.npy Wk.npy v.npy --json\n"
+    "  qkv attend --query Q.npy --keys K.npy --values V.npy --precision bf16 --out O.npy\n";
 
 [[noreturn]] void usage(const std::string& message) { throw Error(message); }
 
@@ -132,6 +133,12 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
                   "reference)")
       ->capture_default_str()
       ->type_name("PATH");
+  cmd->add_option("--precision", a.call.precision,
+                  "fp32 | bf16: bf16 rounds q, k, v and the weights to bfloat16 before the "
+                  "float32 products (faster where the CPU has bf16, less exact: "
+                  "docs/CONVENTIONS.md §1.1b), e.g. --precision bf16")
+      ->capture_default_str()
+      ->type_name("P");
   cmd->add_flag("--json", a.json, "print everything as JSON instead of text");
   cmd->add_option("--html", a.html,
                   "also write one self-contained HTML report: heatmap, lines, step view (offline)")

@@ -54,6 +54,7 @@ AttentionResult run_case(const AttentionCall& c);
 struct CallArguments {
   std::string query, keys, values, mask, key_lengths, scale;
   std::string score = "scaled-dot", normalize = "softmax", causal = "none", path = "auto";
+  std::string precision = "fp32";
   std::vector<std::string> params;  // general: W; additive: W_q W_k v
   std::string query_labels, key_labels;
 };

@@ -114,6 +114,11 @@ void parse_options(const CallArguments& a, AttentionOptions& o) {
   if (!path)
     usage("path", "{path} '" + typed(a.path) + "' is unknown; expected auto, fused or reference");
   o.path = *path;
+  const auto precision = parse_precision(a.precision);
+  if (!precision)
+    usage("precision",
+          "{precision} '" + typed(a.precision) + "' is unknown; expected fp32 or bf16");
+  o.precision = *precision;
   if (!a.scale.empty()) o.scale = parse_scale(a.scale);
   if (!a.key_lengths.empty()) o.key_lengths = parse_lengths(a.key_lengths);
 }
@@ -287,7 +292,13 @@ std::string call_heading(const AttentionCall& c, Path path) {
   return "attention: score " + std::string(to_string(o.score)) + ", scale " +
          short_number(effective_scale(c)) + ", " + std::string(to_string(o.normalize)) +
          (o.causal != Causal::none ? ", causal " + std::string(to_string(o.causal)) : "") +
-         ", output by the " + std::string(to_string(path)) + " path\n";
+         (o.precision == Precision::bf16 ? ", precision bf16" : "") + ", output by the " +
+         std::string(to_string(path)) + " path\n" +
+         // bf16 says what the numbers below are of: the inputs as shown are not rounded.
+         (o.precision == Precision::bf16
+              ? "note: q, k and v were rounded to bfloat16 (8 significant bits) before the\n"
+                "      products; the inputs below are shown as given\n"
+              : "");
 }
 
 bool same_inputs(const AttentionCall& a, const AttentionCall& b) {

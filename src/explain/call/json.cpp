@@ -16,6 +16,8 @@ json call_json(const AttentionCall& c, const AttentionResult& r) {
   j["scale"] = effective_scale(c);
   j["normalize"] = to_string(c.options.normalize);
   j["causal"] = to_string(c.options.causal);
+  // Only when asked for, so that the default's JSON stays what it was.
+  if (c.options.precision != Precision::fp32) j["precision"] = to_string(c.options.precision);
   j["shapes"] = {{"query", c.q.shape()},
                  {"keys", c.k.shape()},
                  {"values", c.v.shape()},
