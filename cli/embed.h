@@ -15,7 +15,9 @@ struct EmbedArgs {
   std::string npy;
   bool json = false;
   int batch_size = 32;
-  std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
+  std::string precision = "fp32";  // --precision fp32 | bf16
+  bool compare_fp32 = false;       // --compare-fp32: bf16's cosine distance to fp32, on stderr
+  std::string memory_limit;        // --memory-limit SIZE; empty: half the machine's memory
 };
 CLI::App* add_embed_command(CLI::App& app, EmbedArgs& args);
 int run_embed(const EmbedArgs& args);

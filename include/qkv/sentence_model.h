@@ -51,6 +51,11 @@ struct SentenceModelOptions {
   std::size_t max_length = 256;
   int batch_size = 32;
   bool reference = false;  // run the whole encoder in float64 (the reference twin)
+  // bf16 (opt-in, qkv/attention_types.h): embed() rounds each dense layer's input rows and weights
+  // to bfloat16 before its float32 product and runs attention with precision bf16 (the weights'
+  // rounded copy is made once, at load). encode_captured() stays float32/float64: its captures
+  // explain the model as it is.
+  Precision precision = Precision::fp32;
 };
 
 class SentenceModel {
@@ -103,6 +108,9 @@ class SentenceModel {
   // The weights as loaded (models/bert/bert.h): what explain reads W_O and the LayerNorms from.
   const BertWeights& weights() const { return *weights_; }
   const SentenceModelOptions& options() const { return options_; }
+  // The same model, its weights and vocabulary shared, embedding in another precision (for
+  // comparing the two: `qkv embed --precision bf16 --compare-fp32`).
+  SentenceModel with_precision(Precision precision) const;
 
  private:
   SentenceModel(std::string dir, BertConfig config, std::shared_ptr<const BertWeights> weights,
@@ -111,6 +119,7 @@ class SentenceModel {
   std::string dir_;
   BertConfig config_;
   std::shared_ptr<const BertWeights> weights_;           // models/bert/bert.h
+  std::shared_ptr<const BertWeights> embed_weights_;     // weights_, or its bf16-rounded copy
   std::shared_ptr<const WordPieceTokenizer> tokenizer_;  // models/text/tokenizer.h
   SentenceModelOptions options_;
 };

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/dispatch.h"
+#include "core/half.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/reference/dense.h"
 #include "qkv/memory.h"
@@ -164,6 +165,22 @@ LinearWeights to(const LinearWeights& layer, DType dtype) {
 
 NormWeights to(const NormWeights& norm, DType dtype) {
   return {norm.weight.to(dtype), norm.bias.to(dtype), norm.eps};
+}
+
+Tensor round_to_bf16(const Tensor& x) {
+  Tensor r = x.clone();  // contiguous, its own storage
+  dispatch_float(r.dtype(), [&]<class T>(T) {
+    T* p = r.data<T>();
+    for (int64_t i = 0; i < r.numel(); ++i)
+      p[i] = static_cast<T>(qkv::round_to_bf16(static_cast<float>(p[i])));
+  });
+  return r;
+}
+
+LinearWeights round_to_bf16(const LinearWeights& layer) {
+  LinearWeights rounded{round_to_bf16(layer.weight), layer.bias};
+  if (layer.packed != nullptr) pack(rounded);
+  return rounded;
 }
 
 }  // namespace qkv::nn

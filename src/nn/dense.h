@@ -50,6 +50,14 @@ void gelu(Tensor& x);
 // of D are copied whole — Tensor::contiguous's element-wise gather is several times slower).
 Tensor merge_heads(const Tensor& heads_first);
 
+// Precision::bf16's dense layer (qkv/attention_types.h): its input rows and weights rounded to
+// bfloat16 (core/half.h's round_to_bf16; a float64 value through float32), then the float32
+// product as ever — the semantics, which a bf16 GEMM may later compute faster. x: a contiguous
+// copy, rounded, of x's dtype. The layer: its weight rounded (packed again if it was packed), its
+// bias kept, as the product's accumulator is float32.
+Tensor round_to_bf16(const Tensor& x);
+LinearWeights round_to_bf16(const LinearWeights& layer);
+
 // The same layer with its tensors converted to `dtype` (float64 for the reference run).
 LinearWeights to(const LinearWeights& layer, DType dtype);
 NormWeights to(const NormWeights& norm, DType dtype);

@@ -282,10 +282,20 @@ BertWeights to(const BertWeights& w, DType dtype) {
     out.layers.push_back({nn::to(l.qkv, dtype), nn::to(l.attention_out, dtype),
                           nn::to(l.attention_norm, dtype), nn::to(l.intermediate, dtype),
                           nn::to(l.output, dtype), nn::to(l.output_norm, dtype)});
+  out.dense_precision = w.dense_precision;  // rounded values stay rounded in float64
   return out;
 }
 
-Tensor bert_encode(const BertWeights& w, const BertConfig& c,
+BertWeights round_dense_to_bf16(const BertWeights& w) {
+  BertWeights out = w;
+  for (BertLayer& l : out.layers)
+    for (nn::LinearWeights* linear : {&l.qkv, &l.attention_out, &l.intermediate, &l.output})
+      *linear = nn::round_to_bf16(*linear);
+  out.dense_precision = Precision::bf16;
+  return out;
+}
+
+Tensor bert_encode(const BertWeights& w_given, const BertConfig& c,
                    const std::vector<std::vector<int32_t>>& ids, const BertOptions& options) {
   const int64_t batch = static_cast<int64_t>(ids.size());
   const int64_t hid = c.hidden_size, heads = c.num_heads, dh = c.head_dim();
@@ -316,6 +326,15 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
   if (length > c.max_positions)
     throw Error("a sequence of " + std::to_string(length) + " tokens exceeds the model's " +
                 std::to_string(c.max_positions) + " positions");
+  // bf16: weights not rounded yet are rounded for this call (SentenceModel keeps a rounded copy);
+  // each dense layer's input is rounded as it is taken.
+  const bool bf16 = options.precision == Precision::bf16;
+  BertWeights rounded_here;
+  if (bf16 && w_given.dense_precision != Precision::bf16)
+    rounded_here = round_dense_to_bf16(w_given);
+  const BertWeights& w =
+      bf16 && w_given.dense_precision != Precision::bf16 ? rounded_here : w_given;
+  auto dense_input = [bf16](const Tensor& x) { return bf16 ? nn::round_to_bf16(x) : x; };
   const DType dtype = w.word_embeddings.dtype();
   // One pool on the cores: qkv's workers split each GEMM, OpenBLAS stays single-threaded.
   const cpu::SingleThreadedBlas blas;
@@ -335,13 +354,14 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
   const bool keep = capture != nullptr;
   // Short float32 sequences with nothing captured: attention straight from the projection's rows
   // into the merged heads (kernels/cpu/short_attention.h); else qkv::attention on [B, H, L, D].
-  const bool short_path = !keep && dtype == DType::f32 &&
+  // It has no bf16 variant (it is a kernel of its own): bf16 takes qkv::attention.
+  const bool short_path = !keep && dtype == DType::f32 && !bf16 &&
                           options.attention_path == Path::automatic &&
                           length <= cpu::kShortAttentionMaxLength;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
   for (const BertLayer& layer : w.layers) {
     // One GEMM projects h to [q | k | v] (each row: the heads of q, then of k, then of v).
-    const Tensor qkv = nn::linear(h, layer.qkv);
+    const Tensor qkv = nn::linear(dense_input(h), layer.qkv);
     Tensor merged;
     if (short_path) {
       merged = Tensor({batch, length, hid}, dtype);
@@ -370,13 +390,14 @@ Tensor bert_encode(const BertWeights& w, const BertConfig& c,
                     {.key_lengths = lengths,
                      .need_weights = keep,
                      .need_scores = keep,
-                     .path = keep ? Path::reference : options.attention_path});
+                     .path = keep ? Path::reference : options.attention_path,
+                     .precision = options.precision});
       merged = nn::merge_heads(r.out);
     }
-    Tensor a = nn::linear(merged, layer.attention_out);
+    Tensor a = nn::linear(dense_input(merged), layer.attention_out);
     nn::layer_norm(a, layer.attention_norm, h);
-    const Tensor f = nn::linear_gelu(a, layer.intermediate);
-    h = nn::linear(f, layer.output);
+    const Tensor f = nn::linear_gelu(dense_input(a), layer.intermediate);
+    h = nn::linear(dense_input(f), layer.output);
     nn::layer_norm(h, layer.output_norm, a);
     if (keep) {
       capture->layers.push_back({.scale = 1.0 / std::sqrt(static_cast<double>(dh)),

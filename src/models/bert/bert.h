@@ -51,6 +51,9 @@ struct BertWeights {
   Tensor token_type_embeddings;  // [type_vocab, hidden]
   nn::NormWeights embedding_norm;
   std::vector<BertLayer> layers;
+  // bf16: the dense layers' weights are already rounded to bfloat16 (round_dense_to_bf16), so
+  // that a bf16 bert_encode need not round them on every call.
+  Precision dense_precision = Precision::fp32;
 };
 
 // Loads and checks a checkpoint: every tensor the config needs, with its shape; a missing,
@@ -59,12 +62,19 @@ struct BertWeights {
 BertWeights read_bert_weights(const std::string& safetensors_path, const BertConfig& config);
 // The same weights converted (float64 for the reference run).
 BertWeights to(const BertWeights& weights, DType dtype);
+// The same weights with every dense layer's matrix rounded to bfloat16 (nn::round_to_bf16), the
+// embeddings, LayerNorms and biases as they are; dense_precision bf16.
+BertWeights round_dense_to_bf16(const BertWeights& weights);
 
 struct BertOptions {
   Path attention_path = Path::automatic;
   BertCapture* capture = nullptr;  // null: nothing kept (the fast path)
   // Per sequence, each token's type (segment), as long as its ids; null: every token of type 0.
   const std::vector<std::vector<int32_t>>* token_types = nullptr;
+  // bf16 (qkv/attention_types.h): every dense layer rounds its input rows and weights to bfloat16
+  // before its float32 product, and attention runs with precision bf16; embeddings, LayerNorm,
+  // GELU, biases and the residual sums stay in the weights' dtype.
+  Precision precision = Precision::fp32;
 };
 
 // ids: B sequences of token ids (lengths may differ; shorter ones are padded and their padding

@@ -29,6 +29,11 @@ int64_t SentenceModel::resident_bytes() const {
     for (const nn::NormWeights* norm : {&l.attention_norm, &l.output_norm})
       bytes += static_cast<double>(tensor_bytes(norm->weight) + tensor_bytes(norm->bias));
   }
+  // bf16: the dense layers' rounded copy (and its packing) beside the weights as loaded.
+  if (embed_weights_ != weights_)
+    for (const BertLayer& l : embed_weights_->layers)
+      for (const nn::LinearWeights* linear : {&l.qkv, &l.attention_out, &l.intermediate, &l.output})
+        bytes += static_cast<double>(nn::resident_bytes(*linear));
   bytes += kVocabEntryBytes * static_cast<double>(tokenizer_->size());
   return saturated_bytes(bytes);
 }

@@ -84,8 +84,17 @@ SentenceModel::SentenceModel(std::string dir, BertConfig config,
     : dir_(std::move(dir)),
       config_(config),
       weights_(std::move(weights)),
+      embed_weights_(options.precision == Precision::bf16
+                         ? std::make_shared<const BertWeights>(round_dense_to_bf16(*weights_))
+                         : weights_),
       tokenizer_(std::move(tokenizer)),
       options_(options) {}
+
+SentenceModel SentenceModel::with_precision(Precision precision) const {
+  SentenceModelOptions options = options_;
+  options.precision = precision;
+  return SentenceModel(dir_, config_, weights_, tokenizer_, options);
+}
 
 bool SentenceModel::is_cls_or_sep(int32_t id) const {
   return id == tokenizer_->cls_id() || id == tokenizer_->sep_id();
@@ -122,8 +131,9 @@ Tensor SentenceModel::embed(const std::vector<std::string>& texts,
       lengths.push_back(static_cast<int64_t>(batch_ids.back().size()));
     }
     const Tensor e = mean_pool_normalize(
-        bert_encode(*weights_, config_, batch_ids,
-                    {.attention_path = options_.reference ? Path::reference : Path::automatic}),
+        bert_encode(*embed_weights_, config_, batch_ids,
+                    {.attention_path = options_.reference ? Path::reference : Path::automatic,
+                     .precision = options_.precision}),
         lengths);
     for (std::size_t i = begin; i < end; ++i) {
       const int64_t row = static_cast<int64_t>(order[i]), from = static_cast<int64_t>(i - begin);
