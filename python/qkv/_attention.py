@@ -89,6 +89,7 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
               score: str = "scaled_dot", causal_alignment: str = "top_left",
               normalize: str = "softmax", params: Optional[Dict[str, np.ndarray]] = None,
               need_weights: bool = False, path: str = "auto", keep_for_backward: bool = False,
+              precision: str = "fp32",
               memory_limit: Optional[int] = None) -> Union[np.ndarray, tuple]:
     """Attention of `query` over `key` and `value`: softmax(scale·score(Q, K) + mask)·V.
 
@@ -107,6 +108,11 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     keep_for_backward=True returns (out, saved) (or (out, weights, saved)), where `saved` lets
     attention_backward(..., saved=saved) skip the forward pass it would otherwise run again, as
     PyTorch keeps what its backward needs from the forward.
+
+    precision="bf16" (opt-in; "fp32" is the default): q, k, v and the weights are rounded to
+    bfloat16 before float32 products (on the float64 reference path: the float64 result of q, k, v
+    rounded to bfloat16), faster where the CPU has bf16 and less exact — errors of a few 10⁻³ of
+    max|v| (docs/CONVENTIONS.md §1.1b). attention_backward takes the same precision.
 
     Any size may be 0 (include/qkv/attention.h): no queries (L = 0) give an empty output, as
     PyTorch's; no keys (S = 0) leave every query nothing to attend to (output 0); a head dim E = 0
@@ -140,6 +146,7 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     out, weights, saved_max, saved_sum, fingerprint = _qkv.attention(
         q, k, v, mask, causal, scale, score, _checks.text(normalize, "normalize"), p,
         need_weights, _checks.text(path, "path"), keep_for_backward,
+        _checks.choice(precision, "precision", ("fp32", "bf16")),
         _checks.memory_limit(memory_limit))
     result = (out, weights) if need_weights else (out,)
     if keep_for_backward:
@@ -184,7 +191,7 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
                        score: str = "scaled_dot", causal_alignment: str = "top_left",
                        normalize: str = "softmax",
                        params: Optional[Dict[str, np.ndarray]] = None,
-                       saved: Optional[SavedForward] = None,
+                       saved: Optional[SavedForward] = None, precision: str = "fp32",
                        memory_limit: Optional[int] = None) -> AttentionGrads:
     """Gradients of a loss through qkv.attention, given grad_out = ∂loss/∂out (the output's
     shape): AttentionGrads(dq, dk, dv, dparams, dscale), each the shape and dtype of what it
@@ -192,7 +199,7 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
     keep_for_backward=True) on the same inputs, spares the forward pass the backward would
     otherwise run again (the same bits either way). A `saved` of other inputs (another array,
     or the same one changed in place since) or other options (is_causal, scale, attn_mask,
-    score, ...) is refused with a ValueError that says what differs. memory_limit: as
+    score, precision, ...) is refused with a ValueError that says what differs. memory_limit: as
     qkv.attention's (the gradients, the forward run again and its working set, estimated before
     the work; past the limit, MemoryError naming both sizes).
 
@@ -219,4 +226,6 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
                         "qkv.attention(..., keep_for_backward=True) returned")
     return AttentionGrads(*_qkv.attention_backward(
         dout, q, k, v, mask, causal, scale, score, _checks.text(normalize, "normalize"), p, out,
-        saved_max, saved_sum, fingerprint, _checks.memory_limit(memory_limit)))
+        saved_max, saved_sum, fingerprint,
+        _checks.choice(precision, "precision", ("fp32", "bf16")),
+        _checks.memory_limit(memory_limit)))

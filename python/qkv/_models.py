@@ -92,7 +92,10 @@ class Model:
     directory (config.json, model.safetensors, vocab.txt). max_length: tokens a text is cut to,
     [CLS] and [SEP] included (256, as sentence-transformers). BERT reads at most its positions
     (max_position_embeddings, 512 for all-MiniLM-L6-v2): a larger max_length becomes that, with a
-    UserWarning; the max_length property says what applies.
+    UserWarning; the max_length property says what applies. precision="bf16" (opt-in) rounds each
+    dense layer's inputs and weights, and attention's q, k, v, to bfloat16 before float32 products
+    (`qkv embed --precision bf16`); on the bundled sentences the embeddings stay within 1e-2
+    cosine distance of fp32's. explain() is unaffected: it shows the model in float32.
 
     >>> import qkv
     >>> model = qkv.Model()
@@ -105,8 +108,10 @@ class Model:
     ['[CLS]', 'attention', 'is', 'all', 'you', 'need', '[SEP]']
     """
 
-    def __init__(self, name_or_path: PathLike = DEFAULT_MODEL, *, max_length: int = 256):
+    def __init__(self, name_or_path: PathLike = DEFAULT_MODEL, *, max_length: int = 256,
+                 precision: str = "fp32"):
         path = _checks.path(name_or_path, "name_or_path")
+        precision = _checks.choice(precision, "precision", ("fp32", "bf16"))
         # Room for [CLS] and [SEP]; the model's positions cut it further (a warning, below).
         asked = _positive(max_length, "max_length", 2)
         max_length = min(asked, _NO_LIMIT)
@@ -134,7 +139,7 @@ class Model:
             self.name = _shown(os.path.basename(os.path.normpath(path)))
         self._folder = path  # as the file system names it (os.fsdecode's str)
         try:
-            self._model = _qkv.SentenceModel(os.fsencode(path), max_length)
+            self._model = _qkv.SentenceModel(os.fsencode(path), max_length, precision)
         except (ValueError, RuntimeError) as e:
             if self.name != DEFAULT_MODEL:
                 raise
@@ -154,6 +159,11 @@ class Model:
     def path(self) -> str:
         """The model directory."""
         return self._model.dir
+
+    @property
+    def precision(self) -> str:
+        """"fp32" or "bf16": the arithmetic of encode() (the constructor's precision)."""
+        return self._model.precision
 
     @property
     def dim(self) -> int:

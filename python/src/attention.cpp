@@ -50,9 +50,10 @@ struct Call {
 
 Call make_call(const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
                const std::string& causal, std::optional<double> scale, const std::string& score,
-               const std::string& normalize, const nb::dict& params) {
+               const std::string& normalize, const nb::dict& params, const std::string& precision) {
   Call c{tensor_of(q, "query"), tensor_of(k, "key"), tensor_of(v, "value"), {}};
   AttentionOptions& o = c.options;
+  o.precision = parse(parse_precision(precision), "precision", precision, "fp32, bf16");
   o.score = parse(parse_score(hyphens(score)), "score", score, score_names());
   o.causal =
       parse(parse_causal(hyphens(causal)), "causal_alignment", causal, "top_left, bottom_right");
@@ -121,8 +122,9 @@ void bind_attention(nb::module_& m) {
       [](const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
          const std::string& causal, std::optional<double> scale, const std::string& score,
          const std::string& normalize, const nb::dict& params, bool need_weights,
-         const std::string& path, bool keep_for_backward, int64_t memory_limit) {
-        Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
+         const std::string& path, bool keep_for_backward, const std::string& precision,
+         int64_t memory_limit) {
+        Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params, precision);
         c.options.need_weights = need_weights;
         c.options.keep_for_backward = keep_for_backward;
         c.options.path = parse(parse_path(path), "path", path, "auto, reference, fused");
@@ -138,7 +140,7 @@ void bind_attention(nb::module_& m) {
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(), nb::arg("causal"),
       nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"), nb::arg("params"),
-      nb::arg("need_weights"), nb::arg("path"), nb::arg("keep_for_backward"),
+      nb::arg("need_weights"), nb::arg("path"), nb::arg("keep_for_backward"), nb::arg("precision"),
       nb::arg("memory_limit"),
       "qkv::attention: (out, weights or None, saved_max or None, saved_sum or None, fingerprint or "
       "None), refused past memory_limit (bytes beyond the inputs; 0: half the machine's memory). "
@@ -151,8 +153,8 @@ void bind_attention(nb::module_& m) {
          const std::string& score, const std::string& normalize, const nb::dict& params,
          const std::optional<Array>& out, const std::optional<Array>& saved_max,
          const std::optional<Array>& saved_sum, const ForwardFingerprint* fingerprint,
-         int64_t memory_limit) {
-        Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params);
+         const std::string& precision, int64_t memory_limit) {
+        Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params, precision);
         const Tensor d = tensor_of(dout, "grad_out");
         check_call_memory(attention_backward_bytes(c.q, c.k, c.v, c.options), c, memory_limit,
                           "attention_backward");
@@ -172,7 +174,8 @@ void bind_attention(nb::module_& m) {
       nb::arg("dout"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(),
       nb::arg("causal"), nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"),
       nb::arg("params"), nb::arg("out").none(), nb::arg("saved_max").none(),
-      nb::arg("saved_sum").none(), nb::arg("fingerprint").none(), nb::arg("memory_limit"),
+      nb::arg("saved_sum").none(), nb::arg("fingerprint").none(), nb::arg("precision"),
+      nb::arg("memory_limit"),
       "qkv::attention_backward: (dq, dk, dv, dparams, dscale), refused past memory_limit. Called "
       "by qkv.attention_backward.");
 

@@ -118,15 +118,22 @@ void bind_models(nb::module_& m) {
                             "qkv::SentenceModel: a BERT-family sentence encoder. Use qkv.Model.")
       .def(
           "__init__",
-          [](SentenceModel* self, const nb::bytes& dir, std::size_t max_length) {
+          [](SentenceModel* self, const nb::bytes& dir, std::size_t max_length,
+             const std::string& precision) {
             // batch_size: see encode() above; texts are batched per call.
-            const SentenceModelOptions options{.max_length = max_length, .batch_size = INT_MAX};
+            const std::optional<Precision> p = parse_precision(precision);
+            if (!p) throw Error("precision '" + precision + "'; expected fp32 or bf16");
+            const SentenceModelOptions options{
+                .max_length = max_length, .batch_size = INT_MAX, .precision = *p};
             const std::string folder = path_of(dir);
             nb::gil_scoped_release release;
             new (self) SentenceModel(SentenceModel::load(folder, options));
           },
-          nb::arg("dir"), nb::arg("max_length"))
+          nb::arg("dir"), nb::arg("max_length"), nb::arg("precision"))
       .def_prop_ro("dir", &SentenceModel::dir)
+      .def_prop_ro(
+          "precision",
+          [](const SentenceModel& s) { return std::string(to_string(s.options().precision)); })
       .def_prop_ro("hidden_size", [](const SentenceModel& s) { return s.config().hidden_size; })
       .def_prop_ro("layers", [](const SentenceModel& s) { return s.config().num_layers; })
       .def_prop_ro("heads", [](const SentenceModel& s) { return s.config().num_heads; })
