@@ -42,6 +42,11 @@ inline float from_bf16(bf16 h) { return std::bit_cast<float>(static_cast<uint32_
 // x rounded to bf16 and back: the float32 value a bf16 path computes with.
 inline float round_bf16(float x) { return from_bf16(to_bf16(x)); }
 
+// y[i] = round_bf16(x[i]) for i < n (y may be x): values rounded, kept as float32.
+inline void round_bf16_floats(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = round_bf16(x[i]);
+}
+
 // The number of bf16 elements a row of D values takes in the tiles: D rounded up to even, since
 // the products take the elements in pairs.
 inline constexpr int64_t bf16_row(int64_t D) { return (D + 1) / 2 * 2; }

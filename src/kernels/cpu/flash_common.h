@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/pv_tile.h"
 
@@ -26,6 +27,16 @@ inline constexpr int64_t kBackwardRows = kRows;
 // Backward tiles of 128 keys measured worse at D = 256 (single thread, L = S = 4096, bwd/SGEMM,
 // AVX2: 0.75–0.76 against 0.82–0.83 with 256).
 inline constexpr int64_t kBackwardKeys = 256;
+// The backward's work items: each (batch, kv head) group's keys split into `count` chunks of
+// `keys` keys (whole tiles), one item each, for enough items to fill 32 threads where the keys
+// allow. A chunk past the first sums its share of dQ into a partial dQ of its own (B·Hq·L·Dk
+// floats), added to the first's in chunk order: at most 256 MiB of partials in all. A function of
+// the problem alone, never of the threads, so that the bits are not either.
+struct BackwardChunks {
+  int64_t count = 1, keys = 0;
+};
+BackwardChunks backward_chunks(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t Dk,
+                               int64_t L);
 inline constexpr float kLog2e = 1.44269504088896340736f;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -66,6 +77,9 @@ inline float bias_at(const FlashProblem& p, const float* row, int64_t j) {
   return row[j * p.bias_stride[3]];
 }
 
+// Precision::bf16: the kernels round the inputs of their products with bf16.h's round_bf16.
+inline bool in_bf16(const FlashProblem& p) { return p.precision == Precision::bf16; }
+
 // s[j] += bias[j], or −∞ where the bias is −∞, for keys j0 .. j0 + n. True when a sum with a bias
 // above −∞ came out ±∞ (an overflow).
 bool add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
@@ -87,6 +101,9 @@ struct TileRows {
 };
 TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t* flags,
                     float* k_copy, float* v_copy);
+// Where a tile's keys and values are read from under p's precision: `in` itself (fp32), or their
+// bf16 roundings written to k_copy and v_copy (n·Dk and n·Dv floats). Flags are taken after.
+TileRows precise_tile(const FlashProblem& p, TileRows in, int64_t n, float* k_copy, float* v_copy);
 
 // The keys and values of every (batch, kv head) group, packed once for all the query tiles and
 // grouped heads that read them (group = b·Hkv + kv): each key tile's panels (qk_tile.h), the

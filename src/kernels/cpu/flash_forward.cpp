@@ -100,14 +100,19 @@ void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t 
 }
 
 // Runs rows [r0, r0 + rows) of group g against keys [j_begin, j_end), leaving each row's running
-// max m, sum l, unnormalized output o and poison flags in the worker's scratch. The keys and values
-// come packed (pk) or, for tiles of dot-form rows (decoding), in place.
+// max m, sum l, unnormalized output o and poison flags in the worker's scratch. The scores take
+// `form`, that of the whole tile of rows these belong to. The keys and values come packed (pk)
+// or, for tiles of dot-form rows (decoding), in place.
 void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows, int64_t j_begin,
-                int64_t j_end, PackedKv* pk, Scratch& w) {
+                int64_t j_end, QkForm form, PackedKv* pk, Scratch& w) {
   int64_t max_end = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* q = row_of(p.q, g.b, g.head(p, r0 + r), g.pos(p, r0 + r));
-    std::copy(q, q + p.Dk, w.q.data() + r * p.Dk);
+    const float* from = row_of(p.q, g.b, g.head(p, r0 + r), g.pos(p, r0 + r));
+    float* q = w.q.data() + r * p.Dk;
+    if (in_bf16(p))
+      round_bf16_floats(from, q, p.Dk);
+    else
+      std::copy(from, from + p.Dk, q);
     w.q_bad[r] = !all_finite_row(q, p.Dk);
     w.q_norm[r] = w.q_bad[r] ? kInf : std::sqrt(dot_row(q, q, p.Dk));
     w.end[r] = visible_end(p, g.b, g.pos(p, r0 + r));
@@ -120,7 +125,6 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
 
   // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits
   // (the form of the whole tile's row count, however many rows go at once).
-  const QkForm form = qk_form(rows);
   const int64_t group = g.b * p.Hkv + g.kv;
   if (form == QkForm::kDot) pk = nullptr;
   // Key tiles past every row's causal or length limit are skipped whole.
@@ -141,6 +145,7 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     } else {
       TileRows t{row_of(p.k, g.b, g.kv, j0), p.k.stride[2], row_of(p.v, g.b, g.kv, j0),
                  p.v.stride[2]};
+      t = precise_tile(p, t, n, w.k.data(), w.v.data());
       tile_bad = tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data());
       if (tile_bad) t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
       flags = w.flags.data();
@@ -186,6 +191,10 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
         softmax_step(p, bias, j0, ns, e, w.s.data() + (r - i0) * kKeys, w.m[r], w.l[r],
                      w.o.data() + r * p.Dv, w.poisoned[r],
                      max_known ? &w.tile_max[r - i0] : nullptr);
+        if (in_bf16(p)) {  // P rounded for P·V; l keeps the sum of the unrounded exponentials
+          float* s = w.s.data() + (r - i0) * kKeys;
+          round_bf16_floats(s, s, ns);
+        }
       }
       // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums).
       pv_tile(w.s.data(), kKeys, mi, values, v_row, ns, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
@@ -241,7 +250,7 @@ struct Splits {
 // bits do not either.
 Splits plan_splits(const FlashProblem& p, int64_t items, int64_t rows_total) {
   Splits sp;
-  constexpr int64_t kWantItems = 16, kMinKeysPerSplit = 2 * kKeys;
+  constexpr int64_t kWantItems = 32, kMinKeysPerSplit = 2 * kKeys;  // 32: 16 cores, 2 each
   if (items >= kWantItems || p.S < 2 * kMinKeysPerSplit) return sp;
   sp.count = std::min(kWantItems / items, p.S / kMinKeysPerSplit);
   if (sp.count <= 1) return Splits{};
@@ -269,24 +278,37 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, S
                   stats.max ? stats.max + row : nullptr, stats.max ? stats.sum + row : nullptr};
   };
   Splits sp = plan_splits(p, items, rows_total);
-  // Where a group has more than one tile of rows, they read the keys and values packed, once for
-  // all of them; a lone tile transposes its key tiles itself and reads the values in place (one
-  // pass over the machine fewer: short sequences).
+  // Where the tiles (and splits) are too few for the threads — short sequences on many cores —
+  // each tile of rows runs as up to 4 parts of at least 64 rows. Nothing a row computes depends on
+  // the part: its scores take the whole tile's form, the rest is the row's own. So the thread
+  // count may choose the parts without changing the bits.
+  int64_t parts = 1;
+  const int64_t largest_tile = std::min(kRows, G * p.L);
+  while (parts < 4 && items * sp.count * parts < 4 * threads && largest_tile / (2 * parts) >= 64)
+    parts *= 2;
+  // Where a group has more than one tile of rows, or a tile runs as parts, they read the keys and
+  // values packed, once for all of them; a lone tile transposes its key tiles itself and reads
+  // the values in place (one pass over the machine fewer: short sequences).
   PackedKv packed;
-  if (G * p.L > kRows) packed = pack_kv(p, kKeys, threads);
+  if (G * p.L > kRows || parts > 1) packed = pack_kv(p, kKeys, threads);
   PackedKv* pk = packed.tiles ? &packed : nullptr;
-  parallel_for(items * sp.count, threads, [&](int64_t job, int worker) {
-    const int64_t item = job / sp.count, split = job % sp.count;
+  parallel_for(items * parts * sp.count, threads, [&](int64_t job, int worker) {
+    const int64_t item = job / (parts * sp.count), part = job / sp.count % parts,
+                  split = job % sp.count;
     // The last tiles of every group first: under causality they see the most keys, and the
     // workers then finish on small items (longest first; the order does not change the bits).
     const int64_t groups = items / tiles;
     const int64_t group = item % groups, tile = tiles - 1 - item / groups;
     const Group g{group / p.Hkv, group % p.Hkv, G, G * p.L};
-    const int64_t r0 = tile * kRows, rows = std::min(kRows, g.rows - r0);
+    const int64_t tile_r0 = tile * kRows, tile_rows = std::min(kRows, g.rows - tile_r0);
+    const int64_t part_rows = (tile_rows + parts - 1) / parts;
+    const int64_t r0 = tile_r0 + part * part_rows;
+    const int64_t rows = std::min(part_rows, tile_r0 + tile_rows - r0);
+    if (rows <= 0) return;
     const int64_t j_begin = split * sp.keys;
     const int64_t j_end = sp.count == 1 ? p.S : std::min(p.S, j_begin + sp.keys);
     Scratch& w = scratch[worker];
-    accumulate(p, g, r0, rows, j_begin, j_end, pk, w);
+    accumulate(p, g, r0, rows, j_begin, j_end, qk_form(tile_rows), pk, w);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = out_row(p, g, r0 + r);
       const float* acc = w.o.data() + r * p.Dv;
