@@ -35,6 +35,7 @@ using namespace flash;
 struct Rows {
   int64_t per_group = 0;  // G·L
   AlignedBuffer<float> q, q_values, dout_values, dout;
+  AlignedBuffer<bf16> q16, dout16;  // bf16: Q and dO as qk_tile_bf16 reads them
   std::vector<float> d;
   std::vector<int64_t> end;
 };
@@ -44,7 +45,10 @@ Rows prepare_rows(const FlashProblem& p, const float* out, const float* dout, in
   const int64_t G = p.Hq / p.Hkv, groups = p.B * p.Hkv, rows = p.B * p.Hq * p.L;
   w.per_group = G * p.L;
   w.q.resize(rows * p.Dk), w.q_values.resize(rows * p.Dk), w.dout_values.resize(rows * p.Dv);
-  if (in_bf16(p)) w.dout.resize(rows * p.Dv);
+  if (in_bf16(p)) {
+    w.dout.resize(rows * p.Dv);
+    w.q16.resize(rows * bf16_row(p.Dk)), w.dout16.resize(rows * bf16_row(p.Dv));
+  }
   w.d.resize(rows), w.end.resize(rows);
   // Blocks of rows within a group, so that a few groups still give every thread work.
   constexpr int64_t kBlock = 256;
@@ -72,6 +76,12 @@ Rows prepare_rows(const FlashProblem& p, const float* out, const float* dout, in
       w.d[first + r] = dot_row(dout_rows + r * p.Dv, out + (first + r) * p.Dv, p.Dv);
       w.end[first + r] = visible_end(p, g.b, g.pos(p, r));
     }
+    if (in_bf16(p)) {  // exact: the values are rounded already
+      round_bf16_rows(w.q.data() + (first + r0) * p.Dk, p.Dk, n, p.Dk,
+                      w.q16.data() + (first + r0) * bf16_row(p.Dk), bf16_row(p.Dk));
+      round_bf16_rows(dout_rows + r0 * p.Dv, p.Dv, n, p.Dv,
+                      w.dout16.data() + (first + r0) * bf16_row(p.Dv), bf16_row(p.Dv));
+    }
     pack_values(w.q.data() + (first + r0) * p.Dk, p.Dk, n, p.Dk, w.q_values.data() + first * p.Dk,
                 w.per_group, r0);
     pack_values(dout_rows + r0 * p.Dv, p.Dv, n, p.Dv, w.dout_values.data() + first * p.Dv,
@@ -84,6 +94,7 @@ struct Scratch {
   // Clean K and V tiles; the key tile's K and V as qk_tile's panels and K as packed values; raw
   // scores R = Q·Kᵀ, logits X, probabilities P, dP → dX.
   AlignedBuffer<float> k, v, k_panels, v_panels, k_values, raw, logit, prob, grad;
+  AlignedBuffer<bf16> k16, v16;  // bf16: K and V as qk_tile_bf16's key panels
   std::vector<uint8_t> flags = std::vector<uint8_t>(kBackwardKeys);
   explicit Scratch(const FlashProblem& p)
       : k(kBackwardKeys * p.Dk),
@@ -94,11 +105,17 @@ struct Scratch {
         raw(kBackwardRows * kBackwardKeys),
         logit(kBackwardRows * kBackwardKeys),
         prob(kBackwardRows * kBackwardKeys),
-        grad(kBackwardRows * kBackwardKeys) {}
+        grad(kBackwardRows * kBackwardKeys) {
+    if (in_bf16(p))
+      k16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dk)),
+          v16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dv));
+  }
 };
 
 // Every product of a tile by our own kernels, each output one chain in a fixed order:
 //   R  = Q·Kᵀ   qk_tile (the forward's bits)     dP = dO·Vᵀ   qk_tile, V as the keys
+// (qk_tile_bf16 for both under Precision::bf16: the forward's bits again; the other three take
+// their bf16-rounded operands through the float32 tiles)
 //   dV += Pᵀ·dO  pv_tile_transposed, dO packed   dK += dXᵀ·Q  pv_tile_transposed, Q packed
 //   dQ += dX·K   pv_tile, K packed
 // (OpenBLAS re-packed every tile operand of every call; issue 12.)
@@ -120,6 +137,8 @@ double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, 
   dv += (g.b * p.Hkv + g.kv) * p.S * p.Dv;
   const ValueRows q_values{rows.q_values.data() + first * p.Dk, 0, g.rows};
   const ValueRows dout_values{rows.dout_values.data() + first * p.Dv, 0, g.rows};
+  const bool b16 = in_bf16(p);
+  const int64_t ldq16 = bf16_row(p.Dk), ldo16 = bf16_row(p.Dv);
 
   double dscale = 0;
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kBackwardKeys) {
@@ -130,6 +149,10 @@ double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, 
     if (tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data()))
       t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
     KeyTile keys{t.k, t.ldk, n, w.k_panels.data()};
+    if (b16) {  // the forward's bf16 scores need qk_tile_bf16's panels, and so does dP = dO·Vᵀ
+      pack_keys_bf16(t.k, t.ldk, n, p.Dk, w.k16.data());
+      pack_keys_bf16(t.v, t.ldv, n, p.Dv, w.v16.data());
+    }
     KeyTile values_as_keys{t.v, t.ldv, n, w.v_panels.data()};
     bool packed_k = false;
     const ValueRows k_values{w.k_values.data(), 0, n};
@@ -147,7 +170,11 @@ double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, 
       float* grad = w.grad.data();
       // The forward's scores, bit for bit (qk_tile.h: the same rows per tile), so that
       // exp(x − m) of a row's max is 1.
-      qk_tile(q + r0 * p.Dk, p.Dk, m, keys, p.Dk, raw, kBackwardKeys);
+      if (b16)
+        qk_tile_bf16(rows.q16.data() + (first + r0) * ldq16, ldq16, m, w.k16.data(), n, n, p.Dk,
+                     raw, kBackwardKeys);
+      else
+        qk_tile(q + r0 * p.Dk, p.Dk, m, keys, p.Dk, raw, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t row = r0 + r;
         float* x = logit + r * kBackwardKeys;
@@ -171,7 +198,11 @@ double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, 
           std::fill(pr + e, pr + n, 0.0f);
         }
       }
-      qk_tile(dout + r0 * p.Dv, p.Dv, m, values_as_keys, p.Dv, grad, kBackwardKeys);
+      if (b16)
+        qk_tile_bf16(rows.dout16.data() + (first + r0) * ldo16, ldo16, m, w.v16.data(), n, n, p.Dv,
+                     grad, kBackwardKeys);
+      else
+        qk_tile(dout + r0 * p.Dv, p.Dv, m, values_as_keys, p.Dv, grad, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t at = r * kBackwardKeys;
         // grad becomes scale·dX, so that a NaN still reaches dQ and dK when scale = 0.

@@ -63,8 +63,13 @@ PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads) {
   const int64_t groups = p.B * p.Hkv;
   pk.key_tile = key_tile;
   pk.tiles = (p.S + key_tile - 1) / key_tile;
-  pk.kt.resize(groups * pk.tiles * key_tile * p.Dk);
-  pk.v.resize(groups * p.S * p.Dv);
+  if (in_bf16(p)) {
+    pk.kt16.resize(groups * pk.tiles * bf16_key_panel_elems(key_tile, p.Dk));
+    pk.v16.resize(groups * bf16_value_panel_elems(p.S, p.Dv));
+  } else {
+    pk.kt.resize(groups * pk.tiles * key_tile * p.Dk);
+    pk.v.resize(groups * p.S * p.Dv);
+  }
   pk.flags.resize(groups * p.S);
   pk.tile_bad.resize(groups * pk.tiles);
   pk.key_norm.resize(groups * pk.tiles);
@@ -88,6 +93,14 @@ PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads) {
     for (int64_t j = 0; j < n; ++j)
       norm2 = std::max(norm2, dot_row(t.k + j * t.ldk, t.k + j * t.ldk, p.Dk));
     pk.key_norm[item] = pk.tile_bad[item] ? kInf : std::sqrt(norm2);
+    if (in_bf16(p)) {  // the values are bf16 already: packing them rounds nothing more
+      pack_keys_bf16(
+          t.k, t.ldk, n, p.Dk,
+          pk.kt16.data() + (group * pk.tiles + tile) * bf16_key_panel_elems(key_tile, p.Dk));
+      pack_values_bf16(t.v, t.ldv, n, p.Dv,
+                       pk.v16.data() + group * bf16_value_panel_elems(p.S, p.Dv), p.S, j0);
+      return;
+    }
     pack_keys(t.k, t.ldk, n, p.Dk, pk.tile_keys(p, group, tile));
     pack_values(t.v, t.ldv, n, p.Dv, pk.v.data() + group * p.S * p.Dv, p.S, j0);
   });

@@ -9,6 +9,7 @@
 
 #include "core/aligned.h"
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/bf16_tile.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/pv_tile.h"
 
@@ -109,9 +110,13 @@ TileRows precise_tile(const FlashProblem& p, TileRows in, int64_t n, float* k_co
 // grouped heads that read them (group = b·Hkv + kv): each key tile's panels (qk_tile.h), the
 // values' panels (pv_tile.h), and each key's flags. Flagged keys and values are zeros in the
 // panels, as in clean_tile. Memory: one more copy of K and V, O(S·D) per group.
+//
+// Under Precision::bf16 the panels are bf16_tile.h's instead (kt16, v16), of the rounded keys and
+// values; kt and v stay empty.
 struct PackedKv {
   int64_t key_tile = 0, tiles = 0;
   AlignedBuffer<float> kt, v;
+  AlignedBuffer<bf16> kt16, v16;
   std::vector<uint8_t> flags, tile_bad;  // [group][S], [group][tile]
   std::vector<float> key_norm;           // [group][tile]: the tile's largest ‖k_j‖
   float* tile_keys(const FlashProblem& p, int64_t group, int64_t tile) {
@@ -119,6 +124,12 @@ struct PackedKv {
   }
   ValueRows values(const FlashProblem& p, int64_t group) const {
     return {v.data() + group * p.S * p.Dv, 0, p.S};
+  }
+  const bf16* tile_keys16(const FlashProblem& p, int64_t group, int64_t tile) const {
+    return kt16.data() + (group * tiles + tile) * bf16_key_panel_elems(key_tile, p.Dk);
+  }
+  const bf16* values16(const FlashProblem& p, int64_t group) const {
+    return v16.data() + group * bf16_value_panel_elems(p.S, p.Dv);
   }
 };
 PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads);

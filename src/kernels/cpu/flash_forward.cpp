@@ -29,8 +29,10 @@ constexpr float kNoOverflow = 1e37f;
 
 // Scratch of one worker, allocated once per call.
 struct Scratch {
-  // Packed Q tile, transposed K tile, score tile, output accumulator, clean K and V tiles.
+  // Packed Q tile, transposed K tile, score tile, output accumulator, clean K and V tiles; under
+  // Precision::bf16 the Q tile and the probabilities of a block of rows as bf16 (bf16_tile.h).
   AlignedBuffer<float> q, kt, s, o, k, v;
+  AlignedBuffer<bf16> q16, p16;
   std::vector<float> m, l, q_norm, tile_max;
   std::vector<int64_t> end;
   std::vector<uint8_t> q_bad, poisoned, bad_value, flags;
@@ -49,7 +51,9 @@ struct Scratch {
         q_bad(kRows),
         poisoned(kRows),
         bad_value(kRows),
-        flags(kKeys) {}
+        flags(kKeys) {
+    if (in_bf16(p)) q16.resize(kRows * bf16_row(p.Dk)), p16.resize(kSubRows * kKeys);
+  }
 };
 
 // Whether query row (b, h, i), whose keys [0, end) pass causality and lengths, sees key j.
@@ -122,11 +126,15 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     w.poisoned[r] = w.bad_value[r] = 0;
   }
   std::fill(w.o.data(), w.o.data() + rows * p.Dv, 0.0f);
+  const bool b16 = in_bf16(p);
+  const int64_t ldq16 = bf16_row(p.Dk);
+  if (b16) round_bf16_rows(w.q.data(), p.Dk, rows, p.Dk, w.q16.data(), ldq16);  // exact: rounded
 
   // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits
-  // (the form of the whole tile's row count, however many rows go at once).
+  // (the form of the whole tile's row count, however many rows go at once). bf16 has one form,
+  // qk_tile_bf16's, on keys always packed.
   const int64_t group = g.b * p.Hkv + g.kv;
-  if (form == QkForm::kDot) pk = nullptr;
+  if (form == QkForm::kDot && !b16) pk = nullptr;
   // Key tiles past every row's causal or length limit are skipped whole.
   max_end = std::min(max_end, j_end);
   for (int64_t j0 = j_begin; j0 < max_end; j0 += kKeys) {
@@ -145,7 +153,6 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     } else {
       TileRows t{row_of(p.k, g.b, g.kv, j0), p.k.stride[2], row_of(p.v, g.b, g.kv, j0),
                  p.v.stride[2]};
-      t = precise_tile(p, t, n, w.k.data(), w.v.data());
       tile_bad = tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data());
       if (tile_bad) t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
       flags = w.flags.data();
@@ -157,7 +164,8 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     // the float32 range (Cauchy–Schwarz bounds every partial sum) — qk_tile takes each row's max.
     const float key_norm =
         pk && raw_units(p) && !tile_bad ? pk->key_norm[group * pk->tiles + j0 / kKeys] : kInf;
-    if (form == QkForm::kOuter && !keys.packed) {  // the whole tile's panels, for every sub-block
+    if (form == QkForm::kOuter && !keys.packed &&
+        !b16) {  // the whole tile's panels, for every sub-block
       pack_keys(keys.k, keys.ldk, n, p.Dk, keys.kt);
       keys.packed = n;
     }
@@ -172,8 +180,12 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
       KeyTile sub_keys = keys;
       sub_keys.n = ns;
       std::fill(w.tile_max.begin(), w.tile_max.end(), -kInf);
-      qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, sub_keys, p.Dk, w.s.data(), kKeys, form,
-              key_norm < kInf ? w.tile_max.data() : nullptr);
+      float* row_max = key_norm < kInf ? w.tile_max.data() : nullptr;
+      if (b16)
+        qk_tile_bf16(w.q16.data() + i0 * ldq16, ldq16, mi, pk->tile_keys16(p, group, j0 / kKeys),
+                     ns, keys.packed, p.Dk, w.s.data(), kKeys, row_max);
+      else
+        qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, sub_keys, p.Dk, w.s.data(), kKeys, form, row_max);
       for (int64_t r = i0; r < i0 + mi; ++r) {
         const float* bias =
             p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
@@ -191,13 +203,16 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
         softmax_step(p, bias, j0, ns, e, w.s.data() + (r - i0) * kKeys, w.m[r], w.l[r],
                      w.o.data() + r * p.Dv, w.poisoned[r],
                      max_known ? &w.tile_max[r - i0] : nullptr);
-        if (in_bf16(p)) {  // P rounded for P·V; l keeps the sum of the unrounded exponentials
-          float* s = w.s.data() + (r - i0) * kKeys;
-          round_bf16_floats(s, s, ns);
-        }
       }
-      // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums).
-      pv_tile(w.s.data(), kKeys, mi, values, v_row, ns, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
+      // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums). In
+      // bf16, P rounded (an odd ns padded with a 0); l keeps the sum of the unrounded exponentials.
+      if (b16) {
+        round_bf16_rows(w.s.data(), kKeys, mi, ns, w.p16.data(), kKeys);
+        pv_tile_bf16(w.p16.data(), kKeys, mi, pk->values16(p, group), p.S, j0, ns, p.Dv,
+                     w.o.data() + i0 * p.Dv, p.Dv);
+      } else {
+        pv_tile(w.s.data(), kKeys, mi, values, v_row, ns, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
+      }
     }
   }
 }
@@ -290,7 +305,7 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, S
   // values packed, once for all of them; a lone tile transposes its key tiles itself and reads
   // the values in place (one pass over the machine fewer: short sequences).
   PackedKv packed;
-  if (G * p.L > kRows || parts > 1) packed = pack_kv(p, kKeys, threads);
+  if (G * p.L > kRows || parts > 1 || in_bf16(p)) packed = pack_kv(p, kKeys, threads);
   PackedKv* pk = packed.tiles ? &packed : nullptr;
   parallel_for(items * parts * sp.count, threads, [&](int64_t job, int worker) {
     const int64_t item = job / (parts * sp.count), part = job / sp.count % parts,

@@ -1,13 +1,16 @@
 // tests/kernels/cpu/flash_bf16_test.cpp — the fused kernels under Precision::bf16, called directly
 // (kernels/cpu/flash_attention.h): what the rounding must and must not change. The error rule
 // against the float64 reference of the rounded inputs (docs/CONVENTIONS.md §1.1b) is checked
-// through the API with the other sweeps; here, identities that hold exactly.
+// through the API with the other sweeps; here, what the rounding must and must not change.
 //
-// On inputs that are bf16 values already, rounding them changes nothing, so the bf16 forward
-// computes the fp32 forward's very scores: the same row maxima and sums (the sum is of the
-// unrounded exponentials), hence the same logsumexp bit for bit. Its output differs from the fp32
-// one only by the rounding of P before P·V: |Δout| ≤ u·Σ_j P̃_ij |v_jc| ≤ u·max_j |v_jc| (u = 2⁻⁸,
-// P̃ the unnormalized exponentials over their sum), plus the fp32 rounding of both.
+// On inputs that are bf16 values already, rounding them changes nothing: the bf16 forward scores
+// the same products as the fp32 one, summed in another order (bf16_tile.h: in pairs), so each
+// logit differs by at most 2·γ_D·scale·Σ_d |q_d k_jd| (γ_D = D·u₃₂/(1 − D·u₃₂), u₃₂ = 2⁻²⁴, both
+// sums against the exact one; Higham, Accuracy and Stability, §3.1), and so does the logsumexp
+// (a soft max moves no more than its arguments), plus a few roundings of its own. The output
+// differs from the fp32 one by the rounding of P before P·V, |Δout| ≤ u·Σ_j P̃_ij |v_jc| ≤
+// u·max_j |v_jc| (u = 2⁻⁸), and by the logits' difference through the softmax, plus float32's
+// rounding of both.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -99,15 +102,39 @@ TEST(FlashBf16Rounding, DefinitionRoundsAsExpected) {
   EXPECT_EQ(std::bit_cast<uint32_t>(to_bf16_by_definition(-0x1p-127f)), 0x80000000u);
 }
 
-TEST_P(FlashBf16, OnBf16InputsTheLogsumexpIsTheFp32OnesBitForBit) {
+TEST_P(FlashBf16, OnBf16InputsOnlyTheOrderOfSumsAndPsRoundingDiffer) {
   for (const Problem& pr : {make(2, 4, 2, 129, 300, 64, 1, true),
                             make(1, 8, 2, 300, 600, 32, 2, true, Causal::top_left),
                             make(1, 4, 1, 1, 1500, 64, 3, true)}) {
     SCOPED_TRACE("L " + std::to_string(pr.L) + " S " + std::to_string(pr.S));
     const Forward f32 = forward(pr, Precision::fp32, 2);
     const Forward b16 = forward(pr, Precision::bf16, 2);
-    EXPECT_TRUE(same_bits(b16.lse, f32.lse));
-    // The output moves by P's rounding, within u·max|v| (plus float32's own rounding), and moves.
+    // The largest scale·Σ_d |q_d k_jd| a row meets (every key: a bound for the causal case too).
+    const double u32 = 0x1p-24, gamma = pr.D * u32 / (1 - pr.D * u32);
+    const double scale = 1 / std::sqrt(static_cast<double>(pr.D));
+    const int64_t G = pr.Hq / pr.Hkv;
+    double worst_lse = 0, worst_ratio = 0;
+    for (int64_t b = 0; b < pr.B; ++b)
+      for (int64_t h = 0; h < pr.Hq; ++h)
+        for (int64_t i = 0; i < pr.L; ++i) {
+          const float* q = &pr.q[((b * pr.Hq + h) * pr.L + i) * pr.D];
+          double magnitude = 0;
+          for (int64_t j = 0; j < pr.S; ++j) {
+            const float* k = &pr.k[((b * pr.Hkv + h / G) * pr.S + j) * pr.D];
+            double sum = 0;
+            for (int64_t d = 0; d < pr.D; ++d) sum += std::abs(static_cast<double>(q[d]) * k[d]);
+            magnitude = std::max(magnitude, scale * sum);
+          }
+          const int64_t row = (b * pr.Hq + h) * pr.L + i;
+          const double lse = f32.lse[row];
+          const double bound = 2 * gamma * magnitude + 8 * u32 * std::abs(lse) + 1e-6;
+          const double error = std::abs(static_cast<double>(b16.lse[row]) - lse);
+          worst_lse = std::max(worst_lse, error);
+          worst_ratio = std::max(worst_ratio, error / bound);
+        }
+    EXPECT_LE(worst_ratio, 1.0) << "largest |Δlse| " << worst_lse;
+    // The output moves by P's rounding, within u·max|v| (plus what the logits' differences and
+    // float32 add, far smaller), and moves.
     const float vmax = std::abs(*std::max_element(
         pr.v.begin(), pr.v.end(), [](float a, float b) { return std::abs(a) < std::abs(b); }));
     const double bound = 0x1p-8 * vmax + 1e-5;
