@@ -292,16 +292,27 @@ def print_table(rows, have_qkv, have_ort):
                         for i, x in enumerate(t)))
 
 
+def sgemm_threads_cell(d):
+    """"15/16": the SGEMM ceiling's OpenBLAS threads seen working over those in force ("?/16"
+    where /proc could not say; "—" from a qkv that does not report them)."""
+    in_force = d.get("sgemm_blas_threads")
+    if in_force is None:
+        return "—"
+    working = d.get("sgemm_threads_working")
+    return f"{'?' if working is None else working}/{in_force}"
+
+
 def print_qkv_table(qkv_rows, order):
     """The qkv side of the same run, as `qkv bench attention` measured it (its --json rows), in
     the order of the case names `order`."""
-    cols = ["case", "fwd", "bwd", "sgemm", "fwd/sgemm", "bwd/sgemm", "ref", "unfused fwd",
-            "unfused bwd", "×unfused fwd", "×unfused bwd", "MiB"]
+    cols = ["case", "fwd", "bwd", "sgemm", "sgemm thr", "sgemm cpu", "fwd/sgemm", "bwd/sgemm",
+            "ref", "unfused fwd", "unfused bwd", "×unfused fwd", "×unfused bwd", "MiB"]
     table = []
     for d in sorted(qkv_rows.values(),
                     key=lambda d: order.index(d["case"]) if d.get("case") in order else 99):
         table.append([str(d.get("case")), fmt(num(d.get("fwd_gflops")), ".1f"),
                       fmt(num(d.get("bwd_gflops")), ".1f"), fmt(num(d.get("sgemm_gflops")), ".0f"),
+                      sgemm_threads_cell(d), fmt(num(d.get("sgemm_cpu_share")), ".0%"),
                       fmt(num(d.get("fwd_sgemm_ratio")), ".0%"),
                       fmt(num(d.get("bwd_sgemm_ratio")), ".0%"), fmt(num(d.get("ref_gflops")), ".2f"),
                       fmt(num(d.get("unfused_gflops")), ".1f"),
@@ -311,7 +322,8 @@ def print_qkv_table(qkv_rows, order):
                       fmt(num(d.get("peak_extra_mib")), ".2f")])
     w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
     print("qkv bench attention, same run (GFLOP/s; sgemm: OpenBLAS 2048³ measured beside each case;"
-          " ref: float64 reference, one head; MiB: fused peak scratch)")
+          " sgemm thr: its OpenBLAS threads seen working / in force; sgemm cpu: its CPU time over"
+          " wall × threads; ref: float64 reference, one head; MiB: fused peak scratch)")
     print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(cols)))
     for t in table:
         print("  ".join(x.ljust(w[i]) if i == 0 else x.rjust(w[i]) for i, x in enumerate(t)))
@@ -326,8 +338,10 @@ def main():
         description="torch's scaled_dot_product_attention side by side with `qkv bench attention` "
         "(`compare_torch.py model --help`: the whole model)")
     ap.add_argument("--qkv", default="./build/qkv", help="the qkv binary (default ./build/qkv)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="threads for both (default $QKV_NUM_THREADS, else all cores)")
+    ap.add_argument("--threads", type=thread_counts, default=None,
+                    help="threads for all of them (default $QKV_NUM_THREADS, else all cores); "
+                    "a list 1,2,4 runs every peer at each count (a sweep) and adds each one's "
+                    "scaling: its speed at a count over its own at the smallest")
     ap.add_argument("--repeats", type=int, default=None,
                     help="timed runs per case after a warm-up, median (torch default 3; "
                     "passed on to qkv when given)")
@@ -346,8 +360,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
     args = ap.parse_args()
 
-    threads = args.threads or int(os.environ.get("QKV_NUM_THREADS", 0) or 0) or len(
-        os.sched_getaffinity(0))
+    counts = args.threads or [int(os.environ.get("QKV_NUM_THREADS", 0) or 0) or len(
+        os.sched_getaffinity(0))]
     if args.repeats is not None and args.repeats < 1:
         ap.error("--repeats must be ≥ 1")
     repeats = args.repeats or 3
@@ -377,30 +391,21 @@ def main():
     if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
         sys.exit(f"compare_torch: torch {torch.__version__} has no scaled_dot_product_attention "
                  "(needs ≥ 2.0); use bench/setup_torch_venv.sh")
-    torch.set_num_threads(threads)
     gqa_mode = gqa_mode_of(torch)
     call = sdpa_call(torch, gqa_mode)
 
-    # qkv first: a broken binary fails before minutes of torch.
+    # qkv first at each count: a broken binary fails before minutes of torch.
     qkv_args = ["--case", ",".join(c[0] for c in cases)]
     if args.quick:
         qkv_args.append("--quick")
     if args.repeats is not None:
         qkv_args += ["--repeats", str(args.repeats)]
-    qkv_rows = None if args.torch_only else run_qkv(args.qkv, threads, qkv_args + args.qkv_arg)
-
-    err = sanity_check(torch, call)
-    log(f"torch {torch.__version__}, {threads} threads, GQA via {gqa_mode}; "
-        f"SDPA vs float64 softmax(QKᵀ/√d)V: max relative error {err:.1e} "
-        "(values and gradients)")
-    if err > 1e-4:
-        sys.exit("compare_torch: torch SDPA disagrees with the float64 reference")
 
     ort_folder, ort_version = None, None
     if not args.no_ort:
         try:
             import onnxruntime
-            import ort_attention
+            import ort_attention  # noqa: F401 (run_torch_case uses it)
         except ImportError as e:
             sys.exit(f"compare_torch: {e}; bench/setup_torch_venv.sh installs onnxruntime "
                      "(or pass --no-ort)")
@@ -412,70 +417,164 @@ def main():
     if load > 0.5:
         log(f"warning: load average {load:.1f} before starting: other work on the machine "
             "makes these numbers low and noisy")
-    rows, busy = [], False
-    for c in cases:
-        t0, c0 = time.perf_counter(), time.process_time()
-        r = time_case(torch, call, c, repeats, flops[c[0]])
-        took, cpu = time.perf_counter() - t0, time.process_time() - c0
-        # Our threads should keep all `threads` cores busy; much less means someone else ran.
-        util = cpu / (took * threads) if took > 0 else 1.0
-        busy |= util < 0.8 and took > 1
-        log(f"  {c[0]}: fwd {r['torch_fwd_gflops']:.1f}, bwd {r['torch_bwd_gflops']:.1f} "
-            f"GFLOP/s, {r['torch_backend']} ({took:.0f} s, cores {100 * util:.0f}% ours)"
-            + ("  [> 2 min: --skip-large skips the 16k cases]" if took > 120 else ""))
-        r.update(torch_version=torch.__version__, threads=threads, repeats=repeats,
-                 gqa=gqa_mode if c[2] != c[3] else None, cpu_util=util)
-        if ort_folder is not None:
-            o = ort_attention.time_case(torch, c, repeats, threads, ort_folder, flops[c[0]])
-            log(f"     ORT fwd {o['ort_fwd_gflops']:.1f} GFLOP/s (vs torch: max relative "
-                f"difference {o['ort_vs_torch']:.1e})")
-            if o["ort_vs_torch"] > 1e-4:
-                sys.exit(f"compare_torch: ONNX Runtime's {c[0]} disagrees with torch's SDPA")
-            r.update(o, ort_version=ort_version)
-        if qkv_rows is not None:
-            q = qkv_rows.get(key_of(r))
-            qf = num(q.get("fwd_gflops")) if q else None
-            qb = num(q.get("bwd_gflops")) if q else None
-            r["qkv_case"] = q.get("case") if q else None
-            r["qkv_fwd_gflops"], r["qkv_bwd_gflops"] = qf, qb
-            r["fwd_ratio"] = qf / r["torch_fwd_gflops"] if qf else None
-            r["bwd_ratio"] = qb / r["torch_bwd_gflops"] if qb else None
-            r["ort_ratio"] = qf / r["ort_fwd_gflops"] if qf and "ort_fwd_gflops" in r else None
-            if q is None:
-                r["target"] = "no qkv case"
-            elif is_decode(c[4]):
-                r["target"] = "n/a (decode)"
-            elif r["fwd_ratio"] is None or r["bwd_ratio"] is None:
-                r["target"] = "no"
-            else:
-                ok = r["fwd_ratio"] >= TARGET and r["bwd_ratio"] >= TARGET
-                r["target"] = "yes" if ok else "no"
-        rows.append(r)
+    # Every peer at each count, the counts in increasing order: the first is the scaling's base.
+    # Each count runs qkv, then torch and ORT, so that a count's peers are measured close together.
+    runs, busy = [], False
+    for threads in counts:
+        torch.set_num_threads(threads)
+        qkv_rows = (None if args.torch_only
+                    else run_qkv(args.qkv, threads, qkv_args + args.qkv_arg))
+        if threads == counts[0]:
+            err = sanity_check(torch, call)
+            log(f"torch {torch.__version__}, GQA via {gqa_mode}; SDPA vs float64 "
+                f"softmax(QKᵀ/√d)V: max relative error {err:.1e} (values and gradients)")
+            if err > 1e-4:
+                sys.exit("compare_torch: torch SDPA disagrees with the float64 reference")
+        log(f"{plural(threads, 'thread')}:")
+        rows = []
+        for c in cases:
+            r, shared = run_torch_case(torch, call, gqa_mode, c, repeats, threads, flops[c[0]],
+                                       ort_folder, ort_version, qkv_rows)
+            busy |= shared
+            rows.append(r)
+        runs.append((threads, rows, qkv_rows))
+    add_scaling(runs)
 
     if busy:
         log("warning: the cores were shared with other processes during the run "
             "(cores % ours < 80): rerun on a quiet machine")
     if args.json:
-        for r in rows:
-            print(json.dumps(r))
+        for _, rows, _ in runs:
+            for r in rows:
+                print(json.dumps(r))
         return
-    print(f"GFLOP/s, fp32, {threads} threads; torch: median of {repeats}, {torch.__version__} "
-          f"scaled_dot_product_attention" + ("" if args.torch_only else "; ratio = qkv / torch"))
+    for i, (threads, rows, qkv_rows) in enumerate(runs):
+        if i:
+            print()
+        print(f"GFLOP/s, fp32, {plural(threads, 'thread')}; torch: median of {repeats}, "
+              f"{torch.__version__} scaled_dot_product_attention"
+              + ("" if args.torch_only else "; ratio = qkv / torch"))
+        if ort_folder is not None:
+            print(f"ORT: ONNX Runtime {ort_version}, CPU provider, forward of SDPA exported by "
+                  "torch.onnx (MatMul, Softmax, MatMul); qkv/ORT = qkv fwd / ORT fwd")
+        print_table(rows, qkv_rows is not None, ort_folder is not None)
+        if any(r["gqa"] for r in rows):
+            print(f"GQA in torch: {gqa_mode}" + (" (k, v copied to Hq heads, copy timed)"
+                                                  if gqa_mode == "repeat_interleave" else ""))
+        if qkv_rows is not None:
+            print()
+            print_qkv_table(qkv_rows, known)
+            print()
+            non_decode = [r for r in rows if not is_decode(r["L"])]
+            met = sum(r["target"] == "yes" for r in non_decode)
+            print(f"target ≥{TARGET}× torch, forward and backward: {met}/{len(non_decode)} "
+                  "non-decode cases")
+    if len(runs) > 1:
+        print()
+        print_scaling(runs, ort_folder is not None)
+
+
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def thread_counts(text):
+    """--threads N or N,N,...: positive integers, returned sorted without duplicates."""
+    counts = []
+    for item in text.split(","):
+        if not item.isdigit() or int(item) < 1:
+            raise argparse.ArgumentTypeError(
+                f"'{item}' in '{text}' is not a thread count; expected N or N,N,... e.g. 1,2,4")
+        counts.append(int(item))
+    return sorted(set(counts))
+
+
+def run_torch_case(torch, call, gqa_mode, c, repeats, threads, ff, ort_folder, ort_version,
+                   qkv_rows):
+    """torch (and ORT) on one case at `threads`, matched with qkv's row at the same count: the
+    row, and whether the cores were shared with other work while torch ran."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = time_case(torch, call, c, repeats, ff)
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # Our threads should keep all `threads` cores busy; much less means someone else ran.
+    util = cpu / (took * threads) if took > 0 else 1.0
+    log(f"  {c[0]}: fwd {r['torch_fwd_gflops']:.1f}, bwd {r['torch_bwd_gflops']:.1f} "
+        f"GFLOP/s, {r['torch_backend']} ({took:.0f} s, cores {100 * util:.0f}% ours)"
+        + ("  [> 2 min: --skip-large skips the 16k cases]" if took > 120 else ""))
+    r.update(torch_version=torch.__version__, threads=threads, repeats=repeats,
+             gqa=gqa_mode if c[2] != c[3] else None, cpu_util=util)
     if ort_folder is not None:
-        print(f"ORT: ONNX Runtime {ort_version}, CPU provider, forward of SDPA exported by "
-              "torch.onnx (MatMul, Softmax, MatMul); qkv/ORT = qkv fwd / ORT fwd")
-    print_table(rows, qkv_rows is not None, ort_folder is not None)
-    if any(r["gqa"] for r in rows):
-        print(f"GQA in torch: {gqa_mode}" + (" (k, v copied to Hq heads, copy timed)"
-                                              if gqa_mode == "repeat_interleave" else ""))
+        import ort_attention
+
+        o = ort_attention.time_case(torch, c, repeats, threads, ort_folder, ff)
+        log(f"     ORT fwd {o['ort_fwd_gflops']:.1f} GFLOP/s (vs torch: max relative "
+            f"difference {o['ort_vs_torch']:.1e})")
+        if o["ort_vs_torch"] > 1e-4:
+            sys.exit(f"compare_torch: ONNX Runtime's {c[0]} disagrees with torch's SDPA")
+        r.update(o, ort_version=ort_version)
     if qkv_rows is not None:
-        print()
-        print_qkv_table(qkv_rows, known)
-        print()
-        non_decode = [r for r in rows if not is_decode(r["L"])]
-        met = sum(r["target"] == "yes" for r in non_decode)
-        print(f"target ≥{TARGET}× torch, forward and backward: {met}/{len(non_decode)} "
-              "non-decode cases")
+        q = qkv_rows.get(key_of(r))
+        qf = num(q.get("fwd_gflops")) if q else None
+        qb = num(q.get("bwd_gflops")) if q else None
+        r["qkv_case"] = q.get("case") if q else None
+        r["qkv_fwd_gflops"], r["qkv_bwd_gflops"] = qf, qb
+        r["qkv_sgemm_gflops"] = num(q.get("sgemm_gflops")) if q else None
+        r["fwd_ratio"] = qf / r["torch_fwd_gflops"] if qf else None
+        r["bwd_ratio"] = qb / r["torch_bwd_gflops"] if qb else None
+        r["ort_ratio"] = qf / r["ort_fwd_gflops"] if qf and "ort_fwd_gflops" in r else None
+        if q is None:
+            r["target"] = "no qkv case"
+        elif is_decode(c[4]):
+            r["target"] = "n/a (decode)"
+        elif r["fwd_ratio"] is None or r["bwd_ratio"] is None:
+            r["target"] = "no"
+        else:
+            ok = r["fwd_ratio"] >= TARGET and r["bwd_ratio"] >= TARGET
+            r["target"] = "yes" if ok else "no"
+    return r, util < 0.8 and took > 1
+
+
+# The rates whose scaling a sweep reports: each peer's forward and backward (ORT: forward only),
+# and the SGEMM ceiling qkv measured beside each case (what the machine itself scales to).
+SCALED = [("torch_fwd_gflops", "torch fwd"), ("torch_bwd_gflops", "torch bwd"),
+          ("qkv_fwd_gflops", "qkv fwd"), ("qkv_bwd_gflops", "qkv bwd"),
+          ("ort_fwd_gflops", "ORT fwd"), ("qkv_sgemm_gflops", "sgemm")]
+
+
+def add_scaling(runs):
+    """Each row's `scaling`: for each rate of SCALED, its value at this count over its value for
+    the same case at the smallest count (exactly 1 there); None where either is missing."""
+    base = {r["case"]: r for r in runs[0][1]}
+    for _, rows, _ in runs:
+        for r in rows:
+            b = base.get(r["case"], {})
+            r["scaling_base_threads"] = runs[0][0]
+            r["scaling"] = {}
+            for key, _ in SCALED:
+                x, y = num(r.get(key)), num(b.get(key))
+                r["scaling"][key.removesuffix("_gflops")] = x / y if x and y else None
+
+
+def print_scaling(runs, have_ort):
+    """The sweep's scaling table: each case at each count, every peer's speed over its own at the
+    smallest count."""
+    keys = [(k, t) for k, t in SCALED if have_ort or not k.startswith("ort")]
+    keys = [(k, t) for k, t in keys
+            if any(num(r.get(k)) is not None for _, rows, _ in runs for r in rows)]
+    cols = ["case", "threads"] + [t for _, t in keys]
+    table = []
+    for case in [r["case"] for r in runs[0][1]]:
+        for threads, rows, _ in runs:
+            for r in rows:
+                if r["case"] == case:
+                    table.append([case, str(threads)] + [
+                        ratio_cell(r["scaling"][k.removesuffix("_gflops")]) for k, _ in keys])
+    print(f"Scaling: each one's speed over its own at {plural(runs[0][0], 'thread')} "
+          "(sgemm: the OpenBLAS SGEMM 2048³ ceiling qkv measured beside each case)")
+    w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(cols)))
+    for t in table:
+        print("  ".join(x.ljust(w[i]) if i == 0 else x.rjust(w[i]) for i, x in enumerate(t)))
 
 
 # ---------------------------------------------------------------------------------------------

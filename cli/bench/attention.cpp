@@ -8,6 +8,7 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -27,6 +28,7 @@
 #include "output.h"
 #include "qkv/json.h"
 #include "qkv/terminal.h"
+#include "qkv/threads.h"
 
 namespace qkv::cli {
 namespace {
@@ -91,7 +93,9 @@ constexpr double kUnfusedMaxBytes = 8.0 * (1 << 30);
 
 struct Row {
   Case c;
-  double sgemm = 0;  // GFLOP/s, measured just before the case
+  int threads = 1;                // the run's --threads (one count of a sweep)
+  double sgemm = 0;               // GFLOP/s, measured just before the case
+  bench::SgemmCeiling ceiling{};  // the same measurement, with its threads and CPU share
   std::optional<double> fwd{}, bwd{}, ref{}, unfused{}, unfused_bwd{};  // GFLOP/s
   std::optional<double> fwd_ms{}, bwd_ms{}, ref_ms{}, unfused_ms{}, unfused_bwd_ms{};
   std::optional<double> peak_mib{}, unfused_peak_mib{};
@@ -236,11 +240,12 @@ class Bench {
   explicit Bench(const Settings& s) : s_(s) {}
 
   Row run(const Case& c, uint64_t seed, Progress& progress, const std::string& tag) {
-    Row row{.c = c};
+    Row row{.c = c, .threads = s_.threads};
     auto stage = [&](const std::string& what) { progress.show(tag + " " + c.name + ": " + what); };
     // The yardstick just before the case: on a shared machine the load changes within a run.
     stage("OpenBLAS SGEMM 2048³");
-    row.sgemm = bench::sgemm_gflops(2048, s_.threads, s_.repeats);
+    row.ceiling = bench::sgemm_ceiling(2048, s_.threads, s_.repeats);
+    row.sgemm = row.ceiling.gflops;
     stage("data and float64 reference slices");
     const Data d = make_data(c, s_.threads, seed);
     const std::vector<bench::Slice> slices = make_slices(c, d);
@@ -369,36 +374,64 @@ nlohmann::json case_json(const Case& c) {
           {"L", c.L},       {"S", c.S}, {"D", c.Dk},  {"causal", causal(c)}};
 }
 
-nlohmann::json to_json(const Row& r, const Settings& s) {
+// A sweep's figures for one row: fwd, bwd and the SGEMM ceiling per thread, and their speed-ups
+// over `base`, the same case at the sweep's smallest count (itself for that count: exactly 1).
+nlohmann::json sweep_json(const Row& r, const Row& base) {
+  const double t = r.threads;
+  auto per_thread = [t](std::optional<double> g) -> std::optional<double> {
+    if (!g) return std::nullopt;
+    return *g / t;
+  };
+  return {{"speedup_base_threads", base.threads},
+          {"gflops_per_thread",
+           {{"fwd", num(per_thread(r.fwd))},
+            {"bwd", num(per_thread(r.bwd))},
+            {"sgemm", number_json(r.sgemm / t)}}},
+          {"speedup",
+           {{"fwd", num(bench::ratio(r.fwd, base.fwd))},
+            {"bwd", num(bench::ratio(r.bwd, base.bwd))},
+            {"sgemm", num(bench::ratio(r.sgemm, base.sgemm))}}}};
+}
+
+nlohmann::json to_json(const Row& r, const Settings& s, const Row* base) {
   const Case& c = r.c;
   const double sgemm = r.sgemm;
   nlohmann::json j = case_json(c);
-  j.update({{"threads", s.threads},
-            {"simd", cpu::simd_target()},
-            {"openblas_core", openblas_get_corename()},
-            {"repeats", s.repeats},
-            {"quick", s.quick},
-            {"fwd_gflops", num(r.fwd)},
-            {"bwd_gflops", num(r.bwd)},
-            {"sgemm_gflops", number_json(sgemm)},
-            {"fwd_sgemm_ratio", num(bench::ratio(r.fwd, sgemm))},
-            {"bwd_sgemm_ratio", num(bench::ratio(r.bwd, sgemm))},
-            {"ref_gflops", num(r.ref)},
-            {"fwd_ref_speedup", num(bench::ratio(r.fwd, r.ref))},
-            {"unfused_gflops", num(r.unfused)},
-            {"unfused_bwd_gflops", num(r.unfused_bwd)},
-            {"fwd_unfused_speedup", num(bench::ratio(r.fwd, r.unfused))},
-            {"bwd_unfused_speedup", num(bench::ratio(r.bwd, r.unfused_bwd))},
-            {"peak_extra_mib", num(r.peak_mib)},
-            {"unfused_peak_extra_mib", num(r.unfused_peak_mib)},
-            {"fwd_ms", num(r.fwd_ms)},
-            {"bwd_ms", num(r.bwd_ms)},
-            {"ref_ms", num(r.ref_ms)},
-            {"unfused_ms", num(r.unfused_ms)},
-            {"unfused_bwd_ms", num(r.unfused_bwd_ms)},
-            {"cpu_share", num(r.cpu_share)},
-            {"fwd_max_error", num(r.fwd_error)},
-            {"bwd_max_error", num(r.bwd_error)}});
+  j.update(
+      {{"threads", s.threads},
+       {"cores", num_cores()},
+       {"simd", cpu::simd_target()},
+       {"openblas_core", openblas_get_corename()},
+       {"openblas_config", bench::openblas_config()},
+       {"openblas_threading", bench::openblas_threading()},
+       {"sgemm_blas_threads", r.ceiling.blas_threads},
+       {"sgemm_threads_working",
+        r.ceiling.threads_working ? nlohmann::json(*r.ceiling.threads_working) : nlohmann::json()},
+       {"sgemm_cpu_share", number_json(r.ceiling.cpu_share)},
+       {"repeats", s.repeats},
+       {"quick", s.quick},
+       {"fwd_gflops", num(r.fwd)},
+       {"bwd_gflops", num(r.bwd)},
+       {"sgemm_gflops", number_json(sgemm)},
+       {"fwd_sgemm_ratio", num(bench::ratio(r.fwd, sgemm))},
+       {"bwd_sgemm_ratio", num(bench::ratio(r.bwd, sgemm))},
+       {"ref_gflops", num(r.ref)},
+       {"fwd_ref_speedup", num(bench::ratio(r.fwd, r.ref))},
+       {"unfused_gflops", num(r.unfused)},
+       {"unfused_bwd_gflops", num(r.unfused_bwd)},
+       {"fwd_unfused_speedup", num(bench::ratio(r.fwd, r.unfused))},
+       {"bwd_unfused_speedup", num(bench::ratio(r.bwd, r.unfused_bwd))},
+       {"peak_extra_mib", num(r.peak_mib)},
+       {"unfused_peak_extra_mib", num(r.unfused_peak_mib)},
+       {"fwd_ms", num(r.fwd_ms)},
+       {"bwd_ms", num(r.bwd_ms)},
+       {"ref_ms", num(r.ref_ms)},
+       {"unfused_ms", num(r.unfused_ms)},
+       {"unfused_bwd_ms", num(r.unfused_bwd_ms)},
+       {"cpu_share", num(r.cpu_share)},
+       {"fwd_max_error", num(r.fwd_error)},
+       {"bwd_max_error", num(r.bwd_error)}});
+  if (base) j.update(sweep_json(r, *base));
   return j;
 }
 
@@ -430,14 +463,61 @@ std::string line(const std::vector<std::string>& cells) {
 
 std::string pair(const std::string& a, const std::string& b) { return a + "/" + b; }
 
-void print_header(const Settings& s) {
+std::string threads_str(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }
+
+// The run's first line: the kernels, OpenBLAS, the thread count (or the sweep's counts), the
+// timing.
+void print_header(const Settings& s, const std::vector<int>& counts) {
+  std::string threads = threads_str(counts.front());
+  if (counts.size() > 1) {
+    threads = "threads ";
+    for (std::size_t i = 0; i < counts.size(); ++i)
+      threads += (i ? ", " : "") + std::to_string(counts[i]);
+    threads += " (a sweep)";
+  }
   std::cout << "qkv bench attention: float32, " << cpu::simd_target() << " kernels, OpenBLAS "
-            << openblas_get_corename() << ", " << s.threads << " thread"
-            << (s.threads == 1 ? "" : "s") << ", median of " << s.repeats << " after a warm-up"
-            << (s.quick ? " (--quick: small shapes, a smoke test)" : "") << "\n\n";
+            << openblas_get_corename() << " (" << bench::openblas_threading() << "), " << threads
+            << ", median of " << s.repeats << " after a warm-up"
+            << (s.quick ? " (--quick: small shapes, a smoke test)" : "") << "\n";
+}
+
+// A sweep's table for one count starts with the count; every table with the column titles.
+void print_table_header(int threads, bool sweep) {
+  if (sweep) std::cout << "\n" << threads_str(threads) << ":";
+  std::cout << "\n";
   std::vector<std::string> titles, units;
   for (const Column& c : kColumns) titles.push_back(c.title), units.push_back(c.unit);
   std::cout << line(titles) << "\n" << line(units) << "\n";
+}
+
+// Below each table: how the SGEMM ceilings of its rows ran — OpenBLAS's threads in force (each
+// row's, where they differ), the threads seen working, and the range of their CPU shares.
+void print_ceiling_note(const std::vector<Row>& rows) {
+  if (rows.empty()) return;
+  std::set<int> in_force, working;
+  double low = 1e300, high = 0;
+  bool known = true;
+  for (const Row& r : rows) {
+    in_force.insert(r.ceiling.blas_threads);
+    if (r.ceiling.threads_working)
+      working.insert(*r.ceiling.threads_working);
+    else
+      known = false;
+    low = std::min(low, r.ceiling.cpu_share), high = std::max(high, r.ceiling.cpu_share);
+  }
+  auto list = [](const std::set<int>& values) {
+    std::string text;
+    for (int v : values) text += (text.empty() ? "" : "–") + std::to_string(v);
+    return text;
+  };
+  const int threads = rows.front().threads;
+  std::cout << "sgemm at " << threads_str(threads) << ": " << list(in_force)
+            << " OpenBLAS threads in force (min(" << threads << ", " << num_cores() << " cores)), "
+            << (known ? list(working) : std::string("?")) << " seen working, CPU share "
+            << bench::percent_str(low)
+            << (bench::percent_str(high) != bench::percent_str(low) ? "–" + bench::percent_str(high)
+                                                                    : "")
+            << "\n";
 }
 
 void print_row(const Row& r) {
@@ -456,8 +536,10 @@ void print_row(const Row& r) {
 constexpr const char* kNotes =
     "\nfwd/bwd: the fused kernel (bwd alone, given the forward's output and row statistics);\n"
     "FLOPs 4·B·Hq·L·S·D forward, half when causal, 2.5× that backward.\n"
-    "sgemm: OpenBLAS SGEMM 2048³ on all threads, measured just before the case (the machine may\n"
-    "be shared). ref: the float64 "
+    "sgemm: OpenBLAS SGEMM 2048³ on min(threads, cores) OpenBLAS threads, measured just before "
+    "the\n"
+    "case (the machine may be shared); its CPU share is its CPU time over wall time × those\n"
+    "threads, flagged under 80% as the cases' are. ref: the float64 "
     "reference path on one head (single-threaded), — above L·S = 4096². unfused: OpenBLAS\n"
     "SGEMM, row softmax, SGEMM per head, — where its L×S matrices would pass 8 GiB. MiB: peak\n"
     "scratch beyond inputs and outputs. Every path was checked against the float64 reference\n"
@@ -512,40 +594,121 @@ int list_cases(const std::vector<std::string>& names, bool quick, bool json) {
   return 0;
 }
 
+// A sweep's summary: each case at each count, its rates per thread and its speed-ups over the
+// smallest count, forward, backward and the SGEMM ceiling's own (what the machine itself scales
+// to). 80 columns.
+void print_scaling(const std::vector<Row>& rows, int base_threads) {
+  const std::vector<int> widths = {10, 7, 6, 6, 8, 6, 6, 8, 6, 8};
+  auto print = [&](const std::vector<std::string>& cells) {
+    std::cout << table_row(cells, widths, 1) << "\n";
+  };
+  const std::string base = "×" + std::to_string(base_threads);
+  std::cout << "\nScaling: GFLOP/s, per thread, and the speed-up over " << threads_str(base_threads)
+            << "\n";
+  print({"case", "threads", "fwd", "/thread", "speed-up", "bwd", "/thread", "speed-up", "sgemm",
+         "speed-up"});
+  print({"", "", "GF/s", "GF/s", base, "GF/s", "GF/s", base, "GF/s", base});
+  using namespace bench;
+  std::map<std::string, const Row*> first;
+  std::vector<std::string> order;
+  for (const Row& r : rows)
+    if (first.emplace(r.c.name, &r).second) order.push_back(r.c.name);
+  for (const std::string& name : order)
+    for (const Row& r : rows) {
+      if (r.c.name != name) continue;
+      const Row& b = *first.at(name);
+      const double t = r.threads;
+      auto per = [t](std::optional<double> g) -> std::optional<double> {
+        if (!g) return std::nullopt;
+        return *g / t;
+      };
+      print({r.c.name, std::to_string(r.threads), rate_str(r.fwd), rate_str(per(r.fwd)),
+             times_str(ratio(r.fwd, b.fwd)), rate_str(r.bwd), rate_str(per(r.bwd)),
+             times_str(ratio(r.bwd, b.bwd)), rate_str(r.sgemm),
+             times_str(ratio(r.sgemm, b.sgemm))});
+    }
+}
+
 }  // namespace
 
 int run_bench_attention(const BenchAttentionArgs& args) {
   if (args.list) return list_cases(args.cases, args.common.quick, args.common.json);
-  const Settings s = bench::resolve(args.common);
-  const std::vector<Case> cases = selected_cases(args.cases, s.quick);
+  // The counts, in increasing order (the option sorts them): the first is the sweep's base.
+  std::vector<int> counts = args.thread_counts;
+  if (counts.empty()) counts.push_back(bench::resolve(args.common).threads);
+  const bool sweep = counts.size() > 1;
+  const Settings common = bench::resolve(args.common);
+  const std::vector<Case> cases = selected_cases(args.cases, common.quick);
 
   Progress progress;
-  if (!s.json) print_header(s);
-  Bench bench(s);
+  if (!common.json) print_header(common, counts);
   std::set<std::string> warned;
-  std::string starved;  // cases whose timed runs got well under `threads` cores
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const std::string tag = "[" + std::to_string(i + 1) + "/" + std::to_string(cases.size()) + "]";
-    const Row row = bench.run(cases[i], seed_of(cases[i].name), progress, tag);
-    progress.clear();
-    if (bench.fused_unavailable() && warned.insert(bench.fused_error()).second)
-      std::cerr << "qkv: warning: bench attention: case " << cases[i].name
-                << ": the fused path is unavailable (" << bench.fused_error()
-                << "); its columns show —\n";
-    if (row.cpu_share && *row.cpu_share < 0.8)
-      starved += (starved.empty() ? "" : ", ") + row.c.name + " (" +
-                 bench::percent_str(row.cpu_share) + ")";
-    if (s.json)
-      std::cout << to_json(row, s).dump() << "\n";
-    else
-      print_row(row);
+  std::string starved;           // cases whose timed runs got well under `threads` cores
+  std::string starved_ceilings;  // SGEMM ceilings that did
+  std::string short_ceilings;    // SGEMM ceilings seen on fewer threads than in force
+  std::vector<Row> all_rows;
+  std::map<std::string, Row> base;  // each case at the smallest count
+  const std::size_t runs = cases.size() * counts.size();
+  std::size_t run = 0;
+  for (int threads : counts) {
+    Settings s = common;
+    s.threads = threads;
+    Bench bench(s);
+    if (!s.json) print_table_header(threads, sweep);
+    std::vector<Row> table;
+    for (const Case& c : cases) {
+      const std::string tag = "[" + std::to_string(++run) + "/" + std::to_string(runs) + "]";
+      const Row row = bench.run(c, seed_of(c.name), progress, tag);
+      progress.clear();
+      if (bench.fused_unavailable() && warned.insert(bench.fused_error()).second)
+        std::cerr << "qkv: warning: bench attention: case " << c.name
+                  << ": the fused path is unavailable (" << bench.fused_error()
+                  << "); its columns show —\n";
+      const std::string label = c.name + (sweep ? " at " + std::to_string(threads) : "");
+      if (row.cpu_share && *row.cpu_share < 0.8)
+        starved += (starved.empty() ? "" : ", ") + label + " (" +
+                   bench::percent_str(row.cpu_share) + " of " + std::to_string(threads) + " cores)";
+      if (row.ceiling.cpu_share < 0.8)
+        starved_ceilings += (starved_ceilings.empty() ? "" : ", ") + label + " (" +
+                            bench::percent_str(row.ceiling.cpu_share) + " of " +
+                            std::to_string(row.ceiling.blas_threads) + " OpenBLAS threads)";
+      if (row.ceiling.threads_working && *row.ceiling.threads_working < row.ceiling.blas_threads)
+        short_ceilings += (short_ceilings.empty() ? "" : ", ") + label + " (" +
+                          std::to_string(*row.ceiling.threads_working) + " of " +
+                          std::to_string(row.ceiling.blas_threads) + " OpenBLAS threads working)";
+      base.emplace(c.name, row);  // the first count's row stays
+      if (s.json)
+        std::cout << to_json(row, s, sweep ? &base.at(c.name) : nullptr).dump() << "\n";
+      else
+        print_row(row);
+      flush_stdout();
+      table.push_back(row);
+      all_rows.push_back(row);
+    }
+    if (!s.json) print_ceiling_note(table);
+  }
+  if (!common.json) {
+    if (sweep) print_scaling(all_rows, counts.front());
+    std::cout << kNotes;
+    if (sweep)
+      std::cout
+          << "Sweep: every case at each count in increasing order; /thread: GFLOP/s over the\n"
+             "threads; speed-up: over the same case at the smallest count.\n";
     flush_stdout();
   }
-  if (!s.json) std::cout << kNotes;
   if (!starved.empty())
     std::cerr << "qkv: warning: bench attention: the timed runs of " << starved
-              << " got under 80% of " << s.threads
-              << " cores: other work on the machine; their rates are low\n";
+              << " got under 80% of their cores: other work on the machine; their rates are low\n";
+  if (!starved_ceilings.empty())
+    std::cerr << "qkv: warning: bench attention: the SGEMM ceilings of " << starved_ceilings
+              << " got under 80% of their OpenBLAS threads: other work on the machine; those "
+                 "ceilings are low and the shares of them high\n";
+  if (!short_ceilings.empty())
+    std::cerr << "qkv: warning: bench attention: the SGEMM ceilings of " << short_ceilings
+              << " ran on fewer threads than OpenBLAS had in force (OpenBLAS "
+              << bench::openblas_threading()
+              << (bench::openblas_threading() == "OpenMP" ? ": check OMP_NUM_THREADS" : "")
+              << "); the ceilings are low and the shares of them high\n";
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // `qkv bench`: parses the targets' options and runs the one named.
 #include "bench/bench.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,9 @@ constexpr const char* kAttentionFooter =
     "  long                Hq = 1, D = 64, L = S = 65536, forward only (not in the default set)\n\n"
     "Columns: fused forward and backward GFLOP/s (forward FLOPs 4·B·Hq·L·S·D, half when causal;\n"
     "backward 2.5× forward; the backward is timed alone, given the forward's output and row\n"
-    "statistics); OpenBLAS SGEMM 2048³ measured just before the case, and their share of it;\n"
+    "statistics); OpenBLAS SGEMM 2048³ on min(threads, cores) OpenBLAS threads, measured just\n"
+    "before the case, and their share of it (below the table: its threads in force, those seen\n"
+    "working, its CPU share);\n"
     "the float64 reference path's forward (one head; skipped above L·S = 4096²); the unfused "
     "OpenBLAS\n"
     "math path (S = Q·Kᵀ, softmax, P·V) forward and backward, and the fused kernel's speed-up\n"
@@ -63,6 +66,9 @@ constexpr const char* kAttentionFooter =
     "  qkv bench attention\n"
     "  qkv bench attention --quick --json\n"
     "  qkv bench attention --case 4k --threads 1 --repeats 5\n"
+    "  qkv bench attention --threads 1,2,4,8,16 --case 4k,4k-gqa\n"
+    "                                       a sweep: each case at each count, GFLOP/s per thread\n"
+    "                                       and the speed-up over the smallest count\n"
     "  qkv bench attention --list --json    the cases, their shapes and FLOPs\n";
 
 constexpr const char* kModelFooter =
@@ -94,13 +100,53 @@ constexpr const char* kModelFooter =
     "  qkv bench model --corpus my_sentences.txt --repeats 5\n"
     "  qkv bench model --model smollm2 --threads 2\n";
 
+// --threads N or N,N,...: each count checked as every --threads is (thread_count()), the message
+// naming the item and the list; sorted, duplicates dropped. Split here, not by CLI11's delimiter,
+// for --case's reason (below).
+void add_thread_counts_option(CLI::App* cmd, std::vector<int>& counts) {
+  cmd->add_option_function<std::string>(
+         "--threads",
+         [&counts](const std::string& value) {
+           const std::string expected = "; expected N or N,N,... e.g. 1,2,4,8,16";
+           std::vector<std::string> items;
+           std::size_t begin = 0;
+           for (std::size_t end; begin <= value.size(); begin = end + 1) {
+             end = std::min(value.find(',', begin), value.size());
+             items.push_back(value.substr(begin, end - begin));
+           }
+           const CLI::Validator check = thread_count();
+           for (std::string item : items) {
+             if (item.empty())
+               throw CLI::ValidationError("--threads",
+                                          "'" + value + "' has an empty item" + expected);
+             const std::string problem = check(item);
+             if (!problem.empty())
+               throw CLI::ValidationError(
+                   "--threads",
+                   items.size() == 1 ? problem : "'" + item + "' in '" + value + "': " + problem);
+             counts.push_back(std::stoi(item));
+           }
+           std::sort(counts.begin(), counts.end());
+           counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+         },
+         thread_count_help() +
+             "; a list N,N,... runs every case at each count (a sweep: per-thread rates and "
+             "speed-ups)")
+      ->type_name("N[,N...]")
+      ->allow_extra_args(false);
+}
+
 void add_common_options(
     CLI::App* cmd, BenchCommon& c,
-    const char* repeats_help = "timed runs after the warm-up; the median is reported") {
+    const char* repeats_help = "timed runs after the warm-up; the median is reported",
+    std::vector<int>* thread_counts = nullptr) {
   cmd->add_flag("--json", c.json, "one JSON object per case per line instead of a table");
-  cmd->add_option("--threads", c.threads, thread_count_help())
-      ->type_name("N")
-      ->transform(thread_count());
+  if (thread_counts)
+    add_thread_counts_option(cmd, *thread_counts);
+  else
+    cmd->add_option("--threads", c.threads, thread_count_help())
+        ->type_name("N")
+        ->transform(thread_count());
   cmd->add_option("--repeats", c.repeats, std::string(repeats_help) + ", 1 to 1000")
       ->type_name("R")
       ->transform(integer({.lo = 1, .hi = 1000}));
@@ -119,7 +165,9 @@ void add_attention_target(CLI::App* bench, BenchArgs& a) {
       "and the reference");
   attention->footer(kAttentionFooter);
   attention->allow_extras(false);  // a subcommand inherits allow_extras from bench
-  add_common_options(attention, a.attention.common);
+  add_common_options(attention, a.attention.common,
+                     "timed runs after the warm-up; the median is reported",
+                     &a.attention.thread_counts);
   // Split here, not by CLI11's delimiter: a value ending in ',' made CLI11 take the next argument
   // as more of it (`--case , --json` ran no case and lost --json, issue 26).
   attention

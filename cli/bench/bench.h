@@ -23,7 +23,10 @@ struct BenchCommon {
 };
 
 struct BenchAttentionArgs {
-  BenchCommon common;
+  BenchCommon common;  // threads: unused; --threads is thread_counts
+  // --threads N,N,...: each case at each count, in increasing order (duplicates dropped); one
+  // count is today's single run; empty: $QKV_NUM_THREADS, else the machine's cores.
+  std::vector<int> thread_counts;
   std::vector<std::string> cases;  // names; empty: the default set
   bool list = false;               // --list: print the cases (shapes, FLOPs) and run nothing
 };

@@ -9,7 +9,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
+#include <system_error>
 #include <vector>
 
 #include "core/aligned.h"
@@ -61,7 +67,44 @@ double median_seconds(const std::function<void()>& fn, int repeats, bool warm_up
   return n % 2 ? runs[n / 2] : 0.5 * (runs[n / 2 - 1] + runs[n / 2]);
 }
 
-double sgemm_gflops(int64_t n, int threads, int repeats) {
+namespace {
+
+// Each thread's time on a CPU so far, in seconds, by thread id: the first field of
+// /proc/self/task/TID/schedstat (nanoseconds), else utime + stime of its stat (clock ticks, 10 ms:
+// coarse, but enough for the timed runs of a 2048³ SGEMM). Empty where /proc cannot say.
+std::map<long, double> thread_cpu_seconds() {
+  std::map<long, double> times;
+  std::error_code error;
+  const double tick = 1.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    const long tid = std::strtol(entry.path().filename().c_str(), nullptr, 10);
+    std::ifstream schedstat(entry.path() / "schedstat");
+    double ns = 0;
+    if (schedstat >> ns) {
+      times[tid] = ns * 1e-9;
+      continue;
+    }
+    std::ifstream stat_file(entry.path() / "stat");
+    std::string stat;
+    std::getline(stat_file, stat);
+    // The fields after the command's name in parentheses: state is field 3, utime 14, stime 15.
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i == 14) utime = std::strtod(field.c_str(), nullptr);
+      if (i == 15) stime = std::strtod(field.c_str(), nullptr);
+    }
+    times[tid] = (utime + stime) * tick;
+  }
+  return times;
+}
+
+}  // namespace
+
+SgemmCeiling sgemm_ceiling(int64_t n, int threads, int repeats) {
   // The operands are made once (the targets measure before each case).
   static int64_t made = 0;
   static Tensor a, b;
@@ -71,14 +114,56 @@ double sgemm_gflops(int64_t n, int threads, int repeats) {
   }
   std::vector<float> c(static_cast<std::size_t>(n * n));
   const cpu::BlasThreads blas(threads);  // at most the cores: the SGEMM's best, not oversubscribed
+  SgemmCeiling ceiling;
+  ceiling.blas_threads = openblas_get_num_threads();
   const int N = static_cast<int>(n);
-  const double t = median_seconds(
-      [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a.data<float>(), N,
-                    b.data<float>(), N, 0.0f, c.data(), N);
-      },
-      std::max(repeats, 3));
-  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / t / 1e9;
+  auto product = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a.data<float>(), N,
+                b.data<float>(), N, 0.0f, c.data(), N);
+  };
+  product();  // the warm-up, outside the counts below: OpenBLAS may start threads in it
+  const std::map<long, double> before = thread_cpu_seconds();
+  const double cpu0 = cpu_seconds();
+  double t = 0;
+  const double wall =
+      seconds_of([&] { t = median_seconds(product, std::max(repeats, 3), /*warm_up=*/false); });
+  ceiling.cpu_share = (cpu_seconds() - cpu0) / (wall * ceiling.blas_threads);
+  const std::map<long, double> after = thread_cpu_seconds();
+  if (!after.empty()) {
+    // OpenBLAS gives each of its threads an equal share of the product, so each one that worked
+    // ran for about as long as the busiest; the process's other threads (qkv's sleeping pool, an
+    // idle OpenBLAS worker) barely ran. Half the busiest one's time tells them apart, on a quiet
+    // machine and on one that gives every thread the same fraction of a core.
+    std::vector<double> ran;
+    for (const auto& [tid, seconds] : after) {
+      const auto it = before.find(tid);
+      ran.push_back(seconds - (it == before.end() ? 0.0 : it->second));
+    }
+    const double busiest = *std::max_element(ran.begin(), ran.end());
+    ceiling.threads_working = static_cast<int>(std::count_if(
+        ran.begin(), ran.end(), [&](double s) { return busiest > 0 && s >= 0.5 * busiest; }));
+  }
+  ceiling.gflops =
+      2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / t / 1e9;
+  return ceiling;
+}
+
+double sgemm_gflops(int64_t n, int threads, int repeats) {
+  return sgemm_ceiling(n, threads, repeats).gflops;
+}
+
+std::string openblas_config() { return openblas_get_config(); }
+
+std::string openblas_threading() {
+  switch (openblas_get_parallel()) {
+    case OPENBLAS_SEQUENTIAL:
+      return "sequential";
+    case OPENBLAS_THREAD:
+      return "pthreads";
+    case OPENBLAS_OPENMP:
+      return "OpenMP";
+  }
+  return "unknown";
 }
 
 Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng) {

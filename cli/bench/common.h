@@ -37,10 +37,33 @@ double seconds_of(const std::function<void()>& fn);
 // CPU seconds (user + system) this process has used so far, all threads together.
 double cpu_seconds();
 
-// OpenBLAS SGEMM C = A·B on n×n N(0, 1) matrices with `threads` threads: GFLOP/s (2n³ FLOPs),
-// median of max(repeats, 3) after a warm-up. The machine's practical fp32 peak, the yardstick of
-// every kernel's rate.
+// The SGEMM ceiling as measured, with what says whether it can be trusted: a ceiling that ran on
+// fewer threads than asked reads low, and every kernel's share of it high (fwd/SGEMM read 527% at
+// 16 threads, issue 31).
+struct SgemmCeiling {
+  double gflops = 0;     // 2n³ FLOPs over the median time
+  int blas_threads = 0;  // openblas_get_num_threads() while it ran: min(threads, cores)
+  // The process's threads that ran, during the timed runs, for at least half as long as the
+  // busiest of them (/proc/self/task/*/schedstat): OpenBLAS's workers and the caller. None where
+  // /proc cannot say (no such files).
+  std::optional<int> threads_working{};
+  double cpu_share = 0;  // CPU time of the timed runs / (their wall time × blas_threads)
+};
+
+// OpenBLAS SGEMM C = A·B on n×n N(0, 1) matrices on min(threads, the cores) OpenBLAS threads
+// (set_blas_threads): GFLOP/s (2n³ FLOPs), median of max(repeats, 3) after a warm-up, and the
+// threads and CPU share it ran with. The machine's practical fp32 peak, the yardstick of every
+// kernel's rate.
+SgemmCeiling sgemm_ceiling(int64_t n, int threads, int repeats);
+// sgemm_ceiling(n, threads, repeats).gflops.
 double sgemm_gflops(int64_t n, int threads, int repeats);
+
+// How the OpenBLAS that the process loaded was built: openblas_get_config() ("OpenBLAS 0.3.21
+// NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64") and its threading
+// (openblas_get_parallel(): "sequential", "pthreads" or "OpenMP"). A build with OpenMP takes its
+// thread count from OMP_NUM_THREADS at every call, whatever openblas_set_num_threads said.
+std::string openblas_config();
+std::string openblas_threading();
 
 // A contiguous float32 tensor of independent N(0, 1) values. Normal data, not random integers:
 // those make the softmax one-hot and the timings meaningless (docs/CONVENTIONS.md §4.2).

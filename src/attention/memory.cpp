@@ -110,18 +110,21 @@ int64_t attention_backward_bytes(const Tensor& q, const Tensor& k, const Tensor&
   const double grads = elements(q) + elements(k) + elements(v);
   if (attention_detail::choose_path(q, k, v, o) == Path::fused) {
     // The forward's output and row statistics (run again, or a saved forward's contiguous
-    // copies), dout as float32, dq, dk and dv, and each worker's rows: the Hq / Hkv heads of its
-    // (batch, kv head) group, L rows each, as Q, packed Q and packed dO, beside its key tiles.
+    // copies), dout as float32, dq, dk and dv, the partial dQ of each key chunk past the first,
+    // every query row as the products read it (Q, packed Q and packed dO, dO rounded in bf16, and
+    // per row D and the visible end), and each worker's key tiles.
     using namespace cpu::flash;
-    const int workers = static_cast<int>(
-        std::min<double>(resolve_num_threads(o.num_threads), std::max(1.0, 1.0 * d.B * d.Hkv)));
-    const double group_rows =
-        std::max(1.0, static_cast<double>(d.Hq / std::max<int64_t>(d.Hkv, 1)) * d.L);
+    const BackwardChunks chunks = backward_chunks(d.B, d.Hq, d.Hkv, d.S, d.Dk, d.L);
+    const int workers = static_cast<int>(std::min<double>(
+        resolve_num_threads(o.num_threads), std::max(1.0, 1.0 * d.B * d.Hkv * chunks.count)));
     const double dk = static_cast<double>(d.Dk), dv = static_cast<double>(d.Dv);
-    const double per_worker = 4 * (group_rows * (2 * dk + dv) + kBackwardKeys * (3 * dk + 2 * dv) +
-                                   4.0 * kBackwardRows * kBackwardKeys);
+    const bool in_bf16 = o.precision == Precision::bf16;
+    const double query_rows = rows * (4 * (2 * dk + (in_bf16 ? 2 : 1) * dv) + 12);
+    const double per_worker =
+        4 * (kBackwardKeys * (3 * dk + 2 * dv) + 4.0 * kBackwardRows * kBackwardKeys);
+    const double partials = 4.0 * (chunks.count - 1) * rows * dk;
     return saturated_bytes(fused_inputs(q, k, v, o) + 4 * (2 * outs + 2 * rows) + 4 * grads +
-                           workers * per_worker);
+                           partials + query_rows + workers * per_worker);
   }
   // The reference: its float64 inputs and masks, dout as float64 (counted as a copy), every
   // gradient in float64 and then in its input's dtype, and one row's scratch.

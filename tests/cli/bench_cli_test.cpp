@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/cli_runner.h"
+#include "qkv/threads.h"
 
 namespace {
 
@@ -30,6 +31,13 @@ std::vector<nlohmann::json> json_lines(const std::string& text) {
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) lines.push_back(nlohmann::json::parse(line));  // throws if not JSON
   return lines;
+}
+
+// The terminal columns of a line of text: its UTF-8 characters (the tables' are one column each).
+int columns(const std::string& line) {
+  return static_cast<int>(std::count_if(line.begin(), line.end(), [](char ch) {
+    return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+  }));
 }
 
 // One line on stderr, "qkv: error: ...", and nothing on stdout.
@@ -193,10 +201,11 @@ TEST(BenchCli, UsageErrorsAreOneLineWithExitCode2) {
                      "--case 'nope' is unknown; expected one of: 1k, 1k-causal");
   // A list ending in ',' took the next argument as more of it: `--case , --json` lost --json.
   for (const char* list : {",", "4k,", ",4k", "4k,,decode"})
-    expect_usage_error(run_qkv({"bench", "attention", "--case", list, "--json", "--list"}),
-                       std::string("--case: '") + list +
-                           "' has an empty name; expected NAME,... e.g. 4k,decode");
-  const CliResult two = run_qkv({"bench", "attention", "--case", "4k", "--case", "decode", "--list"});
+    expect_usage_error(
+        run_qkv({"bench", "attention", "--case", list, "--json", "--list"}),
+        std::string("--case: '") + list + "' has an empty name; expected NAME,... e.g. 4k,decode");
+  const CliResult two =
+      run_qkv({"bench", "attention", "--case", "4k", "--case", "decode", "--list"});
   EXPECT_EQ(two.exit_code, 0) << two.describe();
   EXPECT_THAT(two.out, HasSubstr("qkv bench attention: 2 cases")) << two.describe();
   expect_usage_error(run_qkv({"bench", "attention", "--repeats", "0"}), "--repeats");
@@ -205,6 +214,112 @@ TEST(BenchCli, UsageErrorsAreOneLineWithExitCode2) {
   expect_usage_error(run_qkv({"bench", "--json", "attention"}), "options go after the target");
   expect_usage_error(run_qkv({"bench"}), "expected a target: attention");
   expect_usage_error(run_qkv({"bench", "matmul"}), "'matmul' is not a target; expected attention");
+}
+
+// --threads takes a list; a bad item is named with the list it came from, and the message says
+// what a count must be, as a single --threads does.
+TEST(BenchCli, ThreadListItemsAreCheckedOneByOne) {
+  expect_usage_error(run_qkv({"bench", "attention", "--threads", "1,x", "--list"}),
+                     "--threads: 'x' in '1,x': x is not a decimal integer; expected 1 to ");
+  const std::string too_many = std::to_string(qkv::max_num_threads() + 1);
+  expect_usage_error(run_qkv({"bench", "attention", "--threads", "2," + too_many, "--list"}),
+                     "--threads: '" + too_many + "' in '2," + too_many + "': " + too_many +
+                         " is out of range; expected 1 to ");
+  expect_usage_error(run_qkv({"bench", "attention", "--threads", "0,1", "--list"}),
+                     "--threads: '0' in '0,1': ");
+  for (const char* list : {"1,,2", ",1", "1,"})
+    expect_usage_error(run_qkv({"bench", "attention", "--threads", list, "--json", "--list"}),
+                       std::string("--threads: '") + list +
+                           "' has an empty item; expected N or N,N,... e.g. 1,2,4,8,16");
+  // One count keeps its old message.
+  expect_usage_error(run_qkv({"bench", "attention", "--threads", "x", "--list"}),
+                     "--threads: x is not a decimal integer");
+  const CliResult help = run_qkv({"bench", "attention", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.describe();
+  EXPECT_THAT(help.out, HasSubstr("qkv bench attention --threads 1,2,4,8,16")) << help.describe();
+}
+
+// A sweep: one JSON row per (case, count), the counts in increasing order; per-thread rates and
+// speed-ups over the smallest count (exactly 1 for it), and each SGEMM ceiling on min(threads,
+// cores) OpenBLAS threads, seen working and with its CPU share.
+TEST(BenchCli, ThreadSweepJsonHasPerThreadRatesAndSpeedups) {
+  const CliResult r =
+      run_qkv({"bench", "attention", "--quick", "--case", "1k", "--threads", "2,1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<nlohmann::json> rows = json_lines(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.describe();
+  const int cores = qkv::num_cores();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& row = rows[i];
+    SCOPED_TRACE(row.dump());
+    const int threads = static_cast<int>(i) + 1;
+    EXPECT_EQ(row.at("case"), "1k");
+    EXPECT_EQ(row.at("threads"), threads);
+    EXPECT_EQ(row.at("cores"), cores);
+    EXPECT_EQ(row.at("speedup_base_threads"), 1);
+    EXPECT_EQ(row.at("sgemm_blas_threads"), std::min(threads, cores));
+    EXPECT_EQ(row.at("openblas_threading"), "pthreads");
+    ASSERT_TRUE(row.at("sgemm_cpu_share").is_number());
+    EXPECT_GT(row.at("sgemm_cpu_share").get<double>(), 0);
+    if (!row.at("sgemm_threads_working").is_null()) {
+      EXPECT_GE(row.at("sgemm_threads_working").get<int>(), 1);
+    }
+    for (const char* path : {"fwd", "bwd", "sgemm"}) {
+      const double rate =
+          row.at(std::string(path) == "sgemm" ? "sgemm_gflops" : std::string(path) + "_gflops")
+              .get<double>();
+      const double per_thread = row.at("gflops_per_thread").at(path).get<double>();
+      EXPECT_NEAR(per_thread, rate / threads, 1e-9 * rate) << path;
+      const double speedup = row.at("speedup").at(path).get<double>();
+      if (threads == 1) {
+        EXPECT_EQ(speedup, 1.0) << path;  // the base against itself, exactly
+      } else {
+        const double base =
+            rows[0]
+                .at(std::string(path) == "sgemm" ? "sgemm_gflops" : std::string(path) + "_gflops")
+                .get<double>();
+        EXPECT_NEAR(speedup, rate / base, 1e-9 * speedup) << path;
+      }
+    }
+  }
+}
+
+// One count is today's run: no sweep fields. Asked for more threads than cores, the SGEMM ceiling
+// runs on the cores (more would only wait for one another), and says so.
+TEST(BenchCli, CeilingRunsOnAtMostTheCores) {
+  const int cores = qkv::num_cores();
+  const CliResult r = run_qkv({"bench", "attention", "--quick", "--case", "decode", "--threads",
+                               std::to_string(cores + 1), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<nlohmann::json> rows = json_lines(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.describe();
+  EXPECT_EQ(rows[0].at("threads"), cores + 1);
+  EXPECT_EQ(rows[0].at("sgemm_blas_threads"), cores);
+  EXPECT_FALSE(rows[0].contains("speedup")) << rows[0].dump();
+  EXPECT_FALSE(rows[0].contains("gflops_per_thread")) << rows[0].dump();
+}
+
+// The table of a sweep: one table a count, each followed by its ceiling's threads, then the
+// scaling table, all within 80 columns.
+TEST(BenchCli, ThreadSweepTableFitsIn80Columns) {
+  const CliResult r =
+      run_qkv({"bench", "attention", "--quick", "--case", "1k", "--threads", "1,2"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("threads 1, 2 (a sweep)")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\n1 thread:\n")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\n2 threads:\n")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("sgemm at 1 thread: 1 OpenBLAS thread in force (min(1, ")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\nScaling: GFLOP/s, per thread, and the speed-up over 1 thread\n"))
+      << r.out;
+  std::istringstream lines(r.out.substr(r.out.find("\nScaling:")));
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("1k ", 0) != 0) continue;
+    ++rows;
+    EXPECT_LE(columns(line), 80) << line;
+    if (rows == 1) EXPECT_THAT(line, HasSubstr("1.00×")) << line;
+  }
+  EXPECT_EQ(rows, 2) << r.out;
 }
 
 }  // namespace

@@ -7,9 +7,12 @@
 //   dP = dO·Vᵀ
 //   dX = P ∘ (dP − D), D = rowsum(dO ∘ O)   the softmax backward, since Σ_j P_ij dP_ij = D_i
 //   dQ += scale·dX·K,  dK += scale·dXᵀ·Q,  dscale += Σ dX ∘ (Q·Kᵀ)
-// One work item is one (batch, kv head) with all the query heads that share it; it runs its key
-// tiles and query tiles in a fixed order and owns every dQ, dK, dV row it writes, so the result
-// is the same bits for any number of threads.
+// One work item is one (batch, kv head) with all the query heads that share it, and one chunk of
+// its key tiles: it owns the dK and dV rows of its keys, and sums its keys' share of dQ into a
+// partial dQ of its own; the chunks' partials are then added in chunk order. The chunks follow
+// from the problem alone (plan_chunks), never from the thread count, and every sum runs in a fixed
+// order, so the result is the same bits for any number of threads. (With one work item per group,
+// a problem with two kv heads kept two threads busy: issue 31.)
 #include <cmath>
 #include <vector>
 
@@ -24,20 +27,77 @@ namespace {
 
 using namespace flash;
 
-struct Scratch {
-  // The group's Q rows (non-finite rows zeroed), and Q and dO as pv_tile's packed values; clean K
-  // and V tiles; the key tile's K and V as qk_tile's panels and K as packed values; raw scores
-  // R = Q·Kᵀ, logits X, probabilities P, dP → dX.
-  AlignedBuffer<float> q, q_values, dout_values, k, v, k_panels, v_panels, k_values, raw, logit,
-      prob, grad;
+// Every group's query rows as the products read them, made once and shared by the group's key
+// chunks (a group's rows are consecutive in the contiguous out, dout, stats and dq; so they are
+// here, at the same row numbers): Q with non-finite rows zeroed (rounded to bf16 under
+// Precision::bf16), Q and dO as pv_tile's packed values of each group, dO itself where it had to
+// be rounded, D_i = dO_i·O_i and the end of each row's visible keys.
+struct Rows {
+  int64_t per_group = 0;  // G·L
+  AlignedBuffer<float> q, q_values, dout_values, dout;
+  AlignedBuffer<bf16> q16, dout16;  // bf16: Q and dO as qk_tile_bf16 reads them
   std::vector<float> d;
   std::vector<int64_t> end;
+};
+
+Rows prepare_rows(const FlashProblem& p, const float* out, const float* dout, int threads) {
+  Rows w;
+  const int64_t G = p.Hq / p.Hkv, groups = p.B * p.Hkv, rows = p.B * p.Hq * p.L;
+  w.per_group = G * p.L;
+  w.q.resize(rows * p.Dk), w.q_values.resize(rows * p.Dk), w.dout_values.resize(rows * p.Dv);
+  if (in_bf16(p)) {
+    w.dout.resize(rows * p.Dv);
+    w.q16.resize(rows * bf16_row(p.Dk)), w.dout16.resize(rows * bf16_row(p.Dv));
+  }
+  w.d.resize(rows), w.end.resize(rows);
+  // Blocks of rows within a group, so that a few groups still give every thread work.
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (w.per_group + kBlock - 1) / kBlock;
+  parallel_for(groups * blocks, threads, [&](int64_t item, int) {
+    const int64_t group = item / blocks, r0 = item % blocks * kBlock;
+    const int64_t n = std::min(kBlock, w.per_group - r0);
+    const Group g{group / p.Hkv, group % p.Hkv, G, w.per_group};
+    const int64_t first = group * w.per_group;  // = (b·Hq + kv·G)·L
+    const float* dout_rows = dout + first * p.Dv;
+    if (in_bf16(p)) {
+      round_bf16_floats(dout_rows + r0 * p.Dv, w.dout.data() + (first + r0) * p.Dv, n * p.Dv);
+      dout_rows = w.dout.data() + first * p.Dv;
+    }
+    for (int64_t r = r0; r < r0 + n; ++r) {
+      const float* q = row_of(p.q, g.b, g.head(p, r), g.pos(p, r));
+      float* packed = w.q.data() + (first + r) * p.Dk;
+      if (in_bf16(p))
+        round_bf16_floats(q, packed, p.Dk);
+      else
+        std::copy(q, q + p.Dk, packed);
+      // A non-finite q row is packed as zeros so that 0 · NaN cannot reach keys it does not see;
+      // its saved max is NaN, which poisons exactly what the row does see.
+      if (!all_finite_row(packed, p.Dk)) std::fill(packed, packed + p.Dk, 0.0f);
+      w.d[first + r] = dot_row(dout_rows + r * p.Dv, out + (first + r) * p.Dv, p.Dv);
+      w.end[first + r] = visible_end(p, g.b, g.pos(p, r));
+    }
+    if (in_bf16(p)) {  // exact: the values are rounded already
+      round_bf16_rows(w.q.data() + (first + r0) * p.Dk, p.Dk, n, p.Dk,
+                      w.q16.data() + (first + r0) * bf16_row(p.Dk), bf16_row(p.Dk));
+      round_bf16_rows(dout_rows + r0 * p.Dv, p.Dv, n, p.Dv,
+                      w.dout16.data() + (first + r0) * bf16_row(p.Dv), bf16_row(p.Dv));
+    }
+    pack_values(w.q.data() + (first + r0) * p.Dk, p.Dk, n, p.Dk, w.q_values.data() + first * p.Dk,
+                w.per_group, r0);
+    pack_values(dout_rows + r0 * p.Dv, p.Dv, n, p.Dv, w.dout_values.data() + first * p.Dv,
+                w.per_group, r0);
+  });
+  return w;
+}
+
+struct Scratch {
+  // Clean K and V tiles; the key tile's K and V as qk_tile's panels and K as packed values; raw
+  // scores R = Q·Kᵀ, logits X, probabilities P, dP → dX.
+  AlignedBuffer<float> k, v, k_panels, v_panels, k_values, raw, logit, prob, grad;
+  AlignedBuffer<bf16> k16, v16;  // bf16: K and V as qk_tile_bf16's key panels
   std::vector<uint8_t> flags = std::vector<uint8_t>(kBackwardKeys);
-  Scratch(const FlashProblem& p)
-      : q(group_rows(p) * p.Dk),
-        q_values(group_rows(p) * p.Dk),
-        dout_values(group_rows(p) * p.Dv),
-        k(kBackwardKeys * p.Dk),
+  explicit Scratch(const FlashProblem& p)
+      : k(kBackwardKeys * p.Dk),
         v(kBackwardKeys * p.Dv),
         k_panels(p.Dk * kBackwardKeys),
         v_panels(p.Dv * kBackwardKeys),
@@ -45,52 +105,54 @@ struct Scratch {
         raw(kBackwardRows * kBackwardKeys),
         logit(kBackwardRows * kBackwardKeys),
         prob(kBackwardRows * kBackwardKeys),
-        grad(kBackwardRows * kBackwardKeys) {}
-  static int64_t group_rows(const FlashProblem& p) {
-    return std::max<int64_t>(1, p.Hq / std::max<int64_t>(p.Hkv, 1) * p.L);
+        grad(kBackwardRows * kBackwardKeys) {
+    if (in_bf16(p))
+      k16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dk)),
+          v16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dv));
   }
 };
 
 // Every product of a tile by our own kernels, each output one chain in a fixed order:
 //   R  = Q·Kᵀ   qk_tile (the forward's bits)     dP = dO·Vᵀ   qk_tile, V as the keys
+// (qk_tile_bf16 for both under Precision::bf16: the forward's bits again; the other three take
+// their bf16-rounded operands through the float32 tiles)
 //   dV += Pᵀ·dO  pv_tile_transposed, dO packed   dK += dXᵀ·Q  pv_tile_transposed, Q packed
 //   dQ += dX·K   pv_tile, K packed
 // (OpenBLAS re-packed every tile operand of every call; issue 12.)
-double backward_group(const FlashProblem& p, const Group& g, const float* out, const float* dout,
-                      const SoftmaxStats& stats, float* dq, float* dk, float* dv, Scratch& w) {
-  // The group's rows are consecutive in the contiguous out, dout, stats and dq.
+// Keys [key_begin, key_end) of group g (a whole number of kBackwardKeys tiles from key_begin):
+// their dK and dV rows, and their share of dQ summed into dq (zeros on entry), which is laid out as
+// the full dQ. Returns their share of ∂loss/∂scale.
+double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, int64_t key_end,
+                      const float* dout, const SoftmaxStats& stats, const Rows& rows, float* dq,
+                      float* dk, float* dv, Scratch& w) {
   const int64_t first = (g.b * p.Hq + g.kv * g.G) * p.L;
-  out += first * p.Dv, dout += first * p.Dv, dq += first * p.Dk;
+  dout = (in_bf16(p) ? rows.dout.data() : dout) + first * p.Dv;
+  dq += first * p.Dk;
   const float* row_max = stats.max + first;
   const float* row_sum = stats.sum + first;
+  const float* q = rows.q.data() + first * p.Dk;
+  const float* d = rows.d.data() + first;
+  const int64_t* row_end = rows.end.data() + first;
   dk += (g.b * p.Hkv + g.kv) * p.S * p.Dk;
   dv += (g.b * p.Hkv + g.kv) * p.S * p.Dv;
-  w.d.resize(g.rows), w.end.resize(g.rows);
-  for (int64_t r = 0; r < g.rows; ++r) {
-    const float* q = row_of(p.q, g.b, g.head(p, r), g.pos(p, r));
-    float* packed = w.q.data() + r * p.Dk;
-    // A non-finite q row is packed as zeros so that 0 · NaN cannot reach keys it does not see;
-    // its saved max is NaN, which poisons exactly what the row does see.
-    if (all_finite_row(q, p.Dk))
-      std::copy(q, q + p.Dk, packed);
-    else
-      std::fill(packed, packed + p.Dk, 0.0f);
-    w.d[r] = dot_row(dout + r * p.Dv, out + r * p.Dv, p.Dv);
-    w.end[r] = visible_end(p, g.b, g.pos(p, r));
-  }
-  pack_values(w.q.data(), p.Dk, g.rows, p.Dk, w.q_values.data(), g.rows, 0);
-  pack_values(dout, p.Dv, g.rows, p.Dv, w.dout_values.data(), g.rows, 0);
-  const ValueRows q_values{w.q_values.data(), 0, g.rows};
-  const ValueRows dout_values{w.dout_values.data(), 0, g.rows};
+  const ValueRows q_values{rows.q_values.data() + first * p.Dk, 0, g.rows};
+  const ValueRows dout_values{rows.dout_values.data() + first * p.Dv, 0, g.rows};
+  const bool b16 = in_bf16(p);
+  const int64_t ldq16 = bf16_row(p.Dk), ldo16 = bf16_row(p.Dv);
 
   double dscale = 0;
-  for (int64_t j0 = 0; j0 < p.S; j0 += kBackwardKeys) {
-    const int64_t n = std::min(kBackwardKeys, p.S - j0);
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += kBackwardKeys) {
+    const int64_t n = std::min(kBackwardKeys, key_end - j0);
     TileRows t{row_of(p.k, g.b, g.kv, j0), p.k.stride[2], row_of(p.v, g.b, g.kv, j0),
                p.v.stride[2]};
+    t = precise_tile(p, t, n, w.k.data(), w.v.data());
     if (tile_flags(p, t.k, t.ldk, t.v, t.ldv, n, w.flags.data()))
       t = clean_tile(p, t, n, w.flags.data(), w.k.data(), w.v.data());
     KeyTile keys{t.k, t.ldk, n, w.k_panels.data()};
+    if (b16) {  // the forward's bf16 scores need qk_tile_bf16's panels, and so does dP = dO·Vᵀ
+      pack_keys_bf16(t.k, t.ldk, n, p.Dk, w.k16.data());
+      pack_keys_bf16(t.v, t.ldv, n, p.Dv, w.v16.data());
+    }
     KeyTile values_as_keys{t.v, t.ldv, n, w.v_panels.data()};
     bool packed_k = false;
     const ValueRows k_values{w.k_values.data(), 0, n};
@@ -98,7 +160,7 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
     for (int64_t r0 = 0; r0 < g.rows; r0 += kBackwardRows) {
       const int64_t m = std::min(kBackwardRows, g.rows - r0);
       bool any_visible = false;
-      for (int64_t r = r0; r < r0 + m && !any_visible; ++r) any_visible = w.end[r] > j0;
+      for (int64_t r = r0; r < r0 + m && !any_visible; ++r) any_visible = row_end[r] > j0;
       if (!any_visible) continue;  // a tile wholly hidden by causality or lengths
       if (!packed_k) pack_values(t.k, t.ldk, n, p.Dk, w.k_values.data(), n, 0), packed_k = true;
 
@@ -108,12 +170,16 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
       float* grad = w.grad.data();
       // The forward's scores, bit for bit (qk_tile.h: the same rows per tile), so that
       // exp(x − m) of a row's max is 1.
-      qk_tile(w.q.data() + r0 * p.Dk, p.Dk, m, keys, p.Dk, raw, kBackwardKeys);
+      if (b16)
+        qk_tile_bf16(rows.q16.data() + (first + r0) * ldq16, ldq16, m, w.k16.data(), n, n, p.Dk,
+                     raw, kBackwardKeys);
+      else
+        qk_tile(q + r0 * p.Dk, p.Dk, m, keys, p.Dk, raw, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t row = r0 + r;
         float* x = logit + r * kBackwardKeys;
         float* pr = prob + r * kBackwardKeys;
-        const int64_t e = std::clamp<int64_t>(w.end[row] - j0, 0, n);
+        const int64_t e = std::clamp<int64_t>(row_end[row] - j0, 0, n);
         std::copy(raw + r * kBackwardKeys, raw + r * kBackwardKeys + e, x);
         scale_row(x, e, p.scale);
         if (p.bias) add_bias(p, bias_row(p, g.b, g.head(p, row), g.pos(p, row)), j0, x, e);
@@ -132,14 +198,22 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
           std::fill(pr + e, pr + n, 0.0f);
         }
       }
-      pv_tile_transposed(prob, kBackwardKeys, n, dout_values, r0, m, p.Dv, dv + j0 * p.Dv, p.Dv);
-      qk_tile(dout + r0 * p.Dv, p.Dv, m, values_as_keys, p.Dv, grad, kBackwardKeys);
+      if (b16)
+        qk_tile_bf16(rows.dout16.data() + (first + r0) * ldo16, ldo16, m, w.v16.data(), n, n, p.Dv,
+                     grad, kBackwardKeys);
+      else
+        qk_tile(dout + r0 * p.Dv, p.Dv, m, values_as_keys, p.Dv, grad, kBackwardKeys);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t at = r * kBackwardKeys;
         // grad becomes scale·dX, so that a NaN still reaches dQ and dK when scale = 0.
         dscale +=
-            softmax_grad_row(prob + at, logit + at, raw + at, grad + at, n, w.d[r0 + r], p.scale);
+            softmax_grad_row(prob + at, logit + at, raw + at, grad + at, n, d[r0 + r], p.scale);
+        if (in_bf16(p)) {  // the inputs of the three products below
+          round_bf16_floats(prob + at, prob + at, n);
+          round_bf16_floats(grad + at, grad + at, n);
+        }
       }
+      pv_tile_transposed(prob, kBackwardKeys, n, dout_values, r0, m, p.Dv, dv + j0 * p.Dv, p.Dv);
       pv_tile_transposed(grad, kBackwardKeys, n, q_values, r0, m, p.Dk, dk + j0 * p.Dk, p.Dk);
       pv_tile(grad, kBackwardKeys, m, k_values, 0, n, p.Dk, dq + r0 * p.Dk, p.Dk);
     }
@@ -149,25 +223,71 @@ double backward_group(const FlashProblem& p, const Group& g, const float* out, c
 
 }  // namespace
 
+namespace flash {
+
+BackwardChunks backward_chunks(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t Dk,
+                               int64_t L) {
+  constexpr int64_t kWantItems = 32;
+  constexpr double kPartialBytes = 256.0 * (1 << 20);
+  const int64_t tiles = (S + kBackwardKeys - 1) / kBackwardKeys;
+  const int64_t groups = std::max<int64_t>(1, B * Hkv);
+  const double dq_bytes = 4.0 * static_cast<double>(B) * Hq * L * Dk;
+  int64_t count =
+      std::clamp<int64_t>((kWantItems + groups - 1) / groups, 1, std::max<int64_t>(tiles, 1));
+  if (dq_bytes > 0)
+    count = std::min<int64_t>(count, 1 + static_cast<int64_t>(kPartialBytes / dq_bytes));
+  BackwardChunks c;
+  const int64_t tiles_per_chunk = (std::max<int64_t>(tiles, 1) + count - 1) / count;
+  c.keys = tiles_per_chunk * kBackwardKeys;
+  c.count = std::max<int64_t>(1, (S + c.keys - 1) / c.keys);
+  return c;
+}
+
+}  // namespace flash
+
 void flash_backward(const FlashProblem& p, const float* out, const float* dout,
                     const SoftmaxStats& stats, float* dq, float* dk, float* dv, double* dscale,
                     int threads) {
-  std::fill(dq, dq + p.B * p.Hq * p.L * p.Dk, 0.0f);
+  const int64_t dq_size = p.B * p.Hq * p.L * p.Dk;
+  std::fill(dq, dq + dq_size, 0.0f);
   std::fill(dk, dk + p.B * p.Hkv * p.S * p.Dk, 0.0f);
   std::fill(dv, dv + p.B * p.Hkv * p.S * p.Dv, 0.0f);
   *dscale = 0;
   if (p.B == 0 || p.Hkv == 0 || p.L == 0 || p.S == 0) return;
   const int64_t G = p.Hq / p.Hkv;
   const int64_t groups = p.B * p.Hkv;
-  const int workers = static_cast<int>(std::min<int64_t>(threads, groups));
+  const BackwardChunks chunks = backward_chunks(p.B, p.Hq, p.Hkv, p.S, p.Dk, p.L);
+  const int64_t items = groups * chunks.count;
+  const int workers = static_cast<int>(std::min<int64_t>(threads, items));
+  const Rows rows = prepare_rows(p, out, dout, threads);
   std::vector<Scratch> scratch;
   for (int t = 0; t < workers; ++t) scratch.emplace_back(p);
-  std::vector<double> partial(groups, 0.0);
-  parallel_for(groups, workers, [&](int64_t item, int worker) {
-    const Group g{item / p.Hkv, item % p.Hkv, G, G * p.L};
-    partial[item] = backward_group(p, g, out, dout, stats, dq, dk, dv, scratch[worker]);
+  // Chunk c > 0 sums its share of dQ into partial[c − 1], laid out as dq.
+  AlignedBuffer<float> partial((chunks.count - 1) * dq_size);
+  std::fill(partial.data(), partial.data() + partial.size(), 0.0f);
+  std::vector<double> dscale_of(items, 0.0);
+  parallel_for(items, workers, [&](int64_t item, int worker) {
+    // Chunk-major, so that the first items are the groups' first keys: under causality they see
+    // the most rows, and the workers finish on small items (the order does not change the bits).
+    const int64_t chunk = item / groups, group = item % groups;
+    const Group g{group / p.Hkv, group % p.Hkv, G, G * p.L};
+    const int64_t begin = chunk * chunks.keys, end = std::min(p.S, begin + chunks.keys);
+    float* to = chunk == 0 ? dq : partial.data() + (chunk - 1) * dq_size;
+    dscale_of[group * chunks.count + chunk] =
+        backward_group(p, g, begin, end, dout, stats, rows, to, dk, dv, scratch[worker]);
   });
-  for (double x : partial) *dscale += x;  // in a fixed order, whatever the threads
+  if (chunks.count > 1) {
+    // dQ = ((chunk 0 + chunk 1) + chunk 2) + …, each element in that order, in blocks of rows.
+    constexpr int64_t kBlock = 16384;
+    parallel_for((dq_size + kBlock - 1) / kBlock, threads, [&](int64_t block, int) {
+      const int64_t lo = block * kBlock, hi = std::min(dq_size, lo + kBlock);
+      for (int64_t c = 1; c < chunks.count; ++c) {
+        const float* from = partial.data() + (c - 1) * dq_size;
+        for (int64_t x = lo; x < hi; ++x) dq[x] += from[x];
+      }
+    });
+  }
+  for (double x : dscale_of) *dscale += x;  // in a fixed order, whatever the threads
 }
 
 }  // namespace qkv::cpu

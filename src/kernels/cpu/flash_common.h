@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/bf16_tile.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/pv_tile.h"
 
@@ -26,6 +28,16 @@ inline constexpr int64_t kBackwardRows = kRows;
 // Backward tiles of 128 keys measured worse at D = 256 (single thread, L = S = 4096, bwd/SGEMM,
 // AVX2: 0.75–0.76 against 0.82–0.83 with 256).
 inline constexpr int64_t kBackwardKeys = 256;
+// The backward's work items: each (batch, kv head) group's keys split into `count` chunks of
+// `keys` keys (whole tiles), one item each, for enough items to fill 32 threads where the keys
+// allow. A chunk past the first sums its share of dQ into a partial dQ of its own (B·Hq·L·Dk
+// floats), added to the first's in chunk order: at most 256 MiB of partials in all. A function of
+// the problem alone, never of the threads, so that the bits are not either.
+struct BackwardChunks {
+  int64_t count = 1, keys = 0;
+};
+BackwardChunks backward_chunks(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t Dk,
+                               int64_t L);
 inline constexpr float kLog2e = 1.44269504088896340736f;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -66,6 +78,9 @@ inline float bias_at(const FlashProblem& p, const float* row, int64_t j) {
   return row[j * p.bias_stride[3]];
 }
 
+// Precision::bf16: the kernels round the inputs of their products with bf16.h's round_bf16.
+inline bool in_bf16(const FlashProblem& p) { return p.precision == Precision::bf16; }
+
 // s[j] += bias[j], or −∞ where the bias is −∞, for keys j0 .. j0 + n. True when a sum with a bias
 // above −∞ came out ±∞ (an overflow).
 bool add_bias(const FlashProblem& p, const float* bias, int64_t j0, float* s, int64_t n);
@@ -87,14 +102,21 @@ struct TileRows {
 };
 TileRows clean_tile(const FlashProblem& p, TileRows in, int64_t n, const uint8_t* flags,
                     float* k_copy, float* v_copy);
+// Where a tile's keys and values are read from under p's precision: `in` itself (fp32), or their
+// bf16 roundings written to k_copy and v_copy (n·Dk and n·Dv floats). Flags are taken after.
+TileRows precise_tile(const FlashProblem& p, TileRows in, int64_t n, float* k_copy, float* v_copy);
 
 // The keys and values of every (batch, kv head) group, packed once for all the query tiles and
 // grouped heads that read them (group = b·Hkv + kv): each key tile's panels (qk_tile.h), the
 // values' panels (pv_tile.h), and each key's flags. Flagged keys and values are zeros in the
 // panels, as in clean_tile. Memory: one more copy of K and V, O(S·D) per group.
+//
+// Under Precision::bf16 the panels are bf16_tile.h's instead (kt16, v16), of the rounded keys and
+// values; kt and v stay empty.
 struct PackedKv {
   int64_t key_tile = 0, tiles = 0;
   AlignedBuffer<float> kt, v;
+  AlignedBuffer<bf16> kt16, v16;
   std::vector<uint8_t> flags, tile_bad;  // [group][S], [group][tile]
   std::vector<float> key_norm;           // [group][tile]: the tile's largest ‖k_j‖
   float* tile_keys(const FlashProblem& p, int64_t group, int64_t tile) {
@@ -102,6 +124,12 @@ struct PackedKv {
   }
   ValueRows values(const FlashProblem& p, int64_t group) const {
     return {v.data() + group * p.S * p.Dv, 0, p.S};
+  }
+  const bf16* tile_keys16(const FlashProblem& p, int64_t group, int64_t tile) const {
+    return kt16.data() + (group * tiles + tile) * bf16_key_panel_elems(key_tile, p.Dk);
+  }
+  const bf16* values16(const FlashProblem& p, int64_t group) const {
+    return v16.data() + group * bf16_value_panel_elems(p.S, p.Dv);
   }
 };
 PackedKv pack_kv(const FlashProblem& p, int64_t key_tile, int threads);

@@ -29,8 +29,10 @@ constexpr float kNoOverflow = 1e37f;
 
 // Scratch of one worker, allocated once per call.
 struct Scratch {
-  // Packed Q tile, transposed K tile, score tile, output accumulator, clean K and V tiles.
+  // Packed Q tile, transposed K tile, score tile, output accumulator, clean K and V tiles; under
+  // Precision::bf16 the Q tile and the probabilities of a block of rows as bf16 (bf16_tile.h).
   AlignedBuffer<float> q, kt, s, o, k, v;
+  AlignedBuffer<bf16> q16, p16;
   std::vector<float> m, l, q_norm, tile_max;
   std::vector<int64_t> end;
   std::vector<uint8_t> q_bad, poisoned, bad_value, flags;
@@ -49,7 +51,9 @@ struct Scratch {
         q_bad(kRows),
         poisoned(kRows),
         bad_value(kRows),
-        flags(kKeys) {}
+        flags(kKeys) {
+    if (in_bf16(p)) q16.resize(kRows * bf16_row(p.Dk)), p16.resize(kSubRows * kKeys);
+  }
 };
 
 // Whether query row (b, h, i), whose keys [0, end) pass causality and lengths, sees key j.
@@ -100,14 +104,19 @@ void softmax_step(const FlashProblem& p, const float* bias, int64_t j0, int64_t 
 }
 
 // Runs rows [r0, r0 + rows) of group g against keys [j_begin, j_end), leaving each row's running
-// max m, sum l, unnormalized output o and poison flags in the worker's scratch. The keys and values
-// come packed (pk) or, for tiles of dot-form rows (decoding), in place.
+// max m, sum l, unnormalized output o and poison flags in the worker's scratch. The scores take
+// `form`, that of the whole tile of rows these belong to. The keys and values come packed (pk)
+// or, for tiles of dot-form rows (decoding), in place.
 void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows, int64_t j_begin,
-                int64_t j_end, PackedKv* pk, Scratch& w) {
+                int64_t j_end, QkForm form, PackedKv* pk, Scratch& w) {
   int64_t max_end = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* q = row_of(p.q, g.b, g.head(p, r0 + r), g.pos(p, r0 + r));
-    std::copy(q, q + p.Dk, w.q.data() + r * p.Dk);
+    const float* from = row_of(p.q, g.b, g.head(p, r0 + r), g.pos(p, r0 + r));
+    float* q = w.q.data() + r * p.Dk;
+    if (in_bf16(p))
+      round_bf16_floats(from, q, p.Dk);
+    else
+      std::copy(from, from + p.Dk, q);
     w.q_bad[r] = !all_finite_row(q, p.Dk);
     w.q_norm[r] = w.q_bad[r] ? kInf : std::sqrt(dot_row(q, q, p.Dk));
     w.end[r] = visible_end(p, g.b, g.pos(p, r0 + r));
@@ -117,12 +126,15 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     w.poisoned[r] = w.bad_value[r] = 0;
   }
   std::fill(w.o.data(), w.o.data() + rows * p.Dv, 0.0f);
+  const bool b16 = in_bf16(p);
+  const int64_t ldq16 = bf16_row(p.Dk);
+  if (b16) round_bf16_rows(w.q.data(), p.Dk, rows, p.Dk, w.q16.data(), ldq16);  // exact: rounded
 
   // The scores by qk_tile, not SGEMM: the backward recomputes them and must get the same bits
-  // (the form of the whole tile's row count, however many rows go at once).
-  const QkForm form = qk_form(rows);
+  // (the form of the whole tile's row count, however many rows go at once). bf16 has one form,
+  // qk_tile_bf16's, on keys always packed.
   const int64_t group = g.b * p.Hkv + g.kv;
-  if (form == QkForm::kDot) pk = nullptr;
+  if (form == QkForm::kDot && !b16) pk = nullptr;
   // Key tiles past every row's causal or length limit are skipped whole.
   max_end = std::min(max_end, j_end);
   for (int64_t j0 = j_begin; j0 < max_end; j0 += kKeys) {
@@ -152,7 +164,8 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     // the float32 range (Cauchy–Schwarz bounds every partial sum) — qk_tile takes each row's max.
     const float key_norm =
         pk && raw_units(p) && !tile_bad ? pk->key_norm[group * pk->tiles + j0 / kKeys] : kInf;
-    if (form == QkForm::kOuter && !keys.packed) {  // the whole tile's panels, for every sub-block
+    if (form == QkForm::kOuter && !keys.packed &&
+        !b16) {  // the whole tile's panels, for every sub-block
       pack_keys(keys.k, keys.ldk, n, p.Dk, keys.kt);
       keys.packed = n;
     }
@@ -167,8 +180,12 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
       KeyTile sub_keys = keys;
       sub_keys.n = ns;
       std::fill(w.tile_max.begin(), w.tile_max.end(), -kInf);
-      qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, sub_keys, p.Dk, w.s.data(), kKeys, form,
-              key_norm < kInf ? w.tile_max.data() : nullptr);
+      float* row_max = key_norm < kInf ? w.tile_max.data() : nullptr;
+      if (b16)
+        qk_tile_bf16(w.q16.data() + i0 * ldq16, ldq16, mi, pk->tile_keys16(p, group, j0 / kKeys),
+                     ns, keys.packed, p.Dk, w.s.data(), kKeys, row_max);
+      else
+        qk_tile(w.q.data() + i0 * p.Dk, p.Dk, mi, sub_keys, p.Dk, w.s.data(), kKeys, form, row_max);
       for (int64_t r = i0; r < i0 + mi; ++r) {
         const float* bias =
             p.bias ? bias_row(p, g.b, g.head(p, r0 + r), g.pos(p, r0 + r)) : nullptr;
@@ -187,8 +204,15 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
                      w.o.data() + r * p.Dv, w.poisoned[r],
                      max_known ? &w.tile_max[r - i0] : nullptr);
       }
-      // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums).
-      pv_tile(w.s.data(), kKeys, mi, values, v_row, ns, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
+      // O += P·V while P is still in cache (pv_tile: no re-packing, a fixed order of sums). In
+      // bf16, P rounded (an odd ns padded with a 0); l keeps the sum of the unrounded exponentials.
+      if (b16) {
+        round_bf16_rows(w.s.data(), kKeys, mi, ns, w.p16.data(), kKeys);
+        pv_tile_bf16(w.p16.data(), kKeys, mi, pk->values16(p, group), p.S, j0, ns, p.Dv,
+                     w.o.data() + i0 * p.Dv, p.Dv);
+      } else {
+        pv_tile(w.s.data(), kKeys, mi, values, v_row, ns, p.Dv, w.o.data() + i0 * p.Dv, p.Dv);
+      }
     }
   }
 }
@@ -241,7 +265,7 @@ struct Splits {
 // bits do not either.
 Splits plan_splits(const FlashProblem& p, int64_t items, int64_t rows_total) {
   Splits sp;
-  constexpr int64_t kWantItems = 16, kMinKeysPerSplit = 2 * kKeys;
+  constexpr int64_t kWantItems = 32, kMinKeysPerSplit = 2 * kKeys;  // 32: 16 cores, 2 each
   if (items >= kWantItems || p.S < 2 * kMinKeysPerSplit) return sp;
   sp.count = std::min(kWantItems / items, p.S / kMinKeysPerSplit);
   if (sp.count <= 1) return Splits{};
@@ -269,24 +293,37 @@ void flash_forward(const FlashProblem& p, float* out, float* lse, int threads, S
                   stats.max ? stats.max + row : nullptr, stats.max ? stats.sum + row : nullptr};
   };
   Splits sp = plan_splits(p, items, rows_total);
-  // Where a group has more than one tile of rows, they read the keys and values packed, once for
-  // all of them; a lone tile transposes its key tiles itself and reads the values in place (one
-  // pass over the machine fewer: short sequences).
+  // Where the tiles (and splits) are too few for the threads — short sequences on many cores —
+  // each tile of rows runs as up to 4 parts of at least 64 rows. Nothing a row computes depends on
+  // the part: its scores take the whole tile's form, the rest is the row's own. So the thread
+  // count may choose the parts without changing the bits.
+  int64_t parts = 1;
+  const int64_t largest_tile = std::min(kRows, G * p.L);
+  while (parts < 4 && items * sp.count * parts < 4 * threads && largest_tile / (2 * parts) >= 64)
+    parts *= 2;
+  // Where a group has more than one tile of rows, or a tile runs as parts, they read the keys and
+  // values packed, once for all of them; a lone tile transposes its key tiles itself and reads
+  // the values in place (one pass over the machine fewer: short sequences).
   PackedKv packed;
-  if (G * p.L > kRows) packed = pack_kv(p, kKeys, threads);
+  if (G * p.L > kRows || parts > 1 || in_bf16(p)) packed = pack_kv(p, kKeys, threads);
   PackedKv* pk = packed.tiles ? &packed : nullptr;
-  parallel_for(items * sp.count, threads, [&](int64_t job, int worker) {
-    const int64_t item = job / sp.count, split = job % sp.count;
+  parallel_for(items * parts * sp.count, threads, [&](int64_t job, int worker) {
+    const int64_t item = job / (parts * sp.count), part = job / sp.count % parts,
+                  split = job % sp.count;
     // The last tiles of every group first: under causality they see the most keys, and the
     // workers then finish on small items (longest first; the order does not change the bits).
     const int64_t groups = items / tiles;
     const int64_t group = item % groups, tile = tiles - 1 - item / groups;
     const Group g{group / p.Hkv, group % p.Hkv, G, G * p.L};
-    const int64_t r0 = tile * kRows, rows = std::min(kRows, g.rows - r0);
+    const int64_t tile_r0 = tile * kRows, tile_rows = std::min(kRows, g.rows - tile_r0);
+    const int64_t part_rows = (tile_rows + parts - 1) / parts;
+    const int64_t r0 = tile_r0 + part * part_rows;
+    const int64_t rows = std::min(part_rows, tile_r0 + tile_rows - r0);
+    if (rows <= 0) return;
     const int64_t j_begin = split * sp.keys;
     const int64_t j_end = sp.count == 1 ? p.S : std::min(p.S, j_begin + sp.keys);
     Scratch& w = scratch[worker];
-    accumulate(p, g, r0, rows, j_begin, j_end, pk, w);
+    accumulate(p, g, r0, rows, j_begin, j_end, qk_form(tile_rows), pk, w);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = out_row(p, g, r0 + r);
       const float* acc = w.o.data() + r * p.Dv;

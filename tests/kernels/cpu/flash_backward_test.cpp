@@ -228,7 +228,7 @@ TEST_P(FlashBackward, ThreadCountsGiveTheSameBits) {
     SCOPED_TRACE(c.describe());
     const std::vector<double> g = dout_of(c);
     const AttentionGrads one = run_fused_backward(c, g, 1);
-    for (int threads : {2, 3}) {
+    for (int threads : {2, 3, 8}) {
       SCOPED_TRACE("threads " + std::to_string(threads));
       const AttentionGrads many = run_fused_backward(c, g, threads);
       EXPECT_TRUE(same_bits("dq", many.dq, one.dq));

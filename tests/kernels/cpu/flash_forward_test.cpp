@@ -391,7 +391,7 @@ TEST_P(FlashForward, ThreadCountsGiveTheSameBits) {
     const Case c = build(s);
     SCOPED_TRACE(label_of(s, c));
     const AttentionResult one = run_fused(c, 1);
-    for (int threads : {2, 3, 4}) {
+    for (int threads : {2, 3, 4, 8}) {
       SCOPED_TRACE("threads " + std::to_string(threads));
       const AttentionResult many = run_fused(c, threads);
       EXPECT_TRUE(same_bits("out", many.out, one.out));
