@@ -46,10 +46,12 @@ inline double rule_tolerance(double naive_error, double factor) {
 // ---- bfloat16, from its definition ----
 
 // x rounded to the nearest bfloat16 (8 significant bits, float32's exponent range), ties to even;
-// NaN and ±∞ kept, a finite value past the largest bfloat16 (2¹²⁸ − 2¹²⁰) becomes ±∞. Written
-// from the format, with no bit tricks, so that it checks the library's bit-level rounding
-// (core/half.h) rather than repeating it: the unit in the last place of |x| ∈ [2^e, 2^(e+1)) is
-// 2^(e−7), and no smaller than bfloat16's subnormal step 2^−133.
+// NaN and ±∞ kept, a finite value past the largest bfloat16 (2¹²⁸ − 2¹²⁰) becomes ±∞, and one
+// whose rounding lies below the smallest normal 2⁻¹²⁶ becomes 0 of its sign (vdpbf16ps treats
+// bf16 subnormals as zero, and qkv's rounding flushes them so that every path sees the same
+// inputs). Written from the format, with no bit tricks, so that it checks the library's
+// bit-level rounding (kernels/cpu/bf16.h) rather than repeating it: the unit in the last place
+// of |x| ∈ [2^e, 2^(e+1)) is 2^(e−7), and no smaller than bfloat16's subnormal step 2^−133.
 inline float naive_bf16(float x) {
   if (!std::isfinite(x) || x == 0) return x;
   const int e = std::max(std::ilogb(x), -126);
@@ -59,6 +61,7 @@ inline float naive_bf16(float x) {
   const double largest = std::ldexp(255.0, 120);  // 0x7F7F: (2⁸ − 1)·2¹²⁰
   if (std::abs(r) > largest)
     return x > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  if (std::abs(r) < std::ldexp(1.0, -126)) return x > 0 ? 0.0f : -0.0f;
   return static_cast<float>(r);
 }
 

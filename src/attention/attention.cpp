@@ -7,7 +7,7 @@
 
 #include "attention/fused.h"
 #include "attention/validate.h"
-#include "core/half.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/reference/attention.h"
 
 namespace qkv {
@@ -29,16 +29,18 @@ Tensor as_f64(const Tensor& t) {
                                                 : Tensor();
 }
 
-// Precision::bf16 on the reference path: each value rounded to bfloat16 (through float32 when
-// it is float64: core/half.h rounds a float), in a new tensor — as_f64 may have returned the
-// caller's own storage. The float64 reference of the rounded inputs is R_b of
+// Precision::bf16 on the reference path: each value rounded to bfloat16 by the kernels' own
+// rounding (kernels/cpu/bf16.h: ties to even, bf16 subnormals flushed to signed zero as
+// vdpbf16ps does), through float32 when it is float64, so that the reference and the fused
+// kernels see the very same inputs; in a new tensor, as as_f64 may have returned the caller's
+// own storage. The float64 reference of the rounded inputs is R_b of
 // docs/CONVENTIONS.md §1.1b, the twin the bf16 kernels are checked against.
 Tensor bf16_rounded(const Tensor& t64) {
   Tensor r(t64.shape(), DType::f64);
   const double* from = t64.data<double>();
   double* to = r.data<double>();
   for (int64_t i = 0; i < t64.numel(); ++i)
-    to[i] = static_cast<double>(round_to_bf16(static_cast<float>(from[i])));
+    to[i] = static_cast<double>(cpu::round_bf16(static_cast<float>(from[i])));
   return r;
 }
 

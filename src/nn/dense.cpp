@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/dispatch.h"
-#include "core/half.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/reference/dense.h"
 #include "qkv/memory.h"
@@ -172,7 +172,7 @@ Tensor round_to_bf16(const Tensor& x) {
   dispatch_float(r.dtype(), [&]<class T>(T) {
     T* p = r.data<T>();
     for (int64_t i = 0; i < r.numel(); ++i)
-      p[i] = static_cast<T>(qkv::round_to_bf16(static_cast<float>(p[i])));
+      p[i] = static_cast<T>(cpu::round_bf16(static_cast<float>(p[i])));
   });
   return r;
 }

@@ -51,8 +51,9 @@ void gelu(Tensor& x);
 Tensor merge_heads(const Tensor& heads_first);
 
 // Precision::bf16's dense layer (qkv/attention_types.h): its input rows and weights rounded to
-// bfloat16 (core/half.h's round_to_bf16; a float64 value through float32), then the float32
-// product as ever — the semantics, which a bf16 GEMM may later compute faster. x: a contiguous
+// bfloat16 (kernels/cpu/bf16.h's round_bf16; a float64 value through float32), then the float32
+// product as ever — the semantics; kernels/cpu/bf16_linear.h computes the same on bf16 tiles and
+// may replace it here. x: a contiguous
 // copy, rounded, of x's dtype. The layer: its weight rounded (packed again if it was packed), its
 // bias kept, as the product's accumulator is float32.
 Tensor round_to_bf16(const Tensor& x);
