@@ -34,12 +34,15 @@ double float64_copy(const Tensor& t) {
   return t.defined() && t.dtype() == DType::f64 && t.is_contiguous() ? 0 : 8 * elements(t);
 }
 
-// Those of the inputs and the score's parameters.
+// Those of the inputs and the score's parameters; with precision bf16 also the rounded float64
+// copies of q, k and v (counted whole: a contiguous float64 input is not copied first).
 double reference_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
                         const AttentionOptions& o) {
   const ScoreParams& p = o.params;
+  const double rounded =
+      o.precision == Precision::bf16 ? 8 * (elements(q) + elements(k) + elements(v)) : 0;
   return float64_copy(q) + float64_copy(k) + float64_copy(v) + float64_copy(p.w) +
-         float64_copy(p.w_q) + float64_copy(p.w_k) + float64_copy(p.v);
+         float64_copy(p.w_q) + float64_copy(p.w_k) + float64_copy(p.v) + rounded;
 }
 
 // A gradient (or a result) as the reference gives it: float64, then converted to t's dtype.
@@ -132,8 +135,9 @@ int64_t attention_backward_bytes(const Tensor& q, const Tensor& k, const Tensor&
   double gradients = 0;
   for (const Tensor* t : {&q, &k, &v, &p.w, &p.w_q, &p.w_k, &p.v})
     gradients += reference_result(*t);
+  const double rounded_dout = o.precision == Precision::bf16 ? 8 * outs : 0;
   return saturated_bytes(reference_inputs(q, k, v, o) + reference_masks(d, o) + 8 * outs +
-                         gradients + 4 * 8.0 * d.S);
+                         rounded_dout + gradients + 4 * 8.0 * d.S);
 }
 
 }  // namespace qkv
