@@ -34,6 +34,7 @@ import tempfile
 import time
 
 TARGET = 1.2  # issue 12: ≥ 1.2× torch forward and backward on every non-decode case
+TARGET_BF16 = 1.0  # issue 31: bf16 ≥ 1.0× torch's bf16 SDPA, forward and backward
 
 LARGE = ("16k", "16k-causal")  # --skip-large: about 55 of torch's ~70 s on 2 cores
 
@@ -164,14 +165,17 @@ def sanity_check(torch, call):
     return worst
 
 
-def time_case(torch, call, case, repeats, ff):
-    """torch's forward and backward of one case; ff: its forward FLOPs (qkv's count)."""
+def time_case(torch, call, case, repeats, ff, dtype=None):
+    """torch's forward and backward of one case; ff: its forward FLOPs (qkv's count); dtype:
+    the tensors' (torch.bfloat16 for --precision bf16; float32 by default)."""
     name, B, Hq, Hkv, L, S, D, causal = case
     g = torch.Generator().manual_seed(7)
     q = torch.randn(B, Hq, L, D, generator=g)
     k = torch.randn(B, Hkv, S, D, generator=g)
     v = torch.randn(B, Hkv, S, D, generator=g)
     dout = torch.randn(B, Hq, L, D, generator=g)
+    if dtype is not None:
+        q, k, v, dout = (t.to(dtype) for t in (q, k, v, dout))
     gqa = Hq != Hkv
 
     fwd = []
@@ -357,6 +361,9 @@ def main():
                     help="do not run ONNX Runtime (its forward: SDPA exported with torch.onnx)")
     ap.add_argument("--qkv-arg", action="append", default=[],
                     help="extra argument for `qkv bench attention` (repeatable)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: torch's SDPA on bfloat16 tensors against `qkv bench attention "
+                    "--precision bf16` (ONNX Runtime left out); default fp32")
     ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
     args = ap.parse_args()
 
@@ -395,14 +402,18 @@ def main():
     call = sdpa_call(torch, gqa_mode)
 
     # qkv first at each count: a broken binary fails before minutes of torch.
-    qkv_args = ["--case", ",".join(c[0] for c in cases)]
+    qkv_args = ["--case", ",".join(c[0] for c in cases), "--precision", args.precision]
+    dtype = torch.bfloat16 if args.precision == "bf16" else None
+    if dtype is not None:  # the bf16 target, for the tables and each case's verdict
+        global TARGET
+        TARGET = TARGET_BF16
     if args.quick:
         qkv_args.append("--quick")
     if args.repeats is not None:
         qkv_args += ["--repeats", str(args.repeats)]
 
     ort_folder, ort_version = None, None
-    if not args.no_ort:
+    if not args.no_ort and args.precision == "fp32":
         try:
             import onnxruntime
             import ort_attention  # noqa: F401 (run_torch_case uses it)
@@ -434,7 +445,8 @@ def main():
         rows = []
         for c in cases:
             r, shared = run_torch_case(torch, call, gqa_mode, c, repeats, threads, flops[c[0]],
-                                       ort_folder, ort_version, qkv_rows)
+                                       ort_folder, ort_version, qkv_rows, dtype)
+            r["precision"] = args.precision
             busy |= shared
             rows.append(r)
         runs.append((threads, rows, qkv_rows))
@@ -490,11 +502,11 @@ def thread_counts(text):
 
 
 def run_torch_case(torch, call, gqa_mode, c, repeats, threads, ff, ort_folder, ort_version,
-                   qkv_rows):
+                   qkv_rows, dtype=None):
     """torch (and ORT) on one case at `threads`, matched with qkv's row at the same count: the
     row, and whether the cores were shared with other work while torch ran."""
     t0, c0 = time.perf_counter(), time.process_time()
-    r = time_case(torch, call, c, repeats, ff)
+    r = time_case(torch, call, c, repeats, ff, dtype)
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     # Our threads should keep all `threads` cores busy; much less means someone else ran.
     util = cpu / (took * threads) if took > 0 else 1.0

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -22,6 +23,7 @@
 #include "bench/common.h"
 #include "cases/attention_cases.h"
 #include "core/aligned.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/unfused_attention.h"
 #include "kernels/cpu/vec_ops.h"
@@ -100,6 +102,9 @@ struct Row {
   std::optional<double> fwd_ms{}, bwd_ms{}, ref_ms{}, unfused_ms{}, unfused_bwd_ms{};
   std::optional<double> peak_mib{}, unfused_peak_mib{};
   std::optional<double> fwd_error{}, bwd_error{};  // max|X − R| on the checked slices
+  Precision precision = Precision::fp32;
+  // bf16: max|X − R| against float64 of the unrounded inputs, on the same slices.
+  std::optional<double> fwd_exact_error{}, bwd_exact_error{};
   // How much of `threads` cores the timed fused forward got (the unfused one's without it); well
   // under 1 means other work on the machine took the rest, and the rates are low.
   std::optional<double> cpu_share{};
@@ -140,7 +145,7 @@ cpu::FlashProblem problem_of(const Tensor& q, const Tensor& k, const Tensor& v, 
           .v = view_of(v)};
 }
 
-Data make_data(const Case& c, int threads, uint64_t seed) {
+Data make_data(const Case& c, int threads, uint64_t seed, Precision precision) {
   std::mt19937_64 rng(seed);
   Data d;
   d.q = bench::normal_tensor({c.B, c.Hq, c.L, c.Dk}, rng);
@@ -148,7 +153,9 @@ Data make_data(const Case& c, int threads, uint64_t seed) {
   d.v = bench::normal_tensor({c.B, c.Hkv, c.S, c.Dk}, rng);
   if (c.backward) d.dout = bench::normal_tensor({c.B, c.Hq, c.L, c.Dk}, rng);
   d.problem = problem_of(d.q, d.k, d.v, c.causal);
+  d.problem.precision = precision;
   d.options.causal = c.causal;
+  d.options.precision = precision;
   d.options.path = Path::fused;
   d.options.num_threads = threads;
   return d;
@@ -168,7 +175,8 @@ int64_t numel(const Case& c, int64_t heads, int64_t rows) { return c.B * heads *
 std::vector<bench::Slice> make_slices(const Case& c, const Data& d) {
   std::vector<bench::Slice> slices;
   for (int64_t h : {int64_t{0}, c.Hq - 1}) {
-    slices.push_back(bench::make_slice(d.q, d.k, d.v, d.dout, causal(c), h, 32, c.backward));
+    slices.push_back(bench::make_slice(d.q, d.k, d.v, d.dout, causal(c), h, 32, c.backward,
+                                       d.options.precision));
     if (c.Hq == 1) break;
   }
   return slices;
@@ -197,9 +205,11 @@ Timed validate_and_time(const Settings& s, Run&& run, Check&& check) {
 
 // The fused backward's dq, dk, dv: finite, dq on the slices' rows, and dk and dv (which sum over
 // every row) on the slices as problems of their own, through the public API. The largest error.
+// bf16: also the largest error against float64 of the unrounded inputs, into *exact.
 double check_fused_backward(const Case& c, const std::vector<bench::Slice>& slices,
                             const std::vector<float>& dq, const std::vector<float>& dk,
-                            const std::vector<float>& dv, int threads) {
+                            const std::vector<float>& dv, int threads,
+                            std::optional<double>* exact = nullptr) {
   bench::check_finite(c.name, "the fused backward's dq", dq.data(), dq.size());
   bench::check_finite(c.name, "the fused backward's dk", dk.data(), dk.size());
   bench::check_finite(c.name, "the fused backward's dv", dv.data(), dv.size());
@@ -211,6 +221,10 @@ double check_fused_backward(const Case& c, const std::vector<bench::Slice>& slic
     const AttentionGrads g = attention_backward(sl.dout, sl.q, sl.k, sl.v, opt);
     e = std::max(e, bench::check_backward(c.name, "fused", sl, g.dq.data<float>(),
                                           g.dk.data<float>(), g.dv.data<float>()));
+    if (exact)
+      *exact = std::max({exact->value_or(0.0), bench::exact_dq_rows_error(sl, dq.data()),
+                         bench::exact_backward_error(sl, g.dq.data<float>(), g.dk.data<float>(),
+                                                     g.dv.data<float>())});
   }
   return e;
 }
@@ -237,17 +251,17 @@ void check_unfused_backward(const Case& c, const std::vector<bench::Slice>& slic
 
 class Bench {
  public:
-  explicit Bench(const Settings& s) : s_(s) {}
+  Bench(const Settings& s, Precision precision) : s_(s), precision_(precision) {}
 
   Row run(const Case& c, uint64_t seed, Progress& progress, const std::string& tag) {
-    Row row{.c = c, .threads = s_.threads};
+    Row row{.c = c, .threads = s_.threads, .precision = precision_};
     auto stage = [&](const std::string& what) { progress.show(tag + " " + c.name + ": " + what); };
     // The yardstick just before the case: on a shared machine the load changes within a run.
     stage("OpenBLAS SGEMM 2048³");
     row.ceiling = bench::sgemm_ceiling(2048, s_.threads, s_.repeats);
     row.sgemm = row.ceiling.gflops;
     stage("data and float64 reference slices");
-    const Data d = make_data(c, s_.threads, seed);
+    const Data d = make_data(c, s_.threads, seed, precision_);
     const std::vector<bench::Slice> slices = make_slices(c, d);
     const double flops = cases::forward_flops(c);
     fused_error_.clear();
@@ -260,7 +274,7 @@ class Bench {
       fused_error_ = e.what();
       row.fwd = row.bwd = row.fwd_ms = row.bwd_ms = row.peak_mib = std::nullopt;
     }
-    unfused(c, d, slices, row, flops, stage);
+    if (precision_ == Precision::fp32) unfused(c, d, slices, row, flops, stage);  // fp32 only
     reference(c, d, row, flops, stage);
     return row;
   }
@@ -282,6 +296,12 @@ class Bench {
           for (const bench::Slice& sl : slices)
             e = std::max(e, bench::check_forward(c.name, "fused", sl, out.data<float>()));
           row.fwd_error = e;
+          if (precision_ == Precision::bf16) {
+            double x = 0;
+            for (const bench::Slice& sl : slices)
+              x = std::max(x, bench::exact_forward_error(sl, out.data<float>()));
+            row.fwd_exact_error = x;
+          }
         });
     row.fwd = gflops(flops, fwd.seconds), row.fwd_ms = ms(fwd.seconds);
     row.peak_mib = fwd.peak_mib;
@@ -305,7 +325,11 @@ class Bench {
           cpu::flash_backward(p, o.data(), d.dout.data<float>(), stats, dq.data(), dk.data(),
                               dv.data(), &dscale, s_.threads);
         },
-        [&] { row.bwd_error = check_fused_backward(c, slices, dq, dk, dv, s_.threads); });
+        [&] {
+          row.bwd_error =
+              check_fused_backward(c, slices, dq, dk, dv, s_.threads,
+                                   precision_ == Precision::bf16 ? &row.bwd_exact_error : nullptr);
+        });
     row.bwd = gflops(cases::backward_flops(c), bwd.seconds), row.bwd_ms = ms(bwd.seconds);
   }
 
@@ -362,6 +386,7 @@ class Bench {
   }
 
   Settings s_;
+  Precision precision_;
   std::string fused_error_;
 };
 
@@ -399,6 +424,9 @@ nlohmann::json to_json(const Row& r, const Settings& s, const Row* base) {
   nlohmann::json j = case_json(c);
   j.update(
       {{"threads", s.threads},
+       {"precision", std::string(to_string(r.precision))},
+       {"fwd_error_vs_float64", num(r.fwd_exact_error)},
+       {"bwd_error_vs_float64", num(r.bwd_exact_error)},
        {"cores", num_cores()},
        {"simd", cpu::simd_target()},
        {"openblas_core", openblas_get_corename()},
@@ -467,7 +495,7 @@ std::string threads_str(int n) { return std::to_string(n) + (n == 1 ? " thread" 
 
 // The run's first line: the kernels, OpenBLAS, the thread count (or the sweep's counts), the
 // timing.
-void print_header(const Settings& s, const std::vector<int>& counts) {
+void print_header(const Settings& s, const std::vector<int>& counts, Precision precision) {
   std::string threads = threads_str(counts.front());
   if (counts.size() > 1) {
     threads = "threads ";
@@ -475,10 +503,16 @@ void print_header(const Settings& s, const std::vector<int>& counts) {
       threads += (i ? ", " : "") + std::to_string(counts[i]);
     threads += " (a sweep)";
   }
-  std::cout << "qkv bench attention: float32, " << cpu::simd_target() << " kernels, OpenBLAS "
-            << openblas_get_corename() << " (" << bench::openblas_threading() << "), " << threads
-            << ", median of " << s.repeats << " after a warm-up"
-            << (s.quick ? " (--quick: small shapes, a smoke test)" : "") << "\n";
+  const std::string arithmetic = precision == Precision::bf16
+                                     ? std::string("bf16 products (") +
+                                           (cpu::bf16_uses_dot() ? "vdpbf16ps" : "emulated") +
+                                           "), float32 sums"
+                                     : "float32";
+  std::cout << "qkv bench attention: " << arithmetic << ", " << cpu::simd_target()
+            << " kernels, OpenBLAS " << openblas_get_corename() << " ("
+            << bench::openblas_threading() << "), " << threads << ", median of " << s.repeats
+            << " after a warm-up" << (s.quick ? " (--quick: small shapes, a smoke test)" : "")
+            << "\n";
 }
 
 // A sweep's table for one count starts with the count; every table with the column titles.
@@ -511,13 +545,30 @@ void print_ceiling_note(const std::vector<Row>& rows) {
     return text;
   };
   const int threads = rows.front().threads;
+  const bool one = in_force.size() == 1 && *in_force.begin() == 1;
   std::cout << "sgemm at " << threads_str(threads) << ": " << list(in_force)
-            << " OpenBLAS threads in force (min(" << threads << ", " << num_cores() << " cores)), "
-            << (known ? list(working) : std::string("?")) << " seen working, CPU share "
-            << bench::percent_str(low)
+            << (one ? " OpenBLAS thread" : " OpenBLAS threads") << " in force (min(" << threads
+            << ", " << num_cores() << " cores)), " << (known ? list(working) : std::string("?"))
+            << " seen working, CPU share " << bench::percent_str(low)
             << (bench::percent_str(high) != bench::percent_str(low) ? "–" + bench::percent_str(high)
                                                                     : "")
             << "\n";
+}
+
+// Below a bf16 table: what bf16 cost each case, its largest error against float64 of the unrounded
+// inputs on the checked slices, beside the rule's check against the rounded inputs' float64.
+void print_bf16_note(const std::vector<Row>& rows) {
+  auto sci = [](std::optional<double> x) {
+    if (!x) return std::string("—");
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.1e", *x);
+    return std::string(buffer);
+  };
+  std::cout << "bf16, largest error on the checked rows, fwd/bwd: against float64 of the inputs\n"
+               "as given | of the rounded inputs (§1.1b's check)\n";
+  for (const Row& r : rows)
+    std::cout << "  " << r.c.name << ": " << sci(r.fwd_exact_error) << "/" << sci(r.bwd_exact_error)
+              << " | " << sci(r.fwd_error) << "/" << sci(r.bwd_error) << "\n";
 }
 
 void print_row(const Row& r) {
@@ -536,14 +587,13 @@ void print_row(const Row& r) {
 constexpr const char* kNotes =
     "\nfwd/bwd: the fused kernel (bwd alone, given the forward's output and row statistics);\n"
     "FLOPs 4·B·Hq·L·S·D forward, half when causal, 2.5× that backward.\n"
-    "sgemm: OpenBLAS SGEMM 2048³ on min(threads, cores) OpenBLAS threads, measured just before "
-    "the\n"
-    "case (the machine may be shared); its CPU share is its CPU time over wall time × those\n"
-    "threads, flagged under 80% as the cases' are. ref: the float64 "
-    "reference path on one head (single-threaded), — above L·S = 4096². unfused: OpenBLAS\n"
-    "SGEMM, row softmax, SGEMM per head, — where its L×S matrices would pass 8 GiB. MiB: peak\n"
-    "scratch beyond inputs and outputs. Every path was checked against the float64 reference\n"
-    "first.\n";
+    "sgemm: OpenBLAS SGEMM 2048³ on min(threads, cores) OpenBLAS threads, measured just before\n"
+    "the case (the machine may be shared); its CPU share is its CPU time over wall time × those\n"
+    "threads, flagged under 80% as the cases' are.\n"
+    "ref: the float64 reference path on one head (single-threaded), — above L·S = 4096².\n"
+    "unfused: OpenBLAS SGEMM, row softmax, SGEMM per head, — where its L×S matrices would pass\n"
+    "8 GiB (fp32 only). MiB: peak scratch beyond inputs and outputs. Every path was checked\n"
+    "against the float64 reference first.\n";
 
 // --list: the cases as the registry has them, each with its FLOPs; nothing runs. Without --case
 // every case, the default set and the others.
@@ -641,7 +691,8 @@ int run_bench_attention(const BenchAttentionArgs& args) {
   const std::vector<Case> cases = selected_cases(args.cases, common.quick);
 
   Progress progress;
-  if (!common.json) print_header(common, counts);
+  const Precision precision = *parse_precision(args.precision);
+  if (!common.json) print_header(common, counts, precision);
   std::set<std::string> warned;
   std::string starved;           // cases whose timed runs got well under `threads` cores
   std::string starved_ceilings;  // SGEMM ceilings that did
@@ -653,7 +704,7 @@ int run_bench_attention(const BenchAttentionArgs& args) {
   for (int threads : counts) {
     Settings s = common;
     s.threads = threads;
-    Bench bench(s);
+    Bench bench(s, precision);
     if (!s.json) print_table_header(threads, sweep);
     std::vector<Row> table;
     for (const Case& c : cases) {
@@ -686,6 +737,7 @@ int run_bench_attention(const BenchAttentionArgs& args) {
       all_rows.push_back(row);
     }
     if (!s.json) print_ceiling_note(table);
+    if (!s.json && precision == Precision::bf16) print_bf16_note(table);
   }
   if (!common.json) {
     if (sweep) print_scaling(all_rows, counts.front());

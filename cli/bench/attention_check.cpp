@@ -71,7 +71,7 @@ void require(const std::string& case_name, const std::string& what, const Slice&
 }  // namespace
 
 Slice make_slice(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, bool causal,
-                 int64_t head, int64_t rows, bool backward) {
+                 int64_t head, int64_t rows, bool backward, Precision precision) {
   Slice s;
   s.L = q.dim(2), s.S = k.dim(2), s.D = q.dim(3);
   s.head = head;
@@ -83,17 +83,28 @@ Slice make_slice(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   s.v = rows_of(v, kv, 0, s.S);
   if (backward) s.dout = rows_of(dout, head, s.first_row, s.rows);
   s.options.causal = causal ? Causal::bottom_right : Causal::none;
+  s.options.precision = precision;
 
+  // The reference path rounds the inputs itself under bf16 (qkv/attention_types.h).
   AttentionOptions ref = s.options;
   ref.path = Path::reference;
   const Tensor q64 = s.q.to(DType::f64), k64 = s.k.to(DType::f64), v64 = s.v.to(DType::f64);
   s.ref_out = attention(q64, k64, v64, ref).out;
-  const cases::NaiveProblem<float> naive = naive_problem(s);
+  const bool bf16 = precision == Precision::bf16;
+  AttentionOptions exact = ref;
+  exact.precision = Precision::fp32;
+  if (bf16) s.exact_out = attention(q64, k64, v64, exact).out;
+  const cases::NaiveProblem<float> naive =
+      bf16 ? cases::bf16_problem(naive_problem(s)) : naive_problem(s);
   s.naive_out_error =
       max_error(cases::naive_forward(naive).out.data(), s.ref_out.data<double>(), s.rows * s.D);
   if (backward) {
     const AttentionGrads g = attention_backward(s.dout.to(DType::f64), q64, k64, v64, ref);
     s.ref_dq = g.dq, s.ref_dk = g.dk, s.ref_dv = g.dv;
+    if (bf16) {
+      const AttentionGrads e = attention_backward(s.dout.to(DType::f64), q64, k64, v64, exact);
+      s.exact_dq = e.dq, s.exact_dk = e.dk, s.exact_dv = e.dv;
+    }
     const float* dout = s.dout.data<float>();
     const cases::NaiveGrads n =
         cases::naive_backward(naive, std::vector<double>(dout, dout + s.rows * s.D));
@@ -138,6 +149,22 @@ double check_dq_rows(const std::string& case_name, const std::string& path, cons
                      const float* dq) {
   return check_rows(case_name, "the " + path + " backward's dq", s, dq, s.ref_dq, s.naive_dq_error,
                     cases::kGradFactor);
+}
+
+double exact_forward_error(const Slice& s, const float* out) {
+  return max_error(out + (s.head * s.L + s.first_row) * s.D, s.exact_out.data<double>(),
+                   s.rows * s.D);
+}
+
+double exact_backward_error(const Slice& s, const float* dq, const float* dk, const float* dv) {
+  return std::max({max_error(dq, s.exact_dq.data<double>(), s.rows * s.D),
+                   max_error(dk, s.exact_dk.data<double>(), s.S * s.D),
+                   max_error(dv, s.exact_dv.data<double>(), s.S * s.D)});
+}
+
+double exact_dq_rows_error(const Slice& s, const float* dq) {
+  return max_error(dq + (s.head * s.L + s.first_row) * s.D, s.exact_dq.data<double>(),
+                   s.rows * s.D);
 }
 
 void check_finite(const std::string& case_name, const std::string& what, const float* x,

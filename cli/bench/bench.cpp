@@ -67,6 +67,7 @@ constexpr const char* kAttentionFooter =
     "  qkv bench attention --quick --json\n"
     "  qkv bench attention --case 4k --threads 1 --repeats 5\n"
     "  qkv bench attention --threads 1,2,4,8,16 --case 4k,4k-gqa\n"
+    "  qkv bench attention --case 4k,4k-gqa --precision bf16\n"
     "                                       a sweep: each case at each count, GFLOP/s per thread\n"
     "                                       and the speed-up over the smallest count\n"
     "  qkv bench attention --list --json    the cases, their shapes and FLOPs\n";
@@ -189,6 +190,14 @@ void add_attention_target(CLI::App* bench, BenchArgs& a) {
           "cases to run, e.g. 4k,decode (see below)")
       ->type_name("NAME,...")
       ->allow_extra_args(false);
+  attention
+      ->add_option("--precision", a.attention.precision,
+                   "fp32 (default) or bf16: the fused kernels with bf16 inputs to their products "
+                   "and float32 sums, checked by docs/CONVENTIONS.md §1.1b; the error against "
+                   "float64 of the unrounded inputs is reported (the unfused baseline is fp32 "
+                   "and is left out)")
+      ->check(one_of({"fp32", "bf16"}))
+      ->type_name("fp32|bf16");
   attention->add_flag("--list", a.attention.list,
                       "list the cases (shape, causal, mask, FLOPs) and run nothing; with --json, "
                       "one object a case");

@@ -29,6 +29,7 @@ struct BenchAttentionArgs {
   std::vector<int> thread_counts;
   std::vector<std::string> cases;  // names; empty: the default set
   bool list = false;               // --list: print the cases (shapes, FLOPs) and run nothing
+  std::string precision = "fp32";  // --precision: fp32 or bf16 (the fused kernels' opt-in)
 };
 
 struct BenchModelArgs {

@@ -73,6 +73,11 @@ Tensor linear_as(const Tensor& x, const LinearWeights& layer, cpu::Activation ac
   Tensor y(shape, x.dtype());
   int64_t rows = 1;  // every dimension but the last
   for (int i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
+  if (x.dtype() == DType::f32 && layer.bf16 != nullptr) {
+    cpu::bf16_linear(y.data<float>(), layer.out(), input.data<float>(), layer.in(), rows,
+                     *layer.bf16, act);
+    return y;
+  }
   if (x.dtype() == DType::f32 && layer.packed != nullptr &&
       layer.packed->width == cpu::packed_linear_width()) {
     cpu::packed_linear(y.data<float>(), layer.out(), input.data<float>(), layer.in(), rows,
@@ -107,6 +112,7 @@ int64_t resident_bytes(const LinearWeights& layer) {
     for (const auto* buffer : {layer.packed->data.get(), layer.packed->bias.get()})
       if (buffer != nullptr) bytes += static_cast<int64_t>(buffer->size() * sizeof(float));
   }
+  if (layer.bf16) bytes += cpu::bf16_linear_bytes(layer.out(), layer.in());
   return bytes;
 }
 
@@ -179,7 +185,12 @@ Tensor round_to_bf16(const Tensor& x) {
 
 LinearWeights round_to_bf16(const LinearWeights& layer) {
   LinearWeights rounded{round_to_bf16(layer.weight), layer.bias};
-  if (layer.packed != nullptr) pack(rounded);
+  if (rounded.weight.dtype() == DType::f32) {
+    const Tensor w = rounded.weight.contiguous();
+    const Tensor b = layer.bias.defined() ? layer.bias.contiguous() : Tensor();
+    rounded.bf16 = std::make_shared<const cpu::Bf16Linear>(cpu::pack_linear_bf16(
+        w.data<float>(), b.defined() ? b.data<float>() : nullptr, layer.out(), layer.in()));
+  }
   return rounded;
 }
 

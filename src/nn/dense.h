@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "kernels/cpu/bf16_linear.h"
 #include "kernels/cpu/packed_linear.h"
 #include "qkv/tensor.h"
 
@@ -17,6 +18,9 @@ struct LinearWeights {
   // float32 weight and bias packed once for cpu::packed_linear (see pack), shared by copies; null:
   // linear runs OpenBLAS SGEMM.
   std::shared_ptr<const cpu::PackedLinear> packed;
+  // Precision::bf16: the float32 weight rounded and packed as bf16 panels (round_to_bf16 makes
+  // them); linear then runs cpu::bf16_linear, which rounds x's rows itself.
+  std::shared_ptr<const cpu::Bf16Linear> bf16;
   int64_t in() const { return weight.dim(1); }
   int64_t out() const { return weight.dim(0); }
 };
@@ -51,11 +55,11 @@ void gelu(Tensor& x);
 Tensor merge_heads(const Tensor& heads_first);
 
 // Precision::bf16's dense layer (qkv/attention_types.h): its input rows and weights rounded to
-// bfloat16 (kernels/cpu/bf16.h's round_bf16; a float64 value through float32), then the float32
-// product as ever — the semantics; kernels/cpu/bf16_linear.h computes the same on bf16 tiles and
-// may replace it here. x: a contiguous
-// copy, rounded, of x's dtype. The layer: its weight rounded (packed again if it was packed), its
-// bias kept, as the product's accumulator is float32.
+// bfloat16 (kernels/cpu/bf16.h's round_bf16; a float64 value through float32), products
+// accumulated in float32. x: a contiguous copy, rounded, of x's dtype. The layer: its weight
+// rounded, its bias kept; a float32 layer also gets its bf16 panels (LinearWeights::bf16), so
+// that linear multiplies on bf16 tiles (kernels/cpu/bf16_linear.h) and needs no rounded x — its
+// float32 panels are dropped, as nothing multiplies by them then.
 Tensor round_to_bf16(const Tensor& x);
 LinearWeights round_to_bf16(const LinearWeights& layer);
 

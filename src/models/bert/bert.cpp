@@ -334,7 +334,10 @@ Tensor bert_encode(const BertWeights& w_given, const BertConfig& c,
     rounded_here = round_dense_to_bf16(w_given);
   const BertWeights& w =
       bf16 && w_given.dense_precision != Precision::bf16 ? rounded_here : w_given;
-  auto dense_input = [bf16](const Tensor& x) { return bf16 ? nn::round_to_bf16(x) : x; };
+  // A float32 layer's bf16 panels round x themselves (nn::round_to_bf16); float64 rounds here.
+  auto dense_input = [bf16](const Tensor& x) {
+    return bf16 && x.dtype() != DType::f32 ? nn::round_to_bf16(x) : x;
+  };
   const DType dtype = w.word_embeddings.dtype();
   // One pool on the cores: qkv's workers split each GEMM, OpenBLAS stays single-threaded.
   const cpu::SingleThreadedBlas blas;
