@@ -226,6 +226,13 @@ void add_model_target(CLI::App* bench, BenchArgs& a) {
       ->type_name("FILE");
   add_model_option(*model, a.model.model, {.decoder = true});
   add_decode_option(*model, a.model.decode);
+  model
+      ->add_option("--precision", a.model.precision,
+                   "a sentence encoder's arithmetic: fp32 (default) or bf16 (its dense layers and "
+                   "attention on bf16 inputs, float32 sums; validated by cosine distance to the "
+                   "float64 reference, at most 1e-2)")
+      ->check(one_of({"fp32", "bf16"}))
+      ->type_name("fp32|bf16");
   add_memory_limit_option(*model, a.model.memory_limit, "the model and the corpus's embeddings");
   a.model_command = model;
 }

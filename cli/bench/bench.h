@@ -38,7 +38,8 @@ struct BenchModelArgs {
   std::string corpus;        // --corpus FILE: the throughput's texts, one a line; empty: generated
   std::string dump_corpus;   // --dump-corpus FILE: write the throughput's texts there
   std::string memory_limit;  // --memory-limit SIZE; empty: half the machine's memory
-  std::string decode = "int8";  // --decode: a decoder's new tokens on blocks, int8 or float32
+  std::string decode = "int8";     // --decode: a decoder's new tokens on blocks, int8 or float32
+  std::string precision = "fp32";  // --precision: a sentence encoder's fp32 or bf16 (opt-in)
 };
 
 struct BenchPerceiverArgs {

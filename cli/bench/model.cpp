@@ -24,6 +24,7 @@
 #include "memory.h"
 #include "model_args.h"
 #include "output.h"
+#include "qkv/attention.h"
 #include "qkv/blas.h"
 #include "qkv/files.h"
 #include "qkv/json.h"
@@ -106,17 +107,23 @@ double encoder_flops(const BertConfig& c, int64_t n) {
 
 struct Validation {
   std::size_t texts = 0;
-  double max_error = 0;       // max |fast − float64 reference| over every component
-  double max_norm_error = 0;  // max |‖fast‖ − 1|
+  double max_error = 0;            // max |fast − float64 reference| over every component
+  double max_norm_error = 0;       // max |‖fast‖ − 1|
+  double max_cosine_distance = 0;  // max 1 − cos(fast, reference)
+  Precision precision = Precision::fp32;
 };
 
 constexpr double kTolerance = 1e-5;
+// bf16 (opt-in): the embeddings within this cosine distance of the float64 reference (issue 31's
+// bound; measured on all-MiniLM-L6-v2 ~5e-5, docs/CONVENTIONS.md §1.1b), their length within
+// kTolerance of 1 (pooling and normalizing stay float32).
+constexpr double kBf16CosineDistance = 1e-2;
 
 // The fast embeddings of `texts` (in one padded batch: the key-padding mask is exercised) must be
 // unit length and within kTolerance of the float64 reference run, component by component. The
 // reference runs a text at a time: it is single-threaded, and padding would only cost it time.
 Validation validate(const SentenceModel& fast, const SentenceModel& reference,
-                    const std::vector<std::string>& texts) {
+                    const std::vector<std::string>& texts, Precision precision) {
   const Tensor e = fast.embed(texts);
   const int64_t d = e.dim(1);
   Tensor r({static_cast<int64_t>(texts.size()), d}, DType::f64);
@@ -124,29 +131,39 @@ Validation validate(const SentenceModel& fast, const SentenceModel& reference,
     const Tensor one = reference.embed({texts[i]});
     std::copy_n(one.data<double>(), d, r.data<double>() + static_cast<int64_t>(i) * d);
   }
-  Validation v{.texts = texts.size()};
+  Validation v{.texts = texts.size(), .precision = precision};
+  const bool bf16 = precision == Precision::bf16;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const int64_t row = static_cast<int64_t>(i);
-    double norm = 0, error = 0;
+    double norm = 0, error = 0, dot = 0, ref_norm = 0;
     for (int64_t j = 0; j < d; ++j) {
-      const double x = e.data<float>()[row * d + j];
-      norm += x * x;
-      error = std::max(error, std::abs(x - r.data<double>()[row * d + j]));
+      const double x = e.data<float>()[row * d + j], y = r.data<double>()[row * d + j];
+      norm += x * x, dot += x * y, ref_norm += y * y;
+      error = std::max(error, std::abs(x - y));
       if (!std::isfinite(x)) error = INFINITY;
     }
     const double norm_error = std::abs(std::sqrt(norm) - 1);
-    if (!(error <= kTolerance) || !(norm_error <= kTolerance)) {
-      char detail[160];
-      std::snprintf(detail, sizeof detail,
-                    "max |Δ| %.3g from the float64 reference, | ‖e‖ − 1 | %.3g; expected both ≤ "
-                    "%.0e",
-                    error, norm_error, kTolerance);
+    const double distance = 1 - dot / std::sqrt(norm * ref_norm);
+    const bool close = bf16 ? distance <= kBf16CosineDistance : error <= kTolerance;
+    if (!close || !(norm_error <= kTolerance)) {
+      char detail[200];
+      if (bf16)
+        std::snprintf(detail, sizeof detail,
+                      "cosine distance %.3g from the float64 reference (expected ≤ %.0e), "
+                      "| ‖e‖ − 1 | %.3g (expected ≤ %.0e)",
+                      distance, kBf16CosineDistance, norm_error, kTolerance);
+      else
+        std::snprintf(detail, sizeof detail,
+                      "max |Δ| %.3g from the float64 reference, | ‖e‖ − 1 | %.3g; expected both "
+                      "≤ %.0e",
+                      error, norm_error, kTolerance);
       throw Error("bench model: validation failed on text " + std::to_string(i) + " (\"" +
                       clip(texts[i], 48) + "\", " + std::to_string(token_count(fast, texts[i])) +
                       " tokens): " + detail + "; nothing was timed",
                   Error::Kind::runtime);
     }
     v.max_error = std::max(v.max_error, error);
+    v.max_cosine_distance = std::max(v.max_cosine_distance, distance);
     v.max_norm_error = std::max(v.max_norm_error, norm_error);
   }
   return v;
@@ -268,7 +285,9 @@ nlohmann::json to_json(const Row& r, const Settings& s, const Validation& v,
             {"sentences_per_s", number_json(r.sentences_per_s())},
             {"validated_texts", v.texts},
             {"max_error", number_json(v.max_error)},
-            {"max_norm_error", number_json(v.max_norm_error)}});
+            {"max_norm_error", number_json(v.max_norm_error)},
+            {"precision", std::string(to_string(v.precision))},
+            {"max_cosine_distance", number_json(v.max_cosine_distance)}});
   if (!r.text.empty()) j["text"] = r.text;
   if (r.tokenize_seconds) j["tokenize_ms"] = number_json(*r.tokenize_seconds * 1e3);
   if (r.name == "throughput") j["corpus"] = corpus;
@@ -289,13 +308,22 @@ void print_header(const SentenceModel& m, const Settings& s, const Validation& v
   const BertConfig& c = m.config();
   std::cout << "qkv bench model: " << printable(std::filesystem::path(m.dir()).filename().string())
             << " (" << c.num_layers << " layers, hidden " << c.hidden_size << ", " << c.num_heads
-            << " heads), float32, " << s.threads << " thread" << (s.threads == 1 ? "" : "s")
+            << " heads), "
+            << (v.precision == Precision::bf16 ? "bf16 products, float32 sums" : "float32") << ", "
+            << s.threads << " thread" << (s.threads == 1 ? "" : "s")
             << (s.quick ? " (--quick: a smoke test, not a measurement)" : "") << "\n";
-  char b[200];
-  std::snprintf(b, sizeof b,
-                "validated first: %zu texts, unit length within %.1e, max |Δ| %.1e from the "
-                "float64 reference (≤ %.0e)\n\n",
-                v.texts, v.max_norm_error, v.max_error, kTolerance);
+  char b[240];
+  if (v.precision == Precision::bf16)
+    std::snprintf(b, sizeof b,
+                  "validated first: %zu texts, unit length within %.1e, cosine distance %.1e "
+                  "from the float64 reference (≤ %.0e; max |Δ| %.1e)\n\n",
+                  v.texts, v.max_norm_error, v.max_cosine_distance, kBf16CosineDistance,
+                  v.max_error);
+  else
+    std::snprintf(b, sizeof b,
+                  "validated first: %zu texts, unit length within %.1e, max |Δ| %.1e from the "
+                  "float64 reference (≤ %.0e)\n\n",
+                  v.texts, v.max_norm_error, v.max_error, kTolerance);
   std::cout << b;
   std::cout << line({"case", "texts", "tokens", "batch", "median", "texts/s", "tokens/s", "GFLOP/s",
                      "sgemm", "%sgemm"})
@@ -354,7 +382,7 @@ Validation validate_texts(const BenchModelArgs& args, const SentenceModel& fast,
   if (!s.quick) texts.push_back(latency_texts.second);
   for (std::size_t i = 0; i < std::min<std::size_t>(3, corpus.size()); ++i)
     texts.push_back(corpus[i]);
-  return validate(fast, reference, texts);
+  return validate(fast, reference, texts, *parse_precision(args.precision));
 }
 
 }  // namespace
@@ -376,7 +404,8 @@ int run_bench_model(const BenchModelArgs& args) {
 
   Progress progress;
   progress.show("bench model: loading the model");
-  const SentenceModel fast = load_model(args.model, {.batch_size = kBatchSize});
+  const SentenceModel fast = load_model(
+      args.model, {.batch_size = kBatchSize, .precision = *parse_precision(args.precision)});
   if (!args.corpus.empty()) check_corpus(fast, args.corpus, corpus);
   // The corpus's embeddings and a batch's activations, and the float64 reference model beside the
   // fast one (twice its weights, less the packed copies: counted as twice the fast one's).
