@@ -20,6 +20,7 @@
 #include "cases/naive_fp32.h"
 #include "kernels/cpu/bf16.h"
 #include "qkv/attention.h"
+#include "simd_targets.h"
 
 namespace qkv {
 namespace {
@@ -325,6 +326,59 @@ TEST(AttentionPrecision, TheFusedBf16PassesTheRuleAndIsNotTheFp32Result) {
   const AttentionGrads saved = attention_backward(c.dout, c.q, c.k, c.v, forward, kept);
   EXPECT_TRUE(same_bits(saved.dq, g.dq));
   EXPECT_TRUE(same_bits(saved.dv, g.dv));
+}
+
+// The fused bf16 forward and backward across the kernels' tiles, on every SIMD target (dpbf16 and
+// its emulation on AVX3 alike: the bits are the same): more query rows and keys than a tile of
+// each (the backward's key chunks and their partial dQs), odd head dims with Dv ≠ Dk (a bf16 row
+// padded by a zero), odd row and key counts (the pairs' zero partners), GQA, both causal
+// alignments, and one query row (decoding).
+struct SweepShape {
+  int64_t B, Hq, Hkv, L, S, Dk, Dv;
+  Causal causal;
+};
+
+QKV_PER_SIMD_TARGET(FusedBf16);
+
+TEST_P(FusedBf16, PassesTheRuleAcrossTheTiles) {
+  const SweepShape shapes[] = {{1, 2, 1, 300, 601, 40, 24, Causal::top_left},
+                               {2, 4, 2, 257, 257, 64, 64, Causal::none},
+                               {1, 2, 2, 129, 700, 33, 17, Causal::bottom_right},
+                               {1, 4, 1, 1, 1025, 64, 64, Causal::none},
+                               {1, 3, 3, 513, 97, 16, 16, Causal::bottom_right}};
+  uint64_t seed = 40;
+  for (const SweepShape& sh : shapes) {
+    SCOPED_TRACE("B " + std::to_string(sh.B) + " H " + std::to_string(sh.Hq) + "/" +
+                 std::to_string(sh.Hkv) + " L " + std::to_string(sh.L) + " S " +
+                 std::to_string(sh.S) + " D " + std::to_string(sh.Dk) + "/" +
+                 std::to_string(sh.Dv) + " " + std::string(to_string(sh.causal)));
+    std::mt19937_64 rng(seed++);
+    const Tensor q = normal({sh.B, sh.Hq, sh.L, sh.Dk}, rng),
+                 k = normal({sh.B, sh.Hkv, sh.S, sh.Dk}, rng);
+    const Tensor v = normal({sh.B, sh.Hkv, sh.S, sh.Dv}, rng),
+                 dout = normal({sh.B, sh.Hq, sh.L, sh.Dv}, rng);
+    const AttentionOptions ref{
+        .causal = sh.causal, .path = Path::reference, .precision = Precision::bf16};
+    const Tensor q64 = q.to(DType::f64), k64 = k.to(DType::f64), v64 = v.to(DType::f64);
+    const std::vector<double> ref_out = values(attention(q64, k64, v64, ref).out);
+    const AttentionGrads rg = attention_backward(dout.to(DType::f64), q64, k64, v64, ref);
+    cases::NaiveProblem<float> n = cases::bf16_problem(naive_of(q, k, v));
+    const int64_t L = sh.L, S = sh.S;
+    if (sh.causal == Causal::top_left)
+      n.visible = [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; };
+    if (sh.causal == Causal::bottom_right)
+      n.visible = [L, S](int64_t, int64_t, int64_t i, int64_t j) { return j <= i + S - L; };
+    const cases::NaiveForward nf = cases::naive_forward(n);
+    const cases::NaiveGrads ng = cases::naive_backward(n, values(dout));
+    const AttentionOptions fused{
+        .causal = sh.causal, .path = Path::fused, .precision = Precision::bf16};
+    const AttentionResult x = attention(q, k, v, fused);
+    const AttentionGrads g = attention_backward(dout, q, k, v, fused);
+    EXPECT_TRUE(within_bf16_rule("out", values(x.out), nf.out, ref_out, cases::kOutputFactor));
+    EXPECT_TRUE(within_bf16_rule("dq", values(g.dq), ng.dq, values(rg.dq), cases::kGradFactor));
+    EXPECT_TRUE(within_bf16_rule("dk", values(g.dk), ng.dk, values(rg.dk), cases::kGradFactor));
+    EXPECT_TRUE(within_bf16_rule("dv", values(g.dv), ng.dv, values(rg.dv), cases::kGradFactor));
+  }
 }
 
 }  // namespace

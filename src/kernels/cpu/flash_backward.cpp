@@ -36,6 +36,9 @@ struct Rows {
   int64_t per_group = 0;  // G·L
   AlignedBuffer<float> q, q_values, dout_values, dout;
   AlignedBuffer<bf16> q16, dout16;  // bf16: Q and dO as qk_tile_bf16 reads them
+  // bf16: each group's Q and dO as pv_tile_bf16's packed values (its G·L rows as the "keys"), in
+  // place of q_values and dout_values.
+  AlignedBuffer<bf16> q_values16, dout_values16;
   std::vector<float> d;
   std::vector<int64_t> end;
 };
@@ -44,10 +47,14 @@ Rows prepare_rows(const FlashProblem& p, const float* out, const float* dout, in
   Rows w;
   const int64_t G = p.Hq / p.Hkv, groups = p.B * p.Hkv, rows = p.B * p.Hq * p.L;
   w.per_group = G * p.L;
-  w.q.resize(rows * p.Dk), w.q_values.resize(rows * p.Dk), w.dout_values.resize(rows * p.Dv);
+  w.q.resize(rows * p.Dk);
   if (in_bf16(p)) {
     w.dout.resize(rows * p.Dv);
     w.q16.resize(rows * bf16_row(p.Dk)), w.dout16.resize(rows * bf16_row(p.Dv));
+    w.q_values16.resize(groups * bf16_value_panel_elems(w.per_group, p.Dk));
+    w.dout_values16.resize(groups * bf16_value_panel_elems(w.per_group, p.Dv));
+  } else {
+    w.q_values.resize(rows * p.Dk), w.dout_values.resize(rows * p.Dv);
   }
   w.d.resize(rows), w.end.resize(rows);
   // Blocks of rows within a group, so that a few groups still give every thread work.
@@ -81,6 +88,13 @@ Rows prepare_rows(const FlashProblem& p, const float* out, const float* dout, in
                       w.q16.data() + (first + r0) * bf16_row(p.Dk), bf16_row(p.Dk));
       round_bf16_rows(dout_rows + r0 * p.Dv, p.Dv, n, p.Dv,
                       w.dout16.data() + (first + r0) * bf16_row(p.Dv), bf16_row(p.Dv));
+      pack_values_bf16(w.q.data() + (first + r0) * p.Dk, p.Dk, n, p.Dk,
+                       w.q_values16.data() + group * bf16_value_panel_elems(w.per_group, p.Dk),
+                       w.per_group, r0);
+      pack_values_bf16(dout_rows + r0 * p.Dv, p.Dv, n, p.Dv,
+                       w.dout_values16.data() + group * bf16_value_panel_elems(w.per_group, p.Dv),
+                       w.per_group, r0);
+      return;
     }
     pack_values(w.q.data() + (first + r0) * p.Dk, p.Dk, n, p.Dk, w.q_values.data() + first * p.Dk,
                 w.per_group, r0);
@@ -90,11 +104,28 @@ Rows prepare_rows(const FlashProblem& p, const float* out, const float* dout, in
   return w;
 }
 
+// t[j·ldt + r] = to_bf16(x[r·ldx + j]) for r < m, j < n, and t[j·ldt + m] = 0 when m is odd: a
+// tile's rows as pv_tile_bf16 reads them transposed (its pairs run along r). In blocks of 16 × 16,
+// so that both sides stay within a few cache lines each.
+void transpose_bf16(const float* x, int64_t ldx, int64_t m, int64_t n, bf16* t, int64_t ldt) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t r0 = 0; r0 < m; r0 += kBlock)
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t r1 = std::min(m, r0 + kBlock), j1 = std::min(n, j0 + kBlock);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t r = r0; r < r1; ++r) t[j * ldt + r] = to_bf16(x[r * ldx + j]);
+    }
+  if (m % 2)
+    for (int64_t j = 0; j < n; ++j) t[j * ldt + m] = 0;
+}
+
 struct Scratch {
   // Clean K and V tiles; the key tile's K and V as qk_tile's panels and K as packed values; raw
   // scores R = Q·Kᵀ, logits X, probabilities P, dP → dX.
   AlignedBuffer<float> k, v, k_panels, v_panels, k_values, raw, logit, prob, grad;
   AlignedBuffer<bf16> k16, v16;  // bf16: K and V as qk_tile_bf16's key panels
+  // bf16: K as pv_tile_bf16's packed values; P and dX transposed, and dX, as its weights.
+  AlignedBuffer<bf16> k_values16, pt16, gt16, g16;
   std::vector<uint8_t> flags = std::vector<uint8_t>(kBackwardKeys);
   explicit Scratch(const FlashProblem& p)
       : k(kBackwardKeys * p.Dk),
@@ -106,9 +137,13 @@ struct Scratch {
         logit(kBackwardRows * kBackwardKeys),
         prob(kBackwardRows * kBackwardKeys),
         grad(kBackwardRows * kBackwardKeys) {
-    if (in_bf16(p))
-      k16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dk)),
-          v16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dv));
+    if (in_bf16(p)) {
+      k16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dk));
+      v16.resize(bf16_key_panel_elems(kBackwardKeys, p.Dv));
+      k_values16.resize(bf16_value_panel_elems(kBackwardKeys, p.Dk));
+      pt16.resize(kBackwardKeys * kBackwardRows), gt16.resize(kBackwardKeys * kBackwardRows);
+      g16.resize(kBackwardRows * kBackwardKeys);
+    }
   }
 };
 
@@ -135,9 +170,14 @@ double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, 
   const int64_t* row_end = rows.end.data() + first;
   dk += (g.b * p.Hkv + g.kv) * p.S * p.Dk;
   dv += (g.b * p.Hkv + g.kv) * p.S * p.Dv;
-  const ValueRows q_values{rows.q_values.data() + first * p.Dk, 0, g.rows};
-  const ValueRows dout_values{rows.dout_values.data() + first * p.Dv, 0, g.rows};
   const bool b16 = in_bf16(p);
+  const ValueRows q_values{b16 ? nullptr : rows.q_values.data() + first * p.Dk, 0, g.rows};
+  const ValueRows dout_values{b16 ? nullptr : rows.dout_values.data() + first * p.Dv, 0, g.rows};
+  const int64_t group = g.b * p.Hkv + g.kv;
+  const bf16* q_values16 =
+      b16 ? rows.q_values16.data() + group * bf16_value_panel_elems(g.rows, p.Dk) : nullptr;
+  const bf16* dout_values16 =
+      b16 ? rows.dout_values16.data() + group * bf16_value_panel_elems(g.rows, p.Dv) : nullptr;
   const int64_t ldq16 = bf16_row(p.Dk), ldo16 = bf16_row(p.Dv);
 
   double dscale = 0;
@@ -162,7 +202,13 @@ double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, 
       bool any_visible = false;
       for (int64_t r = r0; r < r0 + m && !any_visible; ++r) any_visible = row_end[r] > j0;
       if (!any_visible) continue;  // a tile wholly hidden by causality or lengths
-      if (!packed_k) pack_values(t.k, t.ldk, n, p.Dk, w.k_values.data(), n, 0), packed_k = true;
+      if (!packed_k) {
+        if (b16)
+          pack_values_bf16(t.k, t.ldk, n, p.Dk, w.k_values16.data(), n, 0);
+        else
+          pack_values(t.k, t.ldk, n, p.Dk, w.k_values.data(), n, 0);
+        packed_k = true;
+      }
 
       float* raw = w.raw.data();
       float* logit = w.logit.data();
@@ -208,10 +254,20 @@ double backward_group(const FlashProblem& p, const Group& g, int64_t key_begin, 
         // grad becomes scale·dX, so that a NaN still reaches dQ and dK when scale = 0.
         dscale +=
             softmax_grad_row(prob + at, logit + at, raw + at, grad + at, n, d[r0 + r], p.scale);
-        if (in_bf16(p)) {  // the inputs of the three products below
-          round_bf16_floats(prob + at, prob + at, n);
-          round_bf16_floats(grad + at, grad + at, n);
-        }
+      }
+      if (b16) {
+        // The three products on bf16 tiles: P and scale·dX rounded, transposed for dV and dK
+        // (their pairs run along the query rows, as dO's and Q's packed values do).
+        transpose_bf16(prob, kBackwardKeys, m, n, w.pt16.data(), kBackwardRows);
+        transpose_bf16(grad, kBackwardKeys, m, n, w.gt16.data(), kBackwardRows);
+        round_bf16_rows(grad, kBackwardKeys, m, n, w.g16.data(), kBackwardKeys);
+        pv_tile_bf16(w.pt16.data(), kBackwardRows, n, dout_values16, g.rows, r0, m, p.Dv,
+                     dv + j0 * p.Dv, p.Dv);
+        pv_tile_bf16(w.gt16.data(), kBackwardRows, n, q_values16, g.rows, r0, m, p.Dk,
+                     dk + j0 * p.Dk, p.Dk);
+        pv_tile_bf16(w.g16.data(), kBackwardKeys, m, w.k_values16.data(), n, 0, n, p.Dk,
+                     dq + r0 * p.Dk, p.Dk);
+        continue;
       }
       pv_tile_transposed(prob, kBackwardKeys, n, dout_values, r0, m, p.Dv, dv + j0 * p.Dv, p.Dv);
       pv_tile_transposed(grad, kBackwardKeys, n, q_values, r0, m, p.Dk, dk + j0 * p.Dk, p.Dk);
