@@ -463,7 +463,7 @@ def main():
     for i, (threads, rows, qkv_rows) in enumerate(runs):
         if i:
             print()
-        print(f"GFLOP/s, fp32, {plural(threads, 'thread')}; torch: median of {repeats}, "
+        print(f"GFLOP/s, {args.precision}, {plural(threads, 'thread')}; torch: median of {repeats}, "
               f"{torch.__version__} scaled_dot_product_attention"
               + ("" if args.torch_only else "; ratio = qkv / torch"))
         if ort_folder is not None:
@@ -821,11 +821,16 @@ def model_main(argv):
         for r in rows:
             print(json.dumps(r))
         return
-    print_model_table(rows, threads, torch.__version__, names)
+    a = args.qkv_arg
+    bf16 = "--precision=bf16" in a or any(
+        x == "--precision" and y == "bf16" for x, y in zip(a, a[1:]))
+    print_model_table(rows, threads, torch.__version__, names, "bf16" if bf16 else "fp32")
 
 
-def print_model_table(rows, threads, torch_version, names):
-    print(f"all-MiniLM-L6-v2, fp32, {threads} threads: qkv bench model; ST: {names['torch']} "
+def print_model_table(rows, threads, torch_version, names, qkv_precision="fp32"):
+    qkv_side = ("qkv bench model --precision bf16 (its embeddings validated by qkv against its "
+                "float64 reference); ST and ORT fp32") if qkv_precision == "bf16" else "fp32"
+    print(f"all-MiniLM-L6-v2, {qkv_side}, {threads} threads: qkv bench model; ST: {names['torch']} "
           f"model.encode (torch {torch_version}); ORT: {names['ort']}, CPU provider; medians of "
           "the same run counts")
     cols = ["case", "unit", "qkv", "ST", "ORT", "qkv/ST", "qkv/ORT", "target"]
@@ -858,7 +863,8 @@ def print_model_table(rows, threads, torch_version, names):
           f"({tp['qkv_sgemm_gflops']:.0f} GFLOP/s); GFLOP/s: the encoder's matrix products, "
           "padding excluded (qkv bench model --help).")
     print(f"Checked first: the same token counts, and embeddings within "
-          f"{max(tp['max_abs_diff'], tp['ort_max_abs_diff']):.1e} of qkv's on both sides.")
+          f"{max(tp['max_abs_diff'], tp['ort_max_abs_diff']):.1e} of qkv's (`qkv embed`, fp32) on "
+          "both sides.")
 
 
 if __name__ == "__main__":
