@@ -1,4 +1,5 @@
 // ring_attention_bytes (qkv/distributed.h): the buffers ring_attention.cpp allocates, counted.
+#include "kernels/cpu/flash_common.h"
 #include "qkv/distributed.h"
 #include "qkv/memory.h"
 
@@ -13,7 +14,13 @@ int64_t ring_attention_bytes(int64_t batch, int64_t q_heads, int64_t kv_heads, i
   // Forward: two blocks, the running output and statistics, the result's out, logsumexp and
   // saved softmax (kept for backward). Backward: five blocks, dq, and dk and dv (one block).
   const double forward = 2 * block + 2 * query_rows * d + 5 * query_rows;
-  const double backward = 6 * block + query_rows * d;
+  // The fused backward of a block, beside: every query row as its products read it (Q, packed Q
+  // and packed dO, D and the visible end: flash_backward.cpp's Rows) and the partial dQ of each
+  // key chunk past the first (flash::backward_chunks).
+  const int64_t chunks =
+      cpu::flash::backward_chunks(batch, q_heads, kv_heads, largest_block, head_dim, rows).count;
+  const double kernel = query_rows * (3 * d + 3) + static_cast<double>(chunks - 1) * query_rows * d;
+  const double backward = 6 * block + query_rows * d + kernel;
   return saturated_bytes(4.0 * (forward + backward));
 }
 

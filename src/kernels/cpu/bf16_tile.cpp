@@ -111,6 +111,35 @@ HWY_INLINE void RaiseRowMax(const float* s, int64_t lds, float* rmax, int64_t va
   }
 }
 
+// The chain of bf16_tile.h over the pairs x < pairs, added to acc: R rows of a (bf16, pairs along
+// the row, rows lda apart) against C vectors of a panel of w pairs a row (row x of pairs at
+// panel + x·w·2). Per pair, every accumulator takes its odd product, then its even one: C widened
+// vectors of the panel, a broadcast and the R·C accumulators. The scores (QkBlock) and the output
+// update (PvBlock) are both this loop.
+template <int R, int C, class V>
+HWY_INLINE void AccumulatePairs(const bf16* a, int64_t lda, const bf16* panel, int64_t w,
+                                int64_t pairs, V (&acc)[R][C]) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const int64_t N = hn::Lanes(df);
+  const auto high = hn::Set(du, 0xFFFF0000u);
+  for (int64_t x = 0; x < pairs; ++x) {
+    const bf16* row = panel + x * w * 2;
+    V k[C];
+    for (int c = 0; c < C; ++c) k[c] = hn::BitCast(df, hn::And(Pairs(du, row + c * N * 2), high));
+    for (int r = 0; r < R; ++r) {
+      const V ax = hn::Set(df, from_bf16(a[r * lda + 2 * x + 1]));
+      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(ax, k[c], acc[r][c]);
+    }
+    for (int c = 0; c < C; ++c)
+      k[c] = hn::BitCast(df, hn::ShiftLeft<16>(Pairs(du, row + c * N * 2)));
+    for (int r = 0; r < R; ++r) {
+      const V ax = hn::Set(df, from_bf16(a[r * lda + 2 * x]));
+      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(ax, k[c], acc[r][c]);
+    }
+  }
+}
+
 // One register block of the scores: R query rows × C vectors of keys, each score the chain of
 // bf16_tile.h over the pairs x < pairs. Per pair, every accumulator takes its odd product, then
 // its even one: C widened key vectors, a broadcast and R·C accumulators (4 × 3 on AVX2's 16
@@ -119,28 +148,12 @@ template <int R, int C>
 HWY_INLINE void QkBlock(const bf16* q, int64_t ldq, const bf16* kt, int64_t w, int64_t pairs,
                         float* s, int64_t lds, float* rmax, int64_t valid) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
   const int64_t N = hn::Lanes(df);
   using V = hn::Vec<decltype(df)>;
-  const auto high = hn::Set(du, 0xFFFF0000u);
   V acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(df);
-  for (int64_t x = 0; x < pairs; ++x) {
-    const bf16* row = kt + x * w * 2;
-    V k[C];
-    for (int c = 0; c < C; ++c) k[c] = hn::BitCast(df, hn::And(Pairs(du, row + c * N * 2), high));
-    for (int r = 0; r < R; ++r) {
-      const V qx = hn::Set(df, from_bf16(q[r * ldq + 2 * x + 1]));
-      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(qx, k[c], acc[r][c]);
-    }
-    for (int c = 0; c < C; ++c)
-      k[c] = hn::BitCast(df, hn::ShiftLeft<16>(Pairs(du, row + c * N * 2)));
-    for (int r = 0; r < R; ++r) {
-      const V qx = hn::Set(df, from_bf16(q[r * ldq + 2 * x]));
-      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(qx, k[c], acc[r][c]);
-    }
-  }
+  AccumulatePairs<R, C>(q, ldq, kt, w, pairs, acc);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) hn::StoreU(acc[r][c], df, s + r * lds + c * N);
   if (rmax) RaiseRowMax<R, C>(s, lds, rmax, valid);
@@ -201,28 +214,12 @@ template <int R, int C>
 HWY_INLINE void PvBlock(const bf16* p, int64_t ldp, const bf16* v, int64_t w, int64_t pairs,
                         float* o, int64_t ldo) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
   const int64_t N = hn::Lanes(df);
   using V = hn::Vec<decltype(df)>;
-  const auto high = hn::Set(du, 0xFFFF0000u);
   V acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = hn::LoadU(df, o + r * ldo + c * N);
-  for (int64_t y = 0; y < pairs; ++y) {
-    const bf16* row = v + y * w * 2;
-    V k[C];
-    for (int c = 0; c < C; ++c) k[c] = hn::BitCast(df, hn::And(Pairs(du, row + c * N * 2), high));
-    for (int r = 0; r < R; ++r) {
-      const V py = hn::Set(df, from_bf16(p[r * ldp + 2 * y + 1]));
-      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(py, k[c], acc[r][c]);
-    }
-    for (int c = 0; c < C; ++c)
-      k[c] = hn::BitCast(df, hn::ShiftLeft<16>(Pairs(du, row + c * N * 2)));
-    for (int r = 0; r < R; ++r) {
-      const V py = hn::Set(df, from_bf16(p[r * ldp + 2 * y]));
-      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(py, k[c], acc[r][c]);
-    }
-  }
+  AccumulatePairs<R, C>(p, ldp, v, w, pairs, acc);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) hn::StoreU(acc[r][c], df, o + r * ldo + c * N);
 }
