@@ -220,6 +220,24 @@ TEST(ThreadOptionsCli, ThreadsWithoutRoomForOpenBlasBuffersFailInsteadOfSpinning
   EXPECT_EQ(roomy.exit_code, 0) << roomy.describe();
 }
 
+// Lines of stderr that are qkv's error line (one a run at most), and the last line: training
+// prints its progress to stderr before a failure's line.
+int error_lines(const std::string& err) {
+  int n = 0;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("qkv: error: ", 0) == 0)
+      ++n;
+    else if (line.rfind("step ", 0) != 0)
+      ++n;  // neither progress nor the error: counted against the one line
+  }
+  return n;
+}
+std::string last_line(const std::string& err) {
+  const std::string body = err.substr(0, err.find_last_not_of('\n') + 1);
+  return body.substr(body.rfind('\n') == std::string::npos ? 0 : body.rfind('\n') + 1);
+}
+
 // The threads OpenBLAS starts as it loads each map their buffer before main runs; under a limit
 // with no room for one (ulimit -v 150000 on 2 cores), such a thread retried forever, and even
 // `qkv --version` printed its line and then never exited (OpenBLAS's shutdown waits for it). The
@@ -247,10 +265,16 @@ TEST(ThreadOptionsCli, AThreadsMallocArenaIsCountedWithItsOpenBlasBuffer) {
     ASSERT_FALSE(r.timed_out) << r.describe();
     if (r.exit_code == 0) continue;  // a machine with room for them all
     EXPECT_EQ(r.exit_code, 1) << r.describe();
+    // Refused at the start for want of room for the buffers, or — where the room was there but
+    // the training's own memory then was not (seen on a later machine: step 8 of 20, with the
+    // commit before issue 31's kernels too) — ended by the out-of-memory line. Either way one
+    // error line, and no hang (above).
     EXPECT_THAT(r.err, ::testing::AnyOf(HasSubstr("qkv: error: cannot map the OpenBLAS buffers"),
                                         HasSubstr("qkv: error: qkv cannot run under an "
-                                                  "address-space limit")))
+                                                  "address-space limit"),
+                                        HasSubstr("qkv: error: qkv train ran out of memory")))
         << r.describe();
+    EXPECT_EQ(error_lines(r.err), 1) << r.describe();
   }
 }
 
@@ -289,8 +313,10 @@ TEST(ThreadOptionsCli, EveryAddressSpaceLimitEndsInAResultOrOneLine) {
           continue;
         }
         EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << r.describe();
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
-        EXPECT_THAT(r.err, ::testing::StartsWith("qkv: error: ")) << r.describe();
+        // One error line, the last; before it only training's progress lines (a run that ran
+        // out of memory after a few steps).
+        EXPECT_EQ(error_lines(r.err), 1) << r.describe();
+        EXPECT_THAT(last_line(r.err), ::testing::StartsWith("qkv: error: ")) << r.describe();
         EXPECT_THAT(r.err, ::testing::Not(HasSubstr("damaged"))) << r.describe();
       }
   EXPECT_GT(ran, 0) << "no limit up to 448 MiB ran either command";
