@@ -286,21 +286,28 @@ HWY_INLINE __m512 Dp(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
 }
 
+// AccumulatePairs with vdpbf16ps: per pair, one instruction takes both products in its order.
+template <int R, int C>
+HWY_INLINE void DpAccumulatePairs(const bf16* a, int64_t lda, const bf16* panel, int64_t w,
+                                  int64_t pairs, __m512 (&acc)[R][C]) {
+  for (int64_t x = 0; x < pairs; ++x) {
+    const bf16* row = panel + x * w * 2;
+    __m512i k[C];
+    for (int c = 0; c < C; ++c) k[c] = _mm512_loadu_si512(row + c * 32);
+    for (int r = 0; r < R; ++r) {
+      const __m512i ax = _mm512_set1_epi32(static_cast<int>(pair_at(a + r * lda + 2 * x)));
+      for (int c = 0; c < C; ++c) acc[r][c] = Dp(acc[r][c], ax, k[c]);
+    }
+  }
+}
+
 template <int R, int C>
 HWY_INLINE void QkBlock(const bf16* q, int64_t ldq, const bf16* kt, int64_t w, int64_t pairs,
                         float* s, int64_t lds, float* rmax, int64_t valid) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t x = 0; x < pairs; ++x) {
-    const bf16* row = kt + x * w * 2;
-    __m512i k[C];
-    for (int c = 0; c < C; ++c) k[c] = _mm512_loadu_si512(row + c * 32);
-    for (int r = 0; r < R; ++r) {
-      const __m512i qx = _mm512_set1_epi32(static_cast<int>(pair_at(q + r * ldq + 2 * x)));
-      for (int c = 0; c < C; ++c) acc[r][c] = Dp(acc[r][c], qx, k[c]);
-    }
-  }
+  DpAccumulatePairs<R, C>(q, ldq, kt, w, pairs, acc);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(s + r * lds + c * 16, acc[r][c]);
   if (rmax) RaiseRowMax<R, C>(s, lds, rmax, valid);
@@ -343,15 +350,7 @@ HWY_INLINE void PvBlock(const bf16* p, int64_t ldp, const bf16* v, int64_t w, in
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_loadu_ps(o + r * ldo + c * 16);
-  for (int64_t y = 0; y < pairs; ++y) {
-    const bf16* row = v + y * w * 2;
-    __m512i k[C];
-    for (int c = 0; c < C; ++c) k[c] = _mm512_loadu_si512(row + c * 32);
-    for (int r = 0; r < R; ++r) {
-      const __m512i py = _mm512_set1_epi32(static_cast<int>(pair_at(p + r * ldp + 2 * y)));
-      for (int c = 0; c < C; ++c) acc[r][c] = Dp(acc[r][c], py, k[c]);
-    }
-  }
+  DpAccumulatePairs<R, C>(p, ldp, v, w, pairs, acc);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(o + r * ldo + c * 16, acc[r][c]);
 }

@@ -164,8 +164,8 @@ void accumulate(const FlashProblem& p, const Group& g, int64_t r0, int64_t rows,
     // the float32 range (Cauchy–Schwarz bounds every partial sum) — qk_tile takes each row's max.
     const float key_norm =
         pk && raw_units(p) && !tile_bad ? pk->key_norm[group * pk->tiles + j0 / kKeys] : kInf;
-    if (form == QkForm::kOuter && !keys.packed &&
-        !b16) {  // the whole tile's panels, for every sub-block
+    // The whole tile's panels, for every sub-block (bf16's are packed already).
+    if (form == QkForm::kOuter && !keys.packed && !b16) {
       pack_keys(keys.k, keys.ldk, n, p.Dk, keys.kt);
       keys.packed = n;
     }
