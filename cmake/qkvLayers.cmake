@@ -13,7 +13,7 @@ set(QKV_SIDE_BASE_distributed attention)
 # The layer each public header belongs to: a layer sees its own and those of the layers before it.
 set(QKV_PUBLIC_HEADERS_core tensor.h npy.h files.h threads.h json.h memory.h field_error.h terminal.h
     lines.h parse.h)
-set(QKV_PUBLIC_HEADERS_kernels attention_types.h blas.h)
+set(QKV_PUBLIC_HEADERS_kernels attention_types.h blas.h device.h)
 set(QKV_PUBLIC_HEADERS_attention attention.h attention_weights.h)
 set(QKV_PUBLIC_HEADERS_nn nn_modules.h nn_attention.h nn_recurrent.h nn_training.h nn.h)
 set(QKV_PUBLIC_HEADERS_models text.h sentence_model.h causal_lm.h tasks.h seq2seq.h model.h train.h

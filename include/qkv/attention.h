@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "qkv/attention_types.h"
+#include "qkv/device.h"
 #include "qkv/tensor.h"
 
 namespace qkv {
@@ -196,6 +197,33 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionResult& forward,
                                   const AttentionOptions& options = {});
+
+// ---- on the GPU (Path::cuda) ----
+// Attention on tensors in GPU memory (qkv/device.h), the layout above: q, k, v of one type —
+// float32 (CUDA cores, exact by the same rule as the CPU's fused path), bfloat16 or float16
+// (tensor cores, float32 accumulation and softmax) — each with its last dimension contiguous.
+// The options that apply: score scaled_dot or dot, scale, causal (both alignments), key_lengths
+// and mask (host tensors, copied to the device), softmax. Asynchronous on `stream`: the results
+// are there when the stream's work is.
+struct DeviceAttention {
+  DeviceTensor q, k, v;
+  DeviceTensor mask;       // optional: bool, or float32 added to the logits; broadcast to
+                           // [B, Hq, L, S]; not both this and options.mask
+  DeviceTensor out;        // [B, Hq, L, Dv] (q's rank), q's dtype, contiguous: written
+  DeviceTensor logsumexp;  // optional [B, Hq, L] float32, contiguous: written
+  void* stream = nullptr;  // a cudaStream_t; null: the default stream
+};
+void attention(const DeviceAttention& args, const AttentionOptions& options = {});
+
+// Gradients on the GPU, given the forward's out and logsumexp for these very inputs (as
+// DeviceAttention wrote them). dq, dk, dv: q's, k's and v's shapes and dtype, contiguous:
+// written. Deterministic: the same inputs give the same bits on every run.
+struct DeviceAttentionBackward {
+  DeviceTensor dout, q, k, v, mask, out, logsumexp;
+  DeviceTensor dq, dk, dv;
+  void* stream = nullptr;
+};
+void attention_backward(const DeviceAttentionBackward& args, const AttentionOptions& options = {});
 
 // ---- what a call needs (qkv/memory.h) ----
 // Peak bytes attention(q, k, v, options) allocates beyond its inputs, known before it runs: what

@@ -28,8 +28,9 @@ enum class Causal { none, top_left, bottom_right };
 // Which implementation runs. `automatic` picks `fused` where it applies — float32 q, k, v, a
 // dot-product score (scaled-dot, dot), softmax, and no weights or scores asked for — and
 // `reference` (float64, materialized scores) otherwise. Asking for `fused` where it does not
-// apply is an error that says why.
-enum class Path { automatic, reference, fused };
+// apply is an error that says why. `cuda`: the fused kernels on an NVIDIA GPU (qkv/device.h),
+// never chosen by `automatic` for host tensors; device tensors always take it.
+enum class Path { automatic, reference, fused, cuda };
 
 // The arithmetic of the two products Q·Kᵀ and P·V (and the backward's three more).
 // fp32: float32 throughout, exact by docs/CONVENTIONS.md §1.1 (the default).

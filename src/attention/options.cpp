@@ -26,10 +26,11 @@ constexpr std::array<std::pair<Causal, std::string_view>, 3> kCausal{{
     {Causal::top_left, "top-left"},
     {Causal::bottom_right, "bottom-right"},
 }};
-constexpr std::array<std::pair<Path, std::string_view>, 3> kPath{{
+constexpr std::array<std::pair<Path, std::string_view>, 4> kPath{{
     {Path::automatic, "auto"},
     {Path::reference, "reference"},
     {Path::fused, "fused"},
+    {Path::cuda, "cuda"},
 }};
 constexpr std::array<std::pair<Precision, std::string_view>, 2> kPrecision{{
     {Precision::fp32, "fp32"},
