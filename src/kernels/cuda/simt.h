@@ -38,6 +38,19 @@ inline cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, std:
       static_cast<Params>(args)...);
   return cudaGetLastError();
 }
+
+// Stream-ordered scratch for a launcher (the backward's D rows, partials).
+inline cudaError_t device_alloc(void** p, std::size_t bytes, void* stream) {
+  return cudaMallocAsync(p, bytes, static_cast<cudaStream_t>(stream));
+}
+inline cudaError_t device_free(void* p, void* stream) {
+  return cudaFreeAsync(p, static_cast<cudaStream_t>(stream));
+}
+inline cudaError_t device_zero(void* p, std::size_t bytes, void* stream) {
+  return cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream));
+}
+inline const char* error_string(cudaError_t e) { return cudaGetErrorString(e); }
+inline constexpr cudaError_t kSuccess = cudaSuccess;
 }  // namespace qkv::simt
 
 #else  // the host compiler: the tests' emulator
