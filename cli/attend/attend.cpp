@@ -128,9 +128,9 @@ CLI::App* add_attend_command(CLI::App& app, AttendArgs& a) {
   cmd->add_option("--weights", a.weights, "write the weights [B, Hq, L, S]")->type_name("W.npy");
   cmd->add_option("--lse", a.lse, "write the logsumexp [B, Hq, L]")->type_name("LSE.npy");
   cmd->add_option("--path", a.call.path,
-                  "auto | fused | reference: which kernel computes --out and --lse (fused: "
-                  "float32 scaled-dot/dot softmax; the explanation always uses the float64 "
-                  "reference)")
+                  "auto | fused | reference | cuda: which kernel computes --out and --lse "
+                  "(fused: float32 scaled-dot/dot softmax; cuda: the same on an NVIDIA GPU; "
+                  "the explanation always uses the float64 reference)")
       ->capture_default_str()
       ->type_name("PATH");
   cmd->add_option("--precision", a.call.precision,

@@ -147,8 +147,9 @@ struct ArgumentNames {
 // a valid problem.
 void check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                      const AttentionOptions& options, const ArgumentNames& names = {});
-// The path qkv::attention takes for these inputs: Path::fused or Path::reference. Path::fused asked
-// for where it does not apply is a qkv::Error that says why.
+// The path qkv::attention takes for these inputs: Path::fused, Path::reference, or Path::cuda
+// where asked. Path::fused or Path::cuda asked for where it does not apply is a qkv::Error that
+// says why.
 Path chosen_path(const Tensor& q, const Tensor& k, const Tensor& v,
                  const AttentionOptions& options);
 

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -42,7 +43,8 @@ struct CudaDevice {
 };
 CudaDevice cuda_device();
 
-// Device memory qkv allocates (cudaMalloc) and frees; move-only. Zero-filled on creation.
+// Device memory qkv allocates (cudaMalloc) and frees; copies share it (as Tensor's storage).
+// Zero-filled on creation.
 class DeviceArray {
  public:
   DeviceArray() = default;
@@ -55,16 +57,16 @@ class DeviceArray {
   DeviceTensor view() const;
   const Shape& shape() const { return shape_; }
   DeviceDType dtype() const { return dtype_; }
-  ~DeviceArray();
-  DeviceArray(DeviceArray&& other) noexcept;
-  DeviceArray& operator=(DeviceArray&& other) noexcept;
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
 
  private:
   void* data_ = nullptr;
+  std::shared_ptr<void> owned_;  // frees the memory with the last copy of this array
   Shape shape_;
   DeviceDType dtype_ = DeviceDType::f32;
 };
+
+// Waits for the work queued on `stream` (a cudaStream_t; null: the default stream). A kernel's
+// failure surfaces here as qkv::Error (Kind::runtime).
+void cuda_synchronize(void* stream = nullptr);
 
 }  // namespace qkv

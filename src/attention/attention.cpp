@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "attention/cuda.h"
 #include "attention/fused.h"
 #include "attention/validate.h"
 #include "kernels/cpu/bf16.h"
@@ -107,8 +108,11 @@ Dims check_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const 
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const AttentionOptions& options) {
   const Dims dims = attention_detail::check_inputs(q, k, v, options);
-  if (attention_detail::choose_path(q, k, v, options) == Path::fused) {
-    AttentionResult r = attention_detail::fused_attention(q, k, v, options, dims);
+  const Path path = attention_detail::choose_path(q, k, v, options);
+  if (path == Path::fused || path == Path::cuda) {
+    AttentionResult r = path == Path::fused
+                            ? attention_detail::fused_attention(q, k, v, options, dims)
+                            : attention_detail::cuda_attention(q, k, v, options, dims);
     if (options.keep_for_backward) r.fingerprint = fingerprint_of(q, k, v, options);
     return r;
   }
@@ -167,8 +171,11 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                   const Tensor& v, const AttentionOptions& options) {
   const Dims dims = check_backward(dout, q, k, v, options);
-  if (attention_detail::choose_path(q, k, v, options) == Path::fused)
+  const Path path = attention_detail::choose_path(q, k, v, options);
+  if (path == Path::fused)
     return attention_detail::fused_attention_backward(dout, q, k, v, options, dims);
+  if (path == Path::cuda)
+    return attention_detail::cuda_attention_backward(dout, q, k, v, options, dims);
   const Prepared p = prepare(q, k, v, options);
   // bf16: dout, the backward's first product input, rounded as q, k and v are.
   const Tensor dout64 =

@@ -93,6 +93,15 @@ std::string fused_unsupported(const Tensor& q, const Tensor& k, const Tensor& v,
 Path choose_path(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   if (o.path == Path::reference) return Path::reference;
   const std::string why = fused_unsupported(q, k, v, o);
+  if (o.path == Path::cuda) {
+    // The GPU's kernels cover what the CPU's fused kernels cover, with head dims up to 256.
+    if (!why.empty())
+      throw Error("path cuda does not apply to " + why + "; expected path reference or automatic");
+    if (q.dim(-1) > 256 || v.dim(-1) > 256)
+      throw Error("path cuda takes head dims up to 256, not " + std::to_string(q.dim(-1)) +
+                  " and " + std::to_string(v.dim(-1)) + "; expected path fused or automatic");
+    return Path::cuda;
+  }
   if (o.path == Path::fused && !why.empty())
     throw Error("path fused does not apply to " + why + "; expected path reference or automatic");
   return why.empty() ? Path::fused : Path::reference;

@@ -84,6 +84,12 @@ int64_t attention_bytes(const Tensor& q, const Tensor& k, const Tensor& v,
   const double rows = static_cast<double>(d.B) * d.Hq * d.L;
   const double weights = rows * static_cast<double>(d.S), outs = rows * static_cast<double>(d.Dv);
   // The fingerprint gathers one strided row at a time: nothing that grows.
+  if (attention_detail::choose_path(q, k, v, o) == Path::cuda) {
+    // Host memory only (attention/cuda.cpp): each input as a contiguous float32 copy and its
+    // staged bytes, the output and logsumexp as copied back and as returned.
+    const double inputs = elements(q) + elements(k) + elements(v);
+    return saturated_bytes(8 * inputs + 8 * outs + 8 * rows + 8.0 * d.B);
+  }
   if (attention_detail::choose_path(q, k, v, o) == Path::fused) {
     // The output and its row statistics (logsumexp, and the saved max and sum), K and V packed
     // once for all the row tiles that read them (pack_kv), and each worker's tiles.
@@ -111,6 +117,11 @@ int64_t attention_backward_bytes(const Tensor& q, const Tensor& k, const Tensor&
   const double rows = static_cast<double>(d.B) * d.Hq * d.L;
   const double outs = rows * static_cast<double>(d.Dv);
   const double grads = elements(q) + elements(k) + elements(v);
+  if (attention_detail::choose_path(q, k, v, o) == Path::cuda) {
+    // Host memory only: the inputs and dout staged as above, the gradients copied back (float32,
+    // then float64 for dscale's sum of dq·q).
+    return saturated_bytes(8 * (grads + outs) + 4 * grads + 16 * elements(q) + 8.0 * d.B);
+  }
   if (attention_detail::choose_path(q, k, v, o) == Path::fused) {
     // The forward's output and row statistics (run again, or a saved forward's contiguous
     // copies), dout as float32, dq, dk and dv, the partial dQ of each key chunk past the first,

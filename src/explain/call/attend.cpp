@@ -112,7 +112,8 @@ void parse_options(const CallArguments& a, AttentionOptions& o) {
   o.causal = *causal;
   const auto path = parse_path(a.path);
   if (!path)
-    usage("path", "{path} '" + typed(a.path) + "' is unknown; expected auto, fused or reference");
+    usage("path",
+          "{path} '" + typed(a.path) + "' is unknown; expected auto, fused, reference or cuda");
   o.path = *path;
   const auto precision = parse_precision(a.precision);
   if (!precision)
@@ -238,7 +239,7 @@ Attended attend(const AttentionCall& c, bool whole) {
   Attended a;
   a.path = chosen_path(c.q, c.k, c.v, chosen);
   if (whole) a.result = run_case(c);
-  if (a.path == Path::fused || !whole) {
+  if (a.path == Path::fused || a.path == Path::cuda || !whole) {
     const AttentionResult computed = attention(c.q, c.k, c.v, chosen);
     a.result.out = computed.out;
     a.result.logsumexp = computed.logsumexp;

@@ -1,19 +1,19 @@
-// The device, its memory and the copies: the host side of Path::cuda (device_memory.h,
-// flash_cuda.h's built_with_cuda and device_present).
+// The GPU backend (backend.h): the device, its memory and the copies, and the kernels of flash.cu.
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <string>
 
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/device_memory.h"
-#include "kernels/cuda/flash_cuda.h"
+#include "kernels/cuda/gpu.h"
 
 namespace qkv::cuda {
+namespace {
 
-bool built_with_cuda() { return true; }
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
-bool device_present(std::string* why) {
+bool present(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -37,44 +37,27 @@ bool device_present(std::string* why) {
   return true;
 }
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) : size_(bytes) {
-  if (bytes > 0)
-    check(cudaMalloc(&data_, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+void* allocate(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+  return p;
 }
-DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);
-}
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr, other.size_ = 0;
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_) cudaFree(data_);
-    data_ = other.data_, size_ = other.size_;
-    other.data_ = nullptr, other.size_ = 0;
-  }
-  return *this;
-}
+void release(void* p) noexcept { cudaFree(p); }
 
-void copy_to_device(void* device, const void* host, std::size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
-                        static_cast<cudaStream_t>(stream)),
+void to_device(void* device, const void* host, std::size_t bytes, void* stream) {
+  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, as_stream(stream)),
         "cudaMemcpyAsync to the device");
 }
-void copy_to_host(void* host, const void* device, std::size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
-                        static_cast<cudaStream_t>(stream)),
+void synchronize(void* stream) {
+  check(cudaStreamSynchronize(as_stream(stream)), "the GPU's work");
+}
+void to_host(void* host, const void* device, std::size_t bytes, void* stream) {
+  check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, as_stream(stream)),
         "cudaMemcpyAsync to the host");
   synchronize(stream);
 }
 void fill_zero(void* device, std::size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  check(cudaMemsetAsync(device, 0, bytes, static_cast<cudaStream_t>(stream)), "cudaMemsetAsync");
-}
-void synchronize(void* stream) {
-  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "the GPU's work");
+  check(cudaMemsetAsync(device, 0, bytes, as_stream(stream)), "cudaMemsetAsync");
 }
 bool is_device_memory(const void* p) {
   cudaPointerAttributes a{};
@@ -83,6 +66,44 @@ bool is_device_memory(const void* p) {
     return false;
   }
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+// rows.max = lse·log2(e), rows.log_sum = 0 (−∞ for a row that sees no key, NaN for NaN).
+__global__ void rows_from_logsumexp_kernel(const float* lse, int64_t n, float* max,
+                                           float* log_sum) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float x = lse[i];
+  max[i] = x * 1.4426950408889634f;
+  log_sum[i] = x == -__int_as_float(0x7f800000) ? x : (x != x ? x : 0.0f);
+}
+
+void rows_from_lse(const float* lse, int64_t n, SoftmaxRows rows, void* stream) {
+  if (n == 0) return;
+  const int64_t blocks = (n + 255) / 256;
+  rows_from_logsumexp_kernel<<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(
+      lse, n, rows.max, rows.log_sum);
+  check(cudaGetLastError(), "the logsumexp's conversion to softmax rows");
+}
+
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+const Backend& gpu_backend() {
+  static const Backend gpu{"cuda",
+                           present,
+                           allocate,
+                           release,
+                           to_device,
+                           to_host,
+                           fill_zero,
+                           synchronize,
+                           is_device_memory,
+                           gpu::flash_forward,
+                           gpu::flash_backward,
+                           rows_from_lse};
+  return gpu;
 }
 
 }  // namespace qkv::cuda

@@ -78,6 +78,10 @@ void flash_forward(const Problem& p, Strided out, float* logsumexp, SoftmaxRows 
 void flash_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dout, Strided dq,
                     Strided dk, Strided dv);
 
+// The rows a logsumexp alone gives (FlashAttention's own backward input): max = lse·log2(e) in
+// the kernels' base-2 units, log_sum = 0 (−∞ and NaN rows kept). n = B·Hq·L, device memory.
+void rows_from_logsumexp(const float* lse, int64_t n, SoftmaxRows rows, void* stream);
+
 // Whether this build has the CUDA kernels, and the first device's description ("NVIDIA H200,
 // sm_90, 132 SMs, 139 GiB") or why there is none ("qkv was built without CUDA", "no CUDA device:
 // <the driver's words>"). Never throws.

@@ -25,6 +25,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -39,6 +40,10 @@
 #include "kernels/reference/naive_attention.h"
 #include "qkv/attention.h"
 #include "qkv/tensor.h"
+#include "simd_targets.h"
+#if defined(QKV_SIMT_EMULATOR)
+#include "kernels/cuda/emulated_backend.h"
+#endif
 
 namespace qkv_test::flash {
 
@@ -56,6 +61,61 @@ using qkv::Tensor;
 using qkv::cases::kFloor;
 using qkv::cases::kGradFactor;
 using qkv::cases::kOutputFactor;
+
+// ---- which fused kernels ----
+
+// The path the sweeps run as "the fused kernels": Path::fused on the CPU, or Path::cuda in a
+// suite's Cuda instance — the GPU where one is present, else the CUDA kernels' own source on the
+// SIMT emulator (tests/kernels/cuda). The same cases and the same tolerance rule hold on both.
+inline Path& fused_path() {
+  static Path path = Path::fused;
+  return path;
+}
+inline bool on_cuda() { return fused_path() == Path::cuda; }
+
+inline constexpr int64_t kCudaTarget = -1;  // the parameter of a suite's Cuda instance
+
+// A suite run once per SIMD target (simd_targets.h) and once more on Path::cuda.
+class PerFusedPath : public PerSimdTarget {
+ protected:
+  void SetUp() override {
+    if (GetParam() != kCudaTarget) return PerSimdTarget::SetUp();
+#if defined(QKV_SIMT_EMULATOR)
+    device_ = std::make_unique<CudaOrEmulator>();
+    fused_path() = Path::cuda;
+    std::cout << "[ cuda     ] "
+              << (device_->emulated() ? "the SIMT emulator (no GPU)"
+                                      : qkv::cuda_device().description)
+              << "\n";
+#else
+    GTEST_SKIP() << "Path::cuda: this build has no SIMT emulator (a sanitized build) and "
+                 << qkv::cuda_device().description;
+#endif
+  }
+  void TearDown() override {
+    if (GetParam() != kCudaTarget) return PerSimdTarget::TearDown();
+    fused_path() = Path::fused;
+#if defined(QKV_SIMT_EMULATOR)
+    device_.reset();
+#endif
+  }
+  bool emulated() const {
+#if defined(QKV_SIMT_EMULATOR)
+    return device_ && device_->emulated();
+#else
+    return false;
+#endif
+  }
+
+ private:
+#if defined(QKV_SIMT_EMULATOR)
+  std::unique_ptr<CudaOrEmulator> device_;
+#endif
+};
+
+inline std::string fused_path_name(const testing::TestParamInfo<int64_t>& info) {
+  return info.param == kCudaTarget ? "cuda" : simd_target_name(info);
+}
 
 // ---- cases ----
 
@@ -112,7 +172,7 @@ inline AttentionOptions options_for(const Case& c, Path path, int threads = 0) {
   if (c.mask_kind != MaskKind::none) o.mask = tensor_of(c.mask_shape, c.mask, c.mask_dtype);
   o.key_lengths = c.key_lengths;
   o.need_logsumexp = true;
-  o.path = path;
+  o.path = path == Path::fused ? fused_path() : path;
   o.num_threads = threads;
   return o;
 }
@@ -650,3 +710,10 @@ inline Spec teeth_spec() {
 }
 
 }  // namespace qkv_test::flash
+
+#define QKV_PER_FUSED_PATH(Suite)                                                                 \
+  class Suite : public ::qkv_test::flash::PerFusedPath {};                                        \
+  INSTANTIATE_TEST_SUITE_P(Simd, Suite, ::testing::ValuesIn(::qkv_test::runnable_simd_targets()), \
+                           ::qkv_test::simd_target_name);                                         \
+  INSTANTIATE_TEST_SUITE_P(Cuda, Suite, ::testing::Values(::qkv_test::flash::kCudaTarget),        \
+                           ::qkv_test::flash::fused_path_name)
