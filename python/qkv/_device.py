@@ -8,7 +8,6 @@ Neither torch nor cupy is a dependency: a torch tensor can only reach here if to
 already (sys.modules), and CuPy or Numba are imported only to allocate the outputs of their own
 arrays."""
 
-import math
 import sys
 from typing import Any, NamedTuple, Optional, Tuple
 
@@ -349,7 +348,7 @@ def refuse_host_only(path, need_weights, params, score, normalize):
         raise ValueError("need_weights=True with CUDA arrays: the GPU kernels never form the "
                          "L×S weights; expected need_weights=False (or host arrays)")
     if params:
-        raise ValueError(f"params with CUDA arrays: the GPU runs score scaled_dot or dot only; "
+        raise ValueError("params with CUDA arrays: the GPU runs score scaled_dot or dot only; "
                          "expected no params (or host arrays)")
     if score not in ("scaled_dot", "scaled-dot", "dot"):
         raise ValueError(f"score {score!r} with CUDA arrays; the GPU runs scaled_dot or dot "
