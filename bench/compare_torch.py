@@ -21,6 +21,15 @@ Forward is timed under torch.inference_mode(); backward alone is timed as out.ba
 after an untimed forward with requires_grad. One warm-up, then the median of --repeats.
 
 Needs torch ≥ 2.0: run it with the venv of bench/setup_torch_venv.sh, see bench/README.md.
+
+--device cuda (issue 32): torch's SDPA on the GPU with each backend forced in turn
+(torch.nn.attention.sdpa_kernel: FLASH_ATTENTION, EFFICIENT_ATTENTION, CUDNN_ATTENTION, MATH), fp32
+and bf16, forward and backward, each timed with torch.cuda.Event pairs (median of 20 after three
+warm-ups; the backward alone, after an untimed forward), beside `qkv bench attention --device cuda
+--json` (validated against float64 first; host timing around each call and a sync) and, with
+--qkv-python, qkv's Python package on the same torch tensors. One table per precision: TFLOP/s
+forward/backward and qkv's ratio to each backend; a backend torch cannot run for a case shows
+"n/a" with torch's reason below the table. Cases: 1k, 4k, 4k-causal, 16k, 4k-d128, 4k-gqa.
 """
 
 import argparse
@@ -361,11 +370,26 @@ def main():
                     help="do not run ONNX Runtime (its forward: SDPA exported with torch.onnx)")
     ap.add_argument("--qkv-arg", action="append", default=[],
                     help="extra argument for `qkv bench attention` (repeatable)")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+    ap.add_argument("--precision", choices=["fp32", "bf16", "both"], default=None,
                     help="bf16: torch's SDPA on bfloat16 tensors against `qkv bench attention "
-                    "--precision bf16` (ONNX Runtime left out); default fp32")
+                    "--precision bf16` (ONNX Runtime left out); default fp32 (--device cuda: "
+                    "both, one table each)")
     ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: torch SDPA on the GPU with each backend forced (flash, "
+                    "efficient, cuDNN, math), fp32 and bf16, against `qkv bench attention "
+                    "--device cuda`; issue 32's cases unless --case")
+    ap.add_argument("--qkv-python", action="store_true",
+                    help="--device cuda: also time qkv through its Python package on the same "
+                    "torch tensors (PYTHONPATH=build/python)")
+    ap.add_argument("--json-out", default=None,
+                    help="--device cuda: also write one JSON object per case and precision here")
     args = ap.parse_args()
+    if args.device == "cuda":
+        return gpu_main(args)
+    if args.precision == "both":
+        ap.error("--precision both is for --device cuda; expected fp32 or bf16")
+    args.precision = args.precision or "fp32"
 
     counts = args.threads or [int(os.environ.get("QKV_NUM_THREADS", 0) or 0) or len(
         os.sched_getaffinity(0))]
@@ -587,6 +611,266 @@ def print_scaling(runs, have_ort):
     print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(cols)))
     for t in table:
         print("  ".join(x.ljust(w[i]) if i == 0 else x.rjust(w[i]) for i, x in enumerate(t)))
+
+
+# ---------------------------------------------------------------------------------------------
+# --device cuda: torch SDPA on the GPU, each backend forced, against qkv's GPU kernels (issue 32)
+
+GPU_CASES = ("1k", "4k", "4k-causal", "16k", "4k-d128", "4k-gqa")  # issue 32's table
+GPU_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
+GPU_SHORT = {"FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient",
+             "CUDNN_ATTENTION": "cudnn", "MATH": "math"}
+GPU_REPEATS = 20
+
+
+def first_line(text, width=110):
+    line = (str(text).strip().splitlines() or [""])[0]
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def cuda_median_ms(torch, fn, repeats, setup=None):
+    """fn's median time in ms by torch.cuda.Event pairs around it on the current stream, after
+    three untimed runs; setup() (untimed, before each run) prepares what fn consumes."""
+    times = []
+    for i in range(repeats + 3):
+        if setup is not None:
+            setup()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def gpu_tensors(torch, case, dtype, seed=7):
+    name, B, Hq, Hkv, L, S, D, causal = case
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    make = lambda *shape: torch.randn(*shape, device="cuda", generator=g).to(dtype)  # noqa: E731
+    return make(B, Hq, L, D), make(B, Hkv, S, D), make(B, Hkv, S, D), make(B, Hq, L, D)
+
+
+def gpu_reference_error(torch, F, backend, dtype):
+    """The backend's forward on a small case (H 4/2, L 77, S 93, D 64, causal) against float64 on
+    the CPU: max|X − R| / max|R|, or the reason it cannot run."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q = torch.randn(1, 4, 77, 64, device="cuda", generator=g).to(dtype)
+    k = torch.randn(1, 2, 93, 64, device="cuda", generator=g).to(dtype)
+    v = torch.randn(1, 2, 93, 64, device="cuda", generator=g).to(dtype)
+    try:
+        with sdpa_kernel([getattr(SDPBackend, backend)]):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    except RuntimeError as e:
+        return None, first_line(e)
+    q64, k64, v64 = (t.double().cpu() for t in (q, k, v))
+    k64, v64 = k64.repeat_interleave(2, 1), v64.repeat_interleave(2, 1)
+    s = q64 @ k64.transpose(-1, -2) / 8.0
+    s = s.masked_fill(torch.ones(77, 93, dtype=torch.bool).triu(1), float("-inf"))
+    want = torch.softmax(s, -1) @ v64
+    return ((out.double().cpu() - want).abs().max() / want.abs().max()).item(), None
+
+
+def torch_gpu_case(torch, F, case, dtype, backend, ff, repeats):
+    """One backend on one case: forward and backward TFLOP/s (qkv's FLOP counts), or the reason
+    it cannot run ("n/a"): its own warnings say why a backend refuses inputs."""
+    import warnings
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    name, B, Hq, Hkv, L, S, D, causal = case
+    gqa = Hq != Hkv
+    q, k, v, dout = gpu_tensors(torch, case, dtype)
+    kw = {"is_causal": causal, "enable_gqa": True} if gqa else {"is_causal": causal}
+    row = {"backend": GPU_SHORT[backend], "fwd_tflops": None, "bwd_tflops": None, "why": None}
+    with warnings.catch_warnings(record=True) as caught, \
+            sdpa_kernel([getattr(SDPBackend, backend)]):
+        warnings.simplefilter("always")
+        try:
+            with torch.inference_mode():
+                t = cuda_median_ms(torch, lambda: F.scaled_dot_product_attention(q, k, v, **kw),
+                                   repeats)
+            row["fwd_ms"], row["fwd_tflops"] = t, ff / (t * 1e-3) / 1e12
+            qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+            state = {}
+
+            def forward():
+                qg.grad = kg.grad = vg.grad = None
+                state["out"] = F.scaled_dot_product_attention(qg, kg, vg, **kw)
+
+            t = cuda_median_ms(torch, lambda: state["out"].backward(dout), repeats, setup=forward)
+            row["bwd_ms"], row["bwd_tflops"] = t, 2.5 * ff / (t * 1e-3) / 1e12
+        except torch.cuda.OutOfMemoryError:
+            row["why"] = "out of GPU memory"
+        except RuntimeError as e:
+            reasons = [first_line(w.message) for w in caught
+                       if "kernel" in str(w.message).lower() or "require" in str(w.message).lower()]
+            row["why"] = reasons[0] if reasons else first_line(e)
+    torch.cuda.empty_cache()
+    return row
+
+
+def run_qkv_gpu(path, names, precision, quick, repeats, extra):
+    """`qkv bench attention --device cuda --json`: its rows by case name, or (None, reason)."""
+    cmd = [path, "bench", "attention", "--device", "cuda", "--json", "--case", ",".join(names),
+           "--precision", precision] + (["--quick"] if quick else []) + \
+          (["--repeats", str(repeats)] if repeats else []) + extra
+    log("running: " + " ".join(shlex.quote(c) for c in cmd))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(p.stderr)
+    if p.returncode != 0:
+        return None, first_line(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else
+                                f"exited with {p.returncode}")
+    rows = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            d = json.loads(line)
+            rows[d["case"]] = d
+    return rows, None
+
+
+def qkv_python_case(torch, case, dtype, ff, repeats):
+    """qkv through its Python package on the same torch CUDA tensors (DLPack-free: torch's own
+    pointers and stream), timed as torch is: TFLOP/s forward and backward (the backward given the
+    saved forward), or the reason it cannot run."""
+    try:
+        import qkv
+    except ImportError as e:
+        return {"fwd_tflops": None, "bwd_tflops": None, "why": first_line(e)}
+    name, B, Hq, Hkv, L, S, D, causal = case
+    q, k, v, dout = gpu_tensors(torch, case, dtype)
+    kw = {"is_causal": causal, "enable_gqa": Hq != Hkv}
+    row = {"fwd_tflops": None, "bwd_tflops": None, "why": None}
+    try:
+        t = cuda_median_ms(torch, lambda: qkv.attention(q, k, v, **kw), repeats)
+        row["fwd_tflops"] = ff / (t * 1e-3) / 1e12
+        _, saved = qkv.attention(q, k, v, keep_for_backward=True, **kw)
+        t = cuda_median_ms(torch, lambda: qkv.attention_backward(dout, q, k, v, saved=saved, **kw),
+                           repeats)
+        row["bwd_tflops"] = 2.5 * ff / (t * 1e-3) / 1e12
+    except (RuntimeError, ValueError, TypeError) as e:
+        row["why"] = first_line(e)
+    return row
+
+
+def print_gpu_table(precision, rows, backends, notes, have_python):
+    """One table: qkv's TFLOP/s fwd/bwd, each backend's, and qkv's ratio to each."""
+    cols = ["case", "qkv"] + (["qkv py"] if have_python else [])
+    for b in backends:
+        cols += [GPU_SHORT[b], "×" + GPU_SHORT[b]]
+    table = []
+    for r in rows:
+        q = r["qkv"]
+        line = [r["case"], pair_cell(q.get("fwd_tflops"), q.get("bwd_tflops"), q.get("why"), notes)]
+        if have_python:
+            p = r["python"]
+            line.append(pair_cell(p.get("fwd_tflops"), p.get("bwd_tflops"), p.get("why"), notes))
+        for b in backends:
+            t = r["torch"][b]
+            line.append(pair_cell(t["fwd_tflops"], t["bwd_tflops"], t["why"], notes))
+            rf = q.get("fwd_tflops") / t["fwd_tflops"] if q.get("fwd_tflops") and t["fwd_tflops"] \
+                else None
+            rb = q.get("bwd_tflops") / t["bwd_tflops"] if q.get("bwd_tflops") and t["bwd_tflops"] \
+                else None
+            line.append(f"{fmt(rf, '.2f')}/{fmt(rb, '.2f')}")
+        table.append(line)
+    w = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(cols)]
+    print(f"{precision}: TFLOP/s forward/backward; ×backend: qkv's ratio to it, forward/backward")
+    print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(cols)))
+    for t in table:
+        print("  ".join(x.ljust(w[i]) if i == 0 else x.rjust(w[i]) for i, x in enumerate(t)))
+
+
+def pair_cell(f, b, why, notes):
+    """"254.0/219.5", or "n/a[2]" with the reason noted once under the table."""
+    if why:
+        if why not in notes:
+            notes.append(why)
+        return f"n/a[{notes.index(why) + 1}]"
+    return f"{fmt(f, '.1f')}/{fmt(b, '.1f')}"
+
+
+def gpu_main(args):
+    """compare_torch.py --device cuda: see the module's docstring and bench/README.md."""
+    if not (os.path.isfile(args.qkv) and os.access(args.qkv, os.X_OK)):
+        sys.exit(f"compare_torch: no qkv binary at {args.qkv} (build it, or pass --qkv): its "
+                 "`bench attention --list` gives the cases")
+    all_cases, flops = list_cases(args.qkv, args.quick)
+    known = [c[0] for c in all_cases]
+    names = [n.strip() for n in args.case.split(",") if n.strip()] if args.case else \
+        [n for n in GPU_CASES if n in known]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        sys.exit(f"compare_torch: unknown case {', '.join(unknown)}; expected some of "
+                 + ",".join(known))
+    cases = [c for c in all_cases if c[0] in names]
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import sdpa_kernel  # noqa: F401 (torch ≥ 2.3)
+    except ImportError as e:
+        sys.exit(f"compare_torch --device cuda: {e}; needs torch ≥ 2.3 with CUDA")
+    if not torch.cuda.is_available():
+        sys.exit("compare_torch --device cuda: torch.cuda.is_available() is False: no GPU here")
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (torch's default too)
+    torch.backends.cudnn.allow_tf32 = False
+    precisions = ["fp32", "bf16"] if args.precision in (None, "both") else [args.precision]
+    repeats = args.repeats or (3 if args.quick else GPU_REPEATS)
+    device = torch.cuda.get_device_name()
+    log(f"torch {torch.__version__} on {device} (CUDA {torch.version.cuda}); "
+        f"median of {repeats} after 3 warm-ups, torch.cuda.Event timing")
+    backends = list(GPU_BACKENDS)
+    all_rows = []
+    for precision in precisions:
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        for b in backends:
+            err, why = gpu_reference_error(torch, F, b, dtype)
+            log(f"  torch {GPU_SHORT[b]} {precision} vs float64 (H 4/2, L 77, S 93, causal): "
+                + (f"max relative error {err:.1e}" if why is None else f"n/a: {why}"))
+        qkv_rows, qkv_why = (None, "--torch-only") if args.torch_only else run_qkv_gpu(
+            args.qkv, [c[0] for c in cases], precision, args.quick, args.repeats, args.qkv_arg)
+        rows = []
+        for c in cases:
+            ff = flops[c[0]]
+            r = {"case": c[0], "precision": precision, "device": device,
+                 "torch_version": torch.__version__, "repeats": repeats, "torch": {}}
+            q = (qkv_rows or {}).get(c[0])
+            r["qkv"] = {"why": qkv_why} if q is None else {
+                "fwd_tflops": num(q.get("tflops_fwd")), "bwd_tflops": num(q.get("tflops_bwd")),
+                "fwd_max_error": num(q.get("fwd_max_error")),
+                "bwd_max_error": num(q.get("bwd_max_error")),
+                "why": q.get("unavailable") or qkv_why}
+            if args.qkv_python:
+                r["python"] = qkv_python_case(torch, c, dtype, ff, repeats)
+            for b in backends:
+                t = torch_gpu_case(torch, F, c, dtype, b, ff, repeats)
+                r["torch"][b] = t
+                log(f"  {c[0]} {precision} {GPU_SHORT[b]}: " + (
+                    f"fwd {t['fwd_tflops']:.1f}, bwd {t['bwd_tflops']:.1f} TFLOP/s"
+                    if t["why"] is None else f"n/a: {t['why']}"))
+            rows.append(r)
+        all_rows.append((precision, rows))
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            for _, rows in all_rows:
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
+    if args.json:
+        for _, rows in all_rows:
+            for r in rows:
+                print(json.dumps(r))
+        return
+    print(f"qkv --device cuda against torch {torch.__version__} SDPA on {device}; FLOPs "
+          "4·B·Hq·L·S·D forward (half causal), 2.5× backward; median of "
+          f"{repeats}, torch.cuda.Event timing (qkv: its own bench, host timing with a sync)")
+    notes = []
+    for i, (precision, rows) in enumerate(all_rows):
+        print()
+        print_gpu_table(precision, rows, backends, notes, args.qkv_python)
+    if notes:
+        print()
+        for i, why in enumerate(notes):
+            print(f"[{i + 1}] {why}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -70,7 +70,10 @@ constexpr const char* kAttentionFooter =
     "  qkv bench attention --case 4k,4k-gqa --precision bf16\n"
     "                                       a sweep: each case at each count, GFLOP/s per thread\n"
     "                                       and the speed-up over the smallest count\n"
-    "  qkv bench attention --list --json    the cases, their shapes and FLOPs\n";
+    "  qkv bench attention --list --json    the cases, their shapes and FLOPs\n"
+    "  qkv bench attention --device cuda --case 4k,16k --precision bf16\n"
+    "                                       on the GPU: fp32 (CUDA cores) or bf16 (tensor cores),\n"
+    "                                       TFLOP/s forward and backward, median of 20 runs\n";
 
 constexpr const char* kModelFooter =
     "First a check: a few texts' embeddings (both latency sentences, the 128-token one\n"
@@ -198,6 +201,13 @@ void add_attention_target(CLI::App* bench, BenchArgs& a) {
                    "and is left out)")
       ->check(one_of({"fp32", "bf16"}))
       ->type_name("fp32|bf16");
+  attention
+      ->add_option("--device", a.attention.device,
+                   "cpu (default) or cuda: the GPU kernels on q, k, v and dout in GPU memory "
+                   "(the same N(0, 1) data), validated against the float64 reference first; "
+                   "TFLOP/s; exits 1 with the reason where there is no GPU")
+      ->check(one_of({"cpu", "cuda"}))
+      ->type_name("cpu|cuda");
   attention->add_flag("--list", a.attention.list,
                       "list the cases (shape, causal, mask, FLOPs) and run nothing; with --json, "
                       "one object a case");

@@ -30,6 +30,7 @@ struct BenchAttentionArgs {
   std::vector<std::string> cases;  // names; empty: the default set
   bool list = false;               // --list: print the cases (shapes, FLOPs) and run nothing
   std::string precision = "fp32";  // --precision: fp32 or bf16 (the fused kernels' opt-in)
+  std::string device = "cpu";      // --device cpu or cuda (the GPU kernels, Path::cuda; issue 32)
 };
 
 struct BenchModelArgs {

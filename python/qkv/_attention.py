@@ -1,12 +1,13 @@
 """qkv.attention and qkv.attention_backward: PyTorch's scaled_dot_product_attention conventions on
-NumPy arrays, computed by qkv's C++ kernels."""
+NumPy arrays, computed by qkv's C++ kernels; on CUDA arrays (PyTorch's, CuPy's, ...) by its GPU
+kernels (_device.py)."""
 
 from collections.abc import Mapping
 from typing import Any, Dict, NamedTuple, Optional, Union
 
 import numpy as np
 
-from . import _checks, _qkv
+from . import _checks, _device, _qkv
 
 _FLOATS = (np.float32, np.float64)
 
@@ -124,6 +125,18 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     (N, H, L, S) matrices in float64 (12 to 16 bytes a weight, more with a mask). An estimate past
     the limit raises MemoryError naming both sizes before any work.
 
+    CUDA arrays (issue 32): query, key and value (and attn_mask) all on one NVIDIA GPU — torch
+    CUDA tensors, CuPy or Numba arrays (__cuda_array_interface__), JAX's (DLPack) — float32,
+    bfloat16 or float16 (one dtype; a mask bool or float32) run on qkv's GPU kernels, read in
+    place, on the array's current stream (torch.cuda.current_stream(), CuPy's current stream),
+    asynchronously as the library's own operations are; the results are new arrays of the same
+    library and device (JAX's: allocated by torch or CuPy, handed over through DLPack). There:
+    score scaled_dot or dot, softmax, no need_weights or params, path "auto" or "cuda";
+    memory_limit does not apply. A mix of host and CUDA arrays is a ValueError naming which is
+    where; a build without CUDA or a machine without a GPU, a RuntimeError saying so. With
+    path="cuda", host arrays are copied to the GPU and back (float32; precision="bf16" runs the
+    bf16 tensor-core kernels).
+
     Arrays are read where they lie (no copy for float32/float64 arrays of any non-negative
     strides); results are new NumPy arrays of the inputs' dtype. The computation runs on qkv's
     threads ($QKV_NUM_THREADS) without the GIL. Bad arguments raise ValueError or TypeError with
@@ -138,6 +151,11 @@ def attention(query, key, value, attn_mask=None, is_causal: bool = False,
     >>> np.round(out, 2)        # 0.67·10 + 0.33·20
     array([[13.3]])
     """
+    if _device.split((("query", query), ("key", key), ("value", value),
+                      ("attn_mask", attn_mask))):
+        return _device_attention(query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                                 score, causal_alignment, normalize, params, need_weights, path,
+                                 keep_for_backward, precision)
     q, k, v, mask, causal, scale, score, p = _prepare(query, key, value, attn_mask, is_causal,
                                                       scale, enable_gqa, score,
                                                       causal_alignment, params)
@@ -170,11 +188,15 @@ class SavedForward(NamedTuple):
     sum; None on the float64 reference path, whose backward runs the forward again); and the
     fingerprint of what it was computed from (the inputs' dtypes, shapes and a hash of their
     values; the options), with which attention_backward refuses the saved forward of other
-    inputs or options rather than return wrong gradients."""
+    inputs or options rather than return wrong gradients. On CUDA arrays: out and logsumexp
+    (float32, [..., L]) on the GPU, max and sum None, and a fingerprint of the arrays' addresses,
+    dtypes, shapes and the options (device memory is not hashed: an array changed in place
+    since the forward goes unseen there)."""
     out: np.ndarray
     max: Optional[np.ndarray]
     sum: Optional[np.ndarray]
-    fingerprint: Any  # qkv._qkv.ForwardFingerprint, opaque
+    fingerprint: Any  # qkv._qkv.ForwardFingerprint (host) or _device.DeviceFingerprint, opaque
+    logsumexp: Any = None  # CUDA arrays only
 
 
 class AttentionGrads(NamedTuple):
@@ -183,7 +205,7 @@ class AttentionGrads(NamedTuple):
     dk: np.ndarray
     dv: np.ndarray
     dparams: Dict[str, np.ndarray]  # of params (general: w; additive: w_q, w_k, v)
-    dscale: float  # ∂loss/∂scale
+    dscale: Optional[float]  # ∂loss/∂scale; None on CUDA arrays (the GPU does not compute it)
 
 
 def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: bool = False,
@@ -210,6 +232,11 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
     >>> g.dq.shape, g.dk.shape, g.dv.shape
     ((2, 4, 8), (2, 4, 8), (2, 4, 8))
     """
+    if _device.split((("grad_out", grad_out), ("query", query), ("key", key),
+                      ("value", value), ("attn_mask", attn_mask))):
+        return _device_attention_backward(grad_out, query, key, value, attn_mask, is_causal,
+                                          scale, enable_gqa, score, causal_alignment, normalize,
+                                          params, saved, precision)
     q, k, v, mask, causal, scale, score, p = _prepare(query, key, value, attn_mask, is_causal,
                                                       scale, enable_gqa, score,
                                                       causal_alignment, params)
@@ -217,7 +244,10 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
     if saved is not None and not isinstance(saved, SavedForward):
         raise TypeError(f"saved: {type(saved).__name__}; expected the SavedForward that "
                         "qkv.attention(..., keep_for_backward=True) returned")
-    out, saved_max, saved_sum, fingerprint = saved if saved is not None else (None,) * 4
+    if saved is not None and saved.logsumexp is not None:
+        raise ValueError("saved: the forward of CUDA arrays, given host arrays; expected the "
+                         "SavedForward of qkv.attention(..., keep_for_backward=True) on these")
+    out, saved_max, saved_sum, fingerprint = saved[:4] if saved is not None else (None,) * 4
     out, saved_max, saved_sum = (None if a is None else _array(a, f"saved.{name}")
                                  for a, name in ((out, "out"), (saved_max, "max"),
                                                  (saved_sum, "sum")))
@@ -229,3 +259,94 @@ def attention_backward(grad_out, query, key, value, attn_mask=None, is_causal: b
         saved_max, saved_sum, fingerprint,
         _checks.choice(precision, "precision", ("fp32", "bf16")),
         _checks.memory_limit(memory_limit)))
+
+
+# ---- CUDA arrays (_device.py) ----
+
+def _device_options(is_causal, scale, enable_gqa, score, causal_alignment, normalize, params,
+                    precision):
+    """The checked options of a call on CUDA arrays: (is_causal, enable_gqa, causal, scale,
+    score, normalize, precision), each failure one line as on the host."""
+    is_causal = _checks.flag(is_causal, "is_causal")
+    enable_gqa = _checks.flag(enable_gqa, "enable_gqa")
+    if _checks.text(causal_alignment, "causal_alignment") not in ("top_left", "bottom_right"):
+        raise ValueError(f"causal_alignment '{causal_alignment}'; expected top_left (PyTorch's "
+                         "is_causal) or bottom_right (a KV cache's)")
+    causal = causal_alignment if is_causal else "none"
+    if scale is not None:
+        scale = _checks.number(scale, "scale")
+    if params is not None and not isinstance(params, Mapping):
+        raise TypeError(f"params: {type(params).__name__}; expected a dict of arrays (general: "
+                        "w; additive: w_q, w_k, v)")
+    return (is_causal, enable_gqa, causal, scale, _checks.text(score, "score"),
+            _checks.text(normalize, "normalize"),
+            _checks.choice(precision, "precision", ("fp32", "bf16")))
+
+
+def _device_inputs(query, key, value, attn_mask, is_causal, enable_gqa):
+    q, k, v = (_device.view(x, name) for x, name in ((query, "query"), (key, "key"),
+                                                      (value, "value")))
+    _device.check_shapes(q, k, v, enable_gqa)
+    return q, k, v, _device.mask_view(attn_mask, is_causal)
+
+
+def _device_attention(query, key, value, attn_mask, is_causal, scale, enable_gqa, score,
+                      causal_alignment, normalize, params, need_weights, path, keep_for_backward,
+                      precision):
+    is_causal, enable_gqa, causal, scale, score, normalize, precision = _device_options(
+        is_causal, scale, enable_gqa, score, causal_alignment, normalize, params, precision)
+    need_weights = _checks.flag(need_weights, "need_weights")
+    keep_for_backward = _checks.flag(keep_for_backward, "keep_for_backward")
+    _device.refuse_host_only(_checks.text(path, "path"), need_weights, params, score, normalize)
+    q, k, v, m = _device_inputs(query, key, value, attn_mask, is_causal, enable_gqa)
+    _device.require_gpu(q, "query")
+    _device.prepare_inputs((q, k, v, m))
+    out, _, lse, _ = _device.run_forward(q, k, v, m, causal, scale, score, precision,
+                                         need_lse=keep_for_backward)
+    out, lse = _device.finish(q, [out, lse])
+    if not keep_for_backward:
+        return out
+    return out, SavedForward(out, None, None,
+                             _device.fingerprint((q, k, v, m), (causal, scale, score, precision)),
+                             lse)
+
+
+def _device_attention_backward(grad_out, query, key, value, attn_mask, is_causal, scale,
+                               enable_gqa, score, causal_alignment, normalize, params, saved,
+                               precision):
+    is_causal, enable_gqa, causal, scale, score, normalize, precision = _device_options(
+        is_causal, scale, enable_gqa, score, causal_alignment, normalize, params, precision)
+    _device.refuse_host_only("cuda", False, params, score, normalize)
+    q, k, v, m = _device_inputs(query, key, value, attn_mask, is_causal, enable_gqa)
+    d = _device.view(grad_out, "grad_out", dtypes=(q.dtype,))
+    out_shape = q.shape[:-1] + (v.shape[-1],)
+    if d.shape != out_shape:
+        raise ValueError(f"grad_out: shape {d.shape}; expected the output's {out_shape}")
+    _device.require_rows(d, "grad_out")
+    if saved is not None:
+        if not isinstance(saved, SavedForward):
+            raise TypeError(f"saved: {type(saved).__name__}; expected the SavedForward that "
+                            "qkv.attention(..., keep_for_backward=True) returned")
+        if saved.logsumexp is None:
+            raise ValueError("saved: the forward of host arrays, given CUDA arrays; expected the "
+                             "SavedForward of qkv.attention(..., keep_for_backward=True) on these")
+        now = _device.fingerprint((q, k, v, m), (causal, scale, score, precision))
+        if saved.fingerprint != now:
+            raise ValueError("saved: the saved forward was computed from "
+                             + _device.difference(saved.fingerprint, now)
+                             + "; expected the SavedForward of these very arrays and options")
+    _device.require_gpu(q, "query")
+    _device.prepare_inputs((d, q, k, v, m))
+    if saved is not None:
+        out_v = _device.view(saved.out, "saved.out", dtypes=(q.dtype,))
+        lse_v = _device.view(saved.logsumexp, "saved.logsumexp", dtypes=("float32",))
+    else:  # the forward first, on the same stream
+        _, out_v, _, lse_v = _device.run_forward(q, k, v, m, causal, scale, score, precision,
+                                                 need_lse=True)
+    grads = [_device.empty(q, a.shape, q.dtype) for a in (q, k, v)]
+    _qkv.device_attention_backward(d.arg(), q.arg(), k.arg(), v.arg(),
+                                   None if m is None else m.arg(), out_v.arg(), lse_v.arg(),
+                                   *(g[1].arg() for g in grads), causal, scale, score,
+                                   "softmax", precision, q.stream)
+    dq, dk, dv = _device.finish(q, [g[0] for g in grads])
+    return AttentionGrads(dq, dk, dv, {}, None)

@@ -27,6 +27,20 @@ def attention_backward(dout: NDArray[Any], q: NDArray[Any], k: NDArray[Any], v: 
                        ) -> Tuple[NDArray[Any], NDArray[Any], NDArray[Any],
                                   Dict[str, NDArray[Any]], float]: ...
 def _view_of(a: NDArray[Any]) -> Tuple[int, List[int], List[int]]: ...
+# On the GPU (python/qkv/_device.py): a device view is (pointer, dtype name, shape, strides in
+# elements); stream a cudaStream_t as an int (0: the default stream).
+DeviceView = Tuple[int, str, List[int], List[int]]
+def cuda_device() -> Tuple[bool, bool, str]: ...
+def device_attention(q: DeviceView, k: DeviceView, v: DeviceView, mask: Optional[DeviceView],
+                     out: DeviceView, logsumexp: Optional[DeviceView], causal: str,
+                     scale: Optional[float], score: str, normalize: str, precision: str,
+                     stream: int) -> None: ...
+def device_attention_backward(dout: DeviceView, q: DeviceView, k: DeviceView, v: DeviceView,
+                              mask: Optional[DeviceView], out: DeviceView, logsumexp: DeviceView,
+                              dq: DeviceView, dk: DeviceView, dv: DeviceView, causal: str,
+                              scale: Optional[float], score: str, normalize: str, precision: str,
+                              stream: int) -> None: ...
+def _dlpack_view(a: Any) -> Tuple[int, str, List[int], List[int], int, int]: ...
 
 # ---- models.cpp ----
 

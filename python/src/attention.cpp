@@ -1,6 +1,7 @@
 // qkv::attention and qkv::attention_backward for Python. The arguments arrive checked and
 // normalized by python/qkv/_attention.py (PyTorch's conventions: is_causal, enable_gqa, ...);
-// here they become AttentionOptions, and the kernels run without the GIL.
+// here they become AttentionOptions, and the kernels run without the GIL. CUDA arrays (found by
+// python/qkv/_device.py) arrive as device views and run on the GPU (device_attention below).
 #include "qkv/attention.h"
 
 #include <nanobind/stl/optional.h>
@@ -8,6 +9,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -104,6 +106,56 @@ nb::dict params_of(const ScoreParams& p) {
   return d;
 }
 
+// ---- on the GPU: device arrays (PyTorch's, CuPy's, ...) as qkv::DeviceTensor views ----
+// python/qkv/_device.py finds each array's device pointer, dtype, shape and strides (in elements)
+// and passes them as a tuple (pointer, dtype name, shape, strides); the outputs it allocated with
+// the inputs' own library arrive the same way. Nothing is copied and nothing is owned here: the
+// Python objects outlive the call, which waits for nothing (the work is queued on `stream`).
+DeviceDType device_dtype_of(const std::string& name, const std::string& what) {
+  if (name == "float32") return DeviceDType::f32;
+  if (name == "bfloat16") return DeviceDType::bf16;
+  if (name == "float16") return DeviceDType::f16;
+  if (name == "bool") return DeviceDType::b8;
+  throw Error(what + ": " + name +
+              " device array; expected float32, bfloat16, float16 (a mask "
+              "may be bool)");
+}
+
+DeviceTensor device_tensor_of(const std::optional<nb::tuple>& t, const std::string& what) {
+  DeviceTensor d;
+  if (!t) return d;
+  if (t->size() != 4)
+    throw Error(what + ": a device view of " + std::to_string(t->size()) +
+                " items; expected (pointer, dtype, shape, strides)");
+  d.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>((*t)[0]));
+  d.dtype = device_dtype_of(nb::cast<std::string>((*t)[1]), what);
+  d.shape = nb::cast<Shape>((*t)[2]);
+  d.strides = nb::cast<Shape>((*t)[3]);
+  if (d.shape.size() > static_cast<std::size_t>(kMaxRank))
+    throw Error(what + ": " + std::to_string(d.shape.size()) + " dimensions; expected at most " +
+                std::to_string(kMaxRank));
+  if (!d.strides.empty() && d.strides.size() != d.shape.size())
+    throw Error(what + ": " + std::to_string(d.strides.size()) + " strides for " +
+                std::to_string(d.shape.size()) + " dimensions");
+  return d;
+}
+
+AttentionOptions device_options(const std::string& causal, std::optional<double> scale,
+                                const std::string& score, const std::string& normalize,
+                                const std::string& precision) {
+  AttentionOptions o;
+  o.precision = parse(parse_precision(precision), "precision", precision, "fp32, bf16");
+  o.score = parse(parse_score(hyphens(score)), "score", score, score_names());
+  o.causal =
+      parse(parse_causal(hyphens(causal)), "causal_alignment", causal, "top_left, bottom_right");
+  o.normalize = parse(parse_normalize(hyphens(normalize)), "normalize", normalize, "softmax, none");
+  o.scale = scale;
+  o.path = Path::cuda;
+  return o;
+}
+
+void* stream_of(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
@@ -127,7 +179,7 @@ void bind_attention(nb::module_& m) {
         Call c = make_call(q, k, v, mask, causal, scale, score, normalize, params, precision);
         c.options.need_weights = need_weights;
         c.options.keep_for_backward = keep_for_backward;
-        c.options.path = parse(parse_path(path), "path", path, "auto, reference, fused");
+        c.options.path = parse(parse_path(path), "path", path, "auto, reference, fused, cuda");
         check_call_memory(attention_bytes(c.q, c.k, c.v, c.options), c, memory_limit, "attention");
         AttentionResult r;
         {
@@ -190,6 +242,102 @@ void bind_attention(nb::module_& m) {
                                                      : static_cast<const void*>(t.data<bool>());
         return nb::make_tuple(reinterpret_cast<std::uintptr_t>(data), nb::cast(t.shape()),
                               nb::cast(t.strides()));
+      },
+      nb::arg("a"));
+  // ---- on the GPU ----
+  m.def(
+      "cuda_device",
+      [] {
+        const CudaDevice d = cuda_device();
+        return nb::make_tuple(d.built, d.present, d.description);
+      },
+      "qkv::cuda_device(): (built with CUDA, a GPU present, its description or why not).");
+
+  m.def(
+      "device_attention",
+      [](const nb::tuple& q, const nb::tuple& k, const nb::tuple& v,
+         const std::optional<nb::tuple>& mask, const nb::tuple& out,
+         const std::optional<nb::tuple>& logsumexp, const std::string& causal,
+         std::optional<double> scale, const std::string& score, const std::string& normalize,
+         const std::string& precision, std::uintptr_t stream) {
+        DeviceAttention a;
+        a.q = device_tensor_of(q, "query");
+        a.k = device_tensor_of(k, "key");
+        a.v = device_tensor_of(v, "value");
+        a.mask = device_tensor_of(mask, "attn_mask");
+        a.out = device_tensor_of(out, "out");
+        a.logsumexp = device_tensor_of(logsumexp, "logsumexp");
+        a.stream = stream_of(stream);
+        const AttentionOptions o = device_options(causal, scale, score, normalize, precision);
+        nb::gil_scoped_release release;
+        attention(a, o);
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(), nb::arg("out"),
+      nb::arg("logsumexp").none(), nb::arg("causal"), nb::arg("scale").none(), nb::arg("score"),
+      nb::arg("normalize"), nb::arg("precision"), nb::arg("stream"),
+      "qkv::attention(DeviceAttention) on device views (pointer, dtype, shape, strides in "
+      "elements), queued on `stream` (a cudaStream_t as an int; 0: the default stream). Writes "
+      "out (and logsumexp). Called by qkv.attention for CUDA arrays.");
+
+  m.def(
+      "device_attention_backward",
+      [](const nb::tuple& dout, const nb::tuple& q, const nb::tuple& k, const nb::tuple& v,
+         const std::optional<nb::tuple>& mask, const nb::tuple& out, const nb::tuple& logsumexp,
+         const nb::tuple& dq, const nb::tuple& dk, const nb::tuple& dv, const std::string& causal,
+         std::optional<double> scale, const std::string& score, const std::string& normalize,
+         const std::string& precision, std::uintptr_t stream) {
+        DeviceAttentionBackward a;
+        a.dout = device_tensor_of(dout, "grad_out");
+        a.q = device_tensor_of(q, "query");
+        a.k = device_tensor_of(k, "key");
+        a.v = device_tensor_of(v, "value");
+        a.mask = device_tensor_of(mask, "attn_mask");
+        a.out = device_tensor_of(out, "saved.out");
+        a.logsumexp = device_tensor_of(logsumexp, "saved.logsumexp");
+        a.dq = device_tensor_of(dq, "dq");
+        a.dk = device_tensor_of(dk, "dk");
+        a.dv = device_tensor_of(dv, "dv");
+        a.stream = stream_of(stream);
+        const AttentionOptions o = device_options(causal, scale, score, normalize, precision);
+        nb::gil_scoped_release release;
+        attention_backward(a, o);
+      },
+      nb::arg("dout"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none(),
+      nb::arg("out"), nb::arg("logsumexp"), nb::arg("dq"), nb::arg("dk"), nb::arg("dv"),
+      nb::arg("causal"), nb::arg("scale").none(), nb::arg("score"), nb::arg("normalize"),
+      nb::arg("precision"), nb::arg("stream"),
+      "qkv::attention_backward(DeviceAttentionBackward) on device views, given the forward's out "
+      "and logsumexp; writes dq, dk, dv. Called by qkv.attention_backward for CUDA arrays.");
+
+  // A DLPack producer's array (JAX's, say) as a device view, with its device: (pointer, dtype
+  // name, shape, strides in elements, DLPack device type, device id). nanobind reads the
+  // capsule; the pointer stays valid while the caller holds the array.
+  m.def(
+      "_dlpack_view",
+      [](const nb::ndarray<nb::ro>& a) {
+        const nb::dlpack::dtype t = a.dtype();
+        std::string dtype;
+        if (t == nb::dtype<float>())
+          dtype = "float32";
+        else if (t == nb::dtype<bool>())
+          dtype = "bool";
+        else if (t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat) && t.bits == 16 &&
+                 t.lanes == 1)
+          dtype = "bfloat16";
+        else if (t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Float) && t.bits == 16 &&
+                 t.lanes == 1)
+          dtype = "float16";
+        else {
+          const char* kinds[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+          dtype = std::string(t.code < 7 ? kinds[t.code] : "unknown") + std::to_string(t.bits);
+        }
+        Shape shape, strides;
+        for (std::size_t i = 0; i < a.ndim(); ++i) {
+          shape.push_back(static_cast<int64_t>(a.shape(i)));
+          strides.push_back(a.stride(i));
+        }
+        return nb::make_tuple(reinterpret_cast<std::uintptr_t>(a.data()), dtype, nb::cast(shape),
+                              nb::cast(strides), a.device_type(), a.device_id());
       },
       nb::arg("a"));
 }
