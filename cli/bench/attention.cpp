@@ -706,7 +706,7 @@ DeviceDType device_dtype(Precision precision) {
 class GpuBench {
  public:
   GpuBench(const Settings& s, Precision precision, int repeats)
-      : s_(s), precision_(precision), repeats_(repeats), flag_(Shape{1}, DeviceDType::f32) {}
+      : s_(s), precision_(precision), repeats_(repeats) {}
 
   GpuRow run(const Case& c, uint64_t seed, Progress& progress, const std::string& tag) {
     GpuRow row{.c = c, .precision = precision_};
@@ -790,20 +790,18 @@ class GpuBench {
   AttentionOptions options(const Case& c) const {
     AttentionOptions o;
     o.causal = c.causal;
-    o.precision = precision_;
-    o.path = Path::cuda;
+    o.path = Path::cuda;  // the precision is the device arrays' dtype (device_dtype)
     return o;
   }
 
-  // The calls are asynchronous: each timed run ends when the GPU is done, which a copy of one
-  // float back to the host waits for (a stream-ordered copy on the default stream, the one the
-  // kernels run on here). Median of repeats_ after a warm-up; bench::median_seconds batches
-  // runs shorter than 0.1 ms, the sync included in each.
+  // The calls are asynchronous: each timed run ends when the GPU is done (cuda_synchronize of
+  // the default stream, the one the kernels run on here). Median of repeats_ after a warm-up;
+  // bench::median_seconds batches runs shorter than 0.1 ms, the sync included in each.
   double time(const std::function<void()>& launch) {
     return bench::median_seconds(
         [&] {
           launch();
-          (void)flag_.to_host();
+          cuda_synchronize();
         },
         repeats_);
   }
@@ -821,7 +819,7 @@ class GpuBench {
     DeviceArray out(sl.q.shape(), dt), lse(Shape{1, 1, sl.rows}, DeviceDType::f32);
     DeviceArray dq(sl.q.shape(), dt), dk(sl.k.shape(), dt), dv(sl.v.shape(), dt);
     AttentionOptions o = sl.options;
-    o.path = Path::cuda, o.precision = precision_;
+    o.path = Path::cuda, o.precision = Precision::fp32;  // the arrays' dtype decides
     DeviceAttention fa;
     fa.q = q.view(), fa.k = k.view(), fa.v = v.view(), fa.out = out.view(),
     fa.logsumexp = lse.view();
@@ -836,7 +834,6 @@ class GpuBench {
   Settings s_;
   Precision precision_;
   int repeats_;
-  DeviceArray flag_;  // one float: what a timed run copies back to wait for the GPU
 };
 
 nlohmann::json gpu_json(const GpuRow& r, const Settings& s, int repeats,

@@ -88,8 +88,6 @@ void check_options(const AttentionOptions& o) {
     fail(
         "weights or scores asked of the GPU path, which never stores the L×S matrix; expected "
         "need_weights and need_scores off (host tensors on the reference path keep them)");
-  if (o.precision == Precision::bf16)
-    fail("precision bf16 with device tensors; the dtype decides there: pass bfloat16 tensors");
 }
 
 // The device problem's checks: the host path's rules (shapes, heads, key lengths, the mask's
@@ -108,6 +106,9 @@ Dims check_device(const DeviceTensor& q, const DeviceTensor& k, const DeviceTens
   if (k.dtype != q.dtype || v.dtype != q.dtype)
     fail(described("q", q) + ", " + described("k", k) + ", " + described("v", v) +
          "; expected one dtype for all three");
+  if (o.precision == Precision::bf16 && q.dtype != DeviceDType::bf16)
+    fail("precision bf16 with " + std::string(to_string(q.dtype)) +
+         " device tensors; the dtype decides there: pass bfloat16 tensors");
   if (mask.defined() && o.mask.defined())
     fail("both a device mask and options.mask; expected one of them");
   AttentionOptions shapes = o;

@@ -140,7 +140,7 @@ TEST(CudaDeviceTensors, ChecksNameWhatIsWrong) {
        "q has strides [96, 32, 1, 4]; expected its last dimension contiguous (stride 1)"},
       {{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view()},
        {.precision = Precision::bf16},
-       "precision bf16 with device tensors; the dtype decides there"},
+       "precision bf16 with float32 device tensors; the dtype decides there"},
       {{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view()},
        {.path = Path::fused},
        "path fused runs on the CPU; device tensors take path cuda (or auto)"},
