@@ -53,7 +53,9 @@ QKV_HOST_DEVICE uint16_t float_to_bf16(float x) {
   return static_cast<uint16_t>(b >> 16);
 }
 
-QKV_HOST_DEVICE float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+QKV_HOST_DEVICE float bf16_to_float(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
 
 QKV_HOST_DEVICE uint16_t float_to_f16(float x) {
   const uint32_t b = float_bits(x);
@@ -93,19 +95,25 @@ QKV_HOST_DEVICE float f16_to_float(uint16_t h) {
 // The element type as a template parameter of the kernels.
 template <simt::Half16 kType>
 QKV_HOST_DEVICE uint16_t to_half(float x) {
-  if constexpr (kType == simt::Half16::bf16) return float_to_bf16(x);
-  else return float_to_f16(x);
+  if constexpr (kType == simt::Half16::bf16)
+    return float_to_bf16(x);
+  else
+    return float_to_f16(x);
 }
 template <simt::Half16 kType>
 QKV_HOST_DEVICE float from_half(uint16_t h) {
-  if constexpr (kType == simt::Half16::bf16) return bf16_to_float(h);
-  else return f16_to_float(h);
+  if constexpr (kType == simt::Half16::bf16)
+    return bf16_to_float(h);
+  else
+    return f16_to_float(h);
 }
 // Whether a stored element is ±∞ or NaN (its exponent field all ones).
 template <simt::Half16 kType>
 QKV_HOST_DEVICE bool half_not_finite(uint16_t h) {
-  if constexpr (kType == simt::Half16::bf16) return (h & 0x7F80u) == 0x7F80u;
-  else return (h & 0x7C00u) == 0x7C00u;
+  if constexpr (kType == simt::Half16::bf16)
+    return (h & 0x7F80u) == 0x7F80u;
+  else
+    return (h & 0x7C00u) == 0x7C00u;
 }
 // Two floats rounded into one register, `lo` the lower-numbered element (mma.cuh's order).
 template <simt::Half16 kType>

@@ -9,8 +9,8 @@ namespace qkv::cuda::detail {
 void tensor_core_forward(const Problem& p, Strided out, float* logsumexp, SoftmaxRows rows) {
   kernel::tc::forward(p, out, logsumexp, rows);
 }
-void tensor_core_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dout,
-                          Strided dq, Strided dk, Strided dv) {
+void tensor_core_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dout, Strided dq,
+                          Strided dk, Strided dv) {
   kernel::tc::backward(p, out, rows, dout, dq, dk, dv);
 }
 

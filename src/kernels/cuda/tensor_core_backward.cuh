@@ -33,7 +33,7 @@ struct BackwardArgs {
   int64_t dk_stride[3] = {0, 0, 0};
   void* dv = nullptr;
   int64_t dv_stride[3] = {0, 0, 0};
-  const float* max = nullptr;      // the forward's SoftmaxRows, [B, Hq, L]
+  const float* max = nullptr;  // the forward's SoftmaxRows, [B, Hq, L]
   const float* log_sum = nullptr;
   float* delta = nullptr;  // D, [B, Hq, L] scratch
   int vec = 0;             // q, k, v, dout allow 16-byte loads
@@ -115,15 +115,14 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dkdv_kernel(Params p, BackwardArg
 
   float dk[kD / 8][4], dv[kD / 8][4];
   QKV_UNROLL
-  for (int n = 0; n < kD / 8; ++n)
-    QKV_UNROLL
-    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  for (int n = 0; n < kD / 8; ++n) QKV_UNROLL
+  for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
 
   if (keys > 0) {
-    const uint16_t* k = static_cast<const uint16_t*>(p.k) + b * p.k_stride[0] +
-                        hk * p.k_stride[1] + n0 * p.k_stride[2];
-    const uint16_t* v = static_cast<const uint16_t*>(p.v) + b * p.v_stride[0] +
-                        hk * p.v_stride[1] + n0 * p.v_stride[2];
+    const uint16_t* k = static_cast<const uint16_t*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1] +
+                        n0 * p.k_stride[2];
+    const uint16_t* v = static_cast<const uint16_t*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1] +
+                        n0 * p.v_stride[2];
     load_tile<kType, kTileKeys, kD, false>(sk, k, p.k_stride[2], keys, p.Dk, vec, nullptr);
     load_tile<kType, kTileKeys, kD, false>(sv, v, p.v_stride[2], keys, p.Dv, vec, nullptr);
 
@@ -154,9 +153,8 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dkdv_kernel(Params p, BackwardArg
         // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's 16 keys (rows g, g+8) × the step's rows.
         float st[kRows / 8][4], dpt[kRows / 8][4];
         QKV_UNROLL
-        for (int n = 0; n < kRows / 8; ++n)
-          QKV_UNROLL
-          for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.0f;
+        for (int n = 0; n < kRows / 8; ++n) QKV_UNROLL
+        for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.0f;
         QKV_UNROLL
         for (int kk = 0; kk < kD / 16; ++kk) {
           uint32_t ak[4], av[4];
@@ -276,9 +274,8 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dq_kernel(Params p, BackwardArgs 
 
     float s[kTileKeys / 8][4], dp[kTileKeys / 8][4];
     QKV_UNROLL
-    for (int n = 0; n < kTileKeys / 8; ++n)
-      QKV_UNROLL
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+    for (int n = 0; n < kTileKeys / 8; ++n) QKV_UNROLL
+    for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
     QKV_UNROLL
     for (int kk = 0; kk < kD / 16; ++kk) {
       uint32_t aq[4], ad[4];
@@ -341,11 +338,11 @@ void launch_backward(const Params& k, const Problem& p, const BackwardArgs& a) {
                               dim3(static_cast<unsigned>((p.L + kWarps - 1) / kWarps), hq, batch),
                               dim3(kThreads), 0, p.stream, k, a),
                  "the tensor-core backward's D pass");
-    check_launch(simt::launch(dq_kernel<kType, kD>,
-                              dim3(static_cast<unsigned>((p.L + kTileRows - 1) / kTileRows), hq,
-                                   batch),
-                              dim3(kThreads), Shape::kDqSharedBytes, p.stream, k, a),
-                 "the tensor-core backward's dQ kernel");
+    check_launch(
+        simt::launch(dq_kernel<kType, kD>,
+                     dim3(static_cast<unsigned>((p.L + kTileRows - 1) / kTileRows), hq, batch),
+                     dim3(kThreads), Shape::kDqSharedBytes, p.stream, k, a),
+        "the tensor-core backward's dQ kernel");
   }
   if (p.S > 0 && p.Hkv > 0) {
     check_launch(simt::launch(dkdv_kernel<kType, kD>,
