@@ -33,8 +33,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   other.data_ = nullptr, other.size_ = 0;
   return *this;
 }
-void copy_to_device(void*, const void*, std::size_t, void*) { throw Error(kWhy, Error::Kind::runtime); }
-void copy_to_host(void*, const void*, std::size_t, void*) { throw Error(kWhy, Error::Kind::runtime); }
+void copy_to_device(void*, const void*, std::size_t, void*) {
+  throw Error(kWhy, Error::Kind::runtime);
+}
+void copy_to_host(void*, const void*, std::size_t, void*) {
+  throw Error(kWhy, Error::Kind::runtime);
+}
 void fill_zero(void*, std::size_t, void*) { throw Error(kWhy, Error::Kind::runtime); }
 void synchronize(void*) { throw Error(kWhy, Error::Kind::runtime); }
 bool is_device_memory(const void*) { return false; }

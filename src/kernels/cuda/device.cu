@@ -38,7 +38,8 @@ bool device_present(std::string* why) {
 }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : size_(bytes) {
-  if (bytes > 0) check(cudaMalloc(&data_, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+  if (bytes > 0)
+    check(cudaMalloc(&data_, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
 }
 DeviceBuffer::~DeviceBuffer() {
   if (data_) cudaFree(data_);

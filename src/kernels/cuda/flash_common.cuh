@@ -76,8 +76,8 @@ QKV_HOST_DEVICE int visible_end(const Params& p, int b, int i) {
 // float mask, 0 without one. Read only for keys below visible_end.
 QKV_DEVICE float mask_term(const Params& p, int b, int h, int i, int j) {
   if (p.mask_kind == 0) return 0.0f;
-  const int64_t at = b * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2] +
-                     j * p.mask_stride[3];
+  const int64_t at =
+      b * p.mask_stride[0] + h * p.mask_stride[1] + i * p.mask_stride[2] + j * p.mask_stride[3];
   if (p.mask_kind == 1)
     return static_cast<const uint8_t*>(p.mask)[at] != 0 ? 0.0f : -__int_as_float(0x7f800000);
   return static_cast<const float*>(p.mask)[at];

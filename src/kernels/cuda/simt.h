@@ -17,7 +17,7 @@
 #define QKV_KERNEL __global__
 #define QKV_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 // Dynamic shared memory (beyond the 48 KB a block gets statically), 16-byte aligned.
-#define QKV_DYNAMIC_SHARED(type, name)                           \
+#define QKV_DYNAMIC_SHARED(type, name)                               \
   extern __shared__ __align__(16) unsigned char qkv_dynamic_smem_[]; \
   type* name = reinterpret_cast<type*>(qkv_dynamic_smem_)
 #define QKV_UNROLL _Pragma("unroll")
@@ -30,12 +30,11 @@ template <class... Params, class... Args>
 inline cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared,
                           void* stream, Args&&... args) {
   if (shared > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(shared));
     if (e != cudaSuccess) return e;
   }
-  kernel<<<grid, block, shared, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<Params>(args)...);
+  kernel<<<grid, block, shared, static_cast<cudaStream_t>(stream)>>>(static_cast<Params>(args)...);
   return cudaGetLastError();
 }
 
@@ -54,5 +53,5 @@ inline constexpr cudaError_t kSuccess = cudaSuccess;
 }  // namespace qkv::simt
 
 #else  // the host compiler: the tests' emulator
-#include "simt_emulator.h"
+#include "kernels/cuda/simt_emulator.h"
 #endif

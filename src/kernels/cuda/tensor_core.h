@@ -8,7 +8,7 @@
 namespace qkv::cuda::detail {
 
 void tensor_core_forward(const Problem& p, Strided out, float* logsumexp, SoftmaxRows rows);
-void tensor_core_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dout,
-                          Strided dq, Strided dk, Strided dv);
+void tensor_core_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dout, Strided dq,
+                          Strided dk, Strided dv);
 
 }  // namespace qkv::cuda::detail
