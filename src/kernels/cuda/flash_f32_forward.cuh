@@ -90,29 +90,31 @@ QKV_DEVICE void micro_gemm(float (&acc)[TM][TN], const float* A, int row0, const
 
 // Copies rows [0, n) of a [rows, D] float32 matrix (row r at src + r·stride, contiguous columns)
 // into dst[r·(DC + 1) + d] for r < R, d < DC, zero where r ≥ n or d ≥ D. A warp per row (coalesced
-// reads of the row). With `bad`: non-finite values become 0 and bad[r] says whether row r had any
-// (the forward's value rows: a NaN of a masked key must not reach the output through 0·NaN, while
-// one a row sees must poison it). With `clean` alone: non-finite values become 0, unflagged.
+// reads of the row). With `clean`, non-finite values become 0; with `bad`, bad[r] says whether row
+// r had any (the forward's value rows: a NaN of a masked key must not reach the output through
+// 0·NaN, while one that a row sees must poison it). A warp's flags travel as one bit per row, so
+// one 32-lane OR per tile flags them all.
 template <int R, int DC>
 QKV_DEVICE void load_rows(float* dst, const float* src, int64_t stride, int n, int D, bool clean,
                           int* bad) {
+  static_assert(R <= 4 * 32, "one flag bit per row of a warp");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  unsigned seen = 0;
   for (int r = warp; r < R; r += kThreads / 32) {
-    int seen = 0;
     const float* row = src + r * stride;
     for (int d = lane; d < DC; d += 32) {
       float x = 0.0f;
       if (r < n && d < D) x = row[d];
       if (!finite(x)) {
-        seen = 1;
+        seen |= 1u << (r / 4);
         if (clean) x = 0.0f;
       }
       dst[r * (DC + 1) + d] = x;
     }
-    if (bad != nullptr) {
-      seen = or32(seen);
-      if (lane == 0) bad[r] = seen;
-    }
+  }
+  if (bad != nullptr) {
+    seen = static_cast<unsigned>(or32(static_cast<int>(seen)));
+    if (lane < R / 4) bad[warp + 4 * lane] = (seen >> lane) & 1u;
   }
 }
 
