@@ -186,6 +186,27 @@ TEST(CudaF32Emulated, FullyMaskedRows) {
               key_lengths([](const Case&, int64_t) { return int64_t{0}; })));
 }
 
+// Inputs ×5 (logits of tens; hundreds with the dot score's scale 1), where an unshifted exp
+// overflows and the base-2 logits' rounding grows with |x|; and scales negative, zero and large.
+TEST(CudaF32Emulated, LargeLogitsAndScales) {
+  Tally tally("CudaF32Emulated.LargeLogitsAndScales");
+  uint64_t idx = 0;
+  for (Score score : {Score::scaled_dot, Score::dot})
+    for (CaseSetup setup : {CaseSetup(nullptr), causal(Causal::top_left), bool_mask_ls(0.5)}) {
+      Spec s = shape(std::string("x5 ") + score_name(score), 1, 2, 1, 65, 97, 64, 64, 7000 + idx++,
+                     setup);
+      s.score = score;
+      s.input_scale = 5;
+      check(s);
+    }
+  for (double scale : {-0.3, 0.0, 2.5}) {
+    Spec s = shape("scale " + std::to_string(scale), 1, 4, 2, 40, 70, 21, 32, 7100 + idx++,
+                   causal(Causal::bottom_right));
+    s.scale = scale;
+    check(s);
+  }
+}
+
 // NaN and ∞ in q, k, v: the CPU sweep's plants (flash_test_support.h), forward and backward, on
 // the smallest shapes that hold their positions (row 150 of head 3, key 250 of kv head 1).
 TEST(CudaF32Emulated, NonFiniteInputsPoisonExactlyTheRowsThatReadThem) {
