@@ -68,13 +68,13 @@ bool is_device_memory(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-// rows.max = lse·log2(e), rows.log_sum = 0 (−∞ for a row that sees no key, NaN for NaN).
+// rows.max = lse, rows.log_sum = 0 (−∞ for a row that sees no key, NaN for NaN).
 __global__ void rows_from_logsumexp_kernel(const float* lse, int64_t n, float* max,
                                            float* log_sum) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float x = lse[i];
-  max[i] = x * 1.4426950408889634f;
+  max[i] = x;
   log_sum[i] = x == -__int_as_float(0x7f800000) ? x : (x != x ? x : 0.0f);
 }
 

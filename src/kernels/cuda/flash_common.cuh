@@ -1,11 +1,15 @@
 // What every CUDA attention kernel shares: the problem as a kernel parameter, which keys a row
 // sees, the mask's value, and the units of the saved softmax rows (flash_cuda.h's SoftmaxRows).
 //
-// Units: the kernels form exponents base 2, x_ij = (scale·q_i·k_j + bias_ij)·log2(e), so that
-// exp(logit − m) is one exp2f (FlashAttention-2's trick; Dao 2023, §3.1). SoftmaxRows::max holds
-// max_j x_ij in those units and ::log_sum holds log2 Σ_j 2^(x_ij − max); the logsumexp the API
-// returns is (max + log_sum)·ln 2. A backward recomputes x_ij with the same operations in the same
-// order, so that it evaluates the forward's very exponents.
+// Units: natural. A kernel forms each logit x_ij = scale·q_i·k_j + bias_ij, keeps the row's
+// largest m_i, and takes exp(x − m) as exp2f((x − m)·log2(e)) (exp_of): one exp2f, as
+// FlashAttention-2 does (Dao 2023, §3.1), but with the log2(e) applied to the difference, not to
+// each logit. Scaling logits in the hundreds by log2(e) first costs their own rounding, |x|·2⁻²⁴,
+// in every exponent: measured here on the CPU sweeps' large-logit cases, 1.2–1.4× the tolerance of
+// DESIGN §3 in logsumexp (the CPU kernels keep raw units for the same reason). SoftmaxRows::max
+// holds m_i, ::log_sum holds log Σ_j exp(x_ij − m_i), and logsumexp = max + log_sum. A backward
+// recomputes x_ij with the same operations in the same order, so that it evaluates the forward's
+// very exponents.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +18,17 @@
 #include "kernels/cuda/simt.h"
 
 namespace qkv::cuda::kernel {
+inline namespace QKV_SIMT_NAMESPACE {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
+
+// exp(d) for a difference of logits d = x − m ≤ 0 (or −∞): one exp2f.
+QKV_HOST_DEVICE float exp_of(float d) { return exp2f(d * kLog2e); }
 
 // The problem as the kernels read it: plain values, passed by value to every launch.
 struct Params {
   int B = 1, Hq = 1, Hkv = 1, group = 1;  // group = Hq / Hkv
   int L = 0, S = 0, Dk = 0, Dv = 0;
-  float scale_log2 = kLog2e;  // scale·log2(e)
   float scale = 1;
   int causal = 0;  // 0 none, 1 top-left, 2 bottom-right (qkv::Causal)
   const void* q = nullptr;
@@ -44,7 +50,6 @@ inline Params params_of(const Problem& p) {
   k.L = static_cast<int>(p.L), k.S = static_cast<int>(p.S);
   k.Dk = static_cast<int>(p.Dk), k.Dv = static_cast<int>(p.Dv);
   k.scale = p.scale;
-  k.scale_log2 = p.scale * kLog2e;
   k.causal = p.causal == Causal::top_left ? 1 : p.causal == Causal::bottom_right ? 2 : 0;
   k.q = p.q.data, k.k = p.k.data, k.v = p.v.data;
   for (int d = 0; d < 3; ++d) {
@@ -87,4 +92,5 @@ QKV_DEVICE float mask_term(const Params& p, int b, int h, int i, int j) {
 // and a row of NaN scores would look fully masked (max −∞, output 0) instead of NaN.
 QKV_DEVICE float max_nan(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
 
+}  // namespace QKV_SIMT_NAMESPACE
 }  // namespace qkv::cuda::kernel

@@ -51,7 +51,7 @@ struct Problem {
 
 // Each row's softmax as the forward formed it, [B, Hq, L] float32 each, so that the backward
 // evaluates the very exponents of the forward: P_ij = exp(x_ij − max_i − log_sum_i) with x_ij the
-// row's logits in the kernels' own units (flash_common.cuh says which), max_i their largest and
+// row's logits scale·q_i·k_j + bias_ij (natural units; flash_common.cuh), max_i their largest and
 // log_sum_i = log Σ_j exp(x_ij − max_i). Why not the logsumexp alone: a float32 lse of a row whose
 // logits are in the hundreds is off by |lse|·2⁻²⁴, an error exp(x − lse) passes on to every P of
 // the row (the CPU kernels measured it; issue 11). A row that sees no key has max = log_sum = −∞;
@@ -78,8 +78,8 @@ void flash_forward(const Problem& p, Strided out, float* logsumexp, SoftmaxRows 
 void flash_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dout, Strided dq,
                     Strided dk, Strided dv);
 
-// The rows a logsumexp alone gives (FlashAttention's own backward input): max = lse·log2(e) in
-// the kernels' base-2 units, log_sum = 0 (−∞ and NaN rows kept). n = B·Hq·L, device memory.
+// The rows a logsumexp alone gives (FlashAttention's own backward input): max = lse, log_sum =
+// 0 (−∞ and NaN rows kept). n = B·Hq·L, device memory.
 void rows_from_logsumexp(const float* lse, int64_t n, SoftmaxRows rows, void* stream);
 
 // Whether this build has the CUDA kernels, and the first device's description ("NVIDIA H200,

@@ -23,7 +23,9 @@
 
 #include "kernels/cuda/flash_f32_forward.cuh"
 
-namespace qkv::cuda::kernel::f32 {
+namespace qkv::cuda::kernel {
+inline namespace QKV_SIMT_NAMESPACE {
+namespace f32 {
 
 // The backward's inputs beyond Params: the forward's out and rows, dout, the gradients (strided
 // [B, H, rows, D], contiguous columns) and the scratch D.
@@ -67,8 +69,8 @@ QKV_DEVICE void softmax_grad(const Params& p, int b, int h, int i, int j, int en
   if (j >= end) return;
   const float term = mask_term(p, b, h, i, j);
   if (term == -inf()) return;
-  const float x = fmaf(s, p.scale_log2, term * kLog2e);
-  prob = exp2f((x - mx) - ls);
+  const float x = fmaf(s, p.scale, term);
+  prob = exp_of((x - mx) - ls);
   dx = prob * (dp - d);
 }
 
@@ -356,4 +358,6 @@ inline void backward(const Problem& problem, Strided out, SoftmaxRows rows, Stri
   if (scratch) qkv::simt::device_free(scratch, problem.stream);
 }
 
-}  // namespace qkv::cuda::kernel::f32
+}  // namespace f32
+}  // namespace QKV_SIMT_NAMESPACE
+}  // namespace qkv::cuda::kernel

@@ -25,7 +25,9 @@
 #include "kernels/cuda/flash_common.cuh"
 #include "qkv/tensor.h"
 
-namespace qkv::cuda::kernel::f32 {
+namespace qkv::cuda::kernel {
+inline namespace QKV_SIMT_NAMESPACE {
+namespace f32 {
 
 inline constexpr int kThreads = 128;  // 4 warps: a 16 × 8 grid of threads
 // Blocks wanted before the keys are split: 2 per SM of an H100/H200 (132 SMs). A constant, not
@@ -147,9 +149,9 @@ QKV_DEVICE void write_stats(const ForwardOut& w, int64_t row, int poisoned, floa
   } else if (m == -inf()) {
     lse = mx = ls = -inf();
   } else {
-    ls = log2f(l);
+    ls = logf(l);
     mx = m;
-    lse = (m + ls) * kLn2;
+    lse = m + ls;
   }
   if (w.lse) w.lse[row] = lse;
   if (w.max) w.max[row] = mx;
@@ -237,7 +239,7 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) forward_kernel(Params p, ForwardO
         if (j < end[a]) {
           const float term = mask_term(p, b, h, i, j);
           if (term != -inf()) {
-            x = fmaf(s[a][c], p.scale_log2, term * kLog2e);
+            x = fmaf(s[a][c], p.scale, term);
             if (!finite(x)) poisoned[a] = 1, x = -inf();
             if (vbad[j - j0]) bad_value[a] = 1;
           }
@@ -248,11 +250,11 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) forward_kernel(Params p, ForwardO
       tile_max = max8(tile_max);
       const float m_new = fmaxf(m[a], tile_max);
       // A tile this row does not see (m_new = −∞) leaves it as it was: exp2(−∞ − (−∞)) is NaN.
-      const float alpha = m_new == -inf() ? 1.0f : exp2f(m[a] - m_new);
+      const float alpha = m_new == -inf() ? 1.0f : exp_of(m[a] - m_new);
       float sum = 0.0f;
       QKV_UNROLL
       for (int c = 0; c < RN; ++c) {
-        const float e = s[a][c] == -inf() ? 0.0f : exp2f(s[a][c] - m_new);
+        const float e = s[a][c] == -inf() ? 0.0f : exp_of(s[a][c] - m_new);
         sum += e;
         ps[(ty + 16 * a) * LP + tx + 8 * c] = e;
       }
@@ -323,7 +325,7 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) combine_kernel(Params p, ForwardO
   if (!dead)
     for (int s = 0; s < w.splits; ++s) {
       const float ms = w.part_m[s * rows_total + row];
-      if (ms != -inf()) l = fmaf(w.part_l[s * rows_total + row], exp2f(ms - m), l);
+      if (ms != -inf()) l = fmaf(w.part_l[s * rows_total + row], exp_of(ms - m), l);
     }
   const float inv = dead ? 0.0f : 1.0f / l;
   const int i = static_cast<int>(row % p.L), h = static_cast<int>(row / p.L % p.Hq),
@@ -338,7 +340,7 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) combine_kernel(Params p, ForwardO
       for (int s = 0; s < w.splits; ++s) {
         const float ms = w.part_m[s * rows_total + row];
         if (ms != -inf())
-          acc = fmaf(w.part_o[(s * rows_total + row) * p.Dv + c], exp2f(ms - m), acc);
+          acc = fmaf(w.part_o[(s * rows_total + row) * p.Dv + c], exp_of(ms - m), acc);
       }
     acc *= inv;
     if (c < p.Dv) {
@@ -444,4 +446,6 @@ inline void forward(const Problem& problem, Strided out, float* logsumexp, Softm
     run_forward<32, 16, 256>(p, w, problem.stream);
 }
 
-}  // namespace qkv::cuda::kernel::f32
+}  // namespace f32
+}  // namespace QKV_SIMT_NAMESPACE
+}  // namespace qkv::cuda::kernel

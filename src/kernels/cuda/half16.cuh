@@ -22,6 +22,7 @@
 #include "kernels/cuda/simt.h"
 
 namespace qkv::cuda::kernel {
+inline namespace QKV_SIMT_NAMESPACE {
 
 QKV_HOST_DEVICE uint32_t float_bits(float x) {
 #if defined(__CUDA_ARCH__)
@@ -121,4 +122,5 @@ QKV_HOST_DEVICE uint32_t pack_half2(float lo, float hi) {
   return simt::pack16(to_half<kType>(lo), to_half<kType>(hi));
 }
 
+}  // namespace QKV_SIMT_NAMESPACE
 }  // namespace qkv::cuda::kernel

@@ -22,6 +22,11 @@
   type* name = reinterpret_cast<type*>(qkv_dynamic_smem_)
 #define QKV_UNROLL _Pragma("unroll")
 #define QKV_RESTRICT __restrict__
+// The kernels' code lives in qkv::cuda::kernel::QKV_SIMT_NAMESPACE (an inline namespace: the
+// source names no part of it), `gpu` here and `emulated` in the host compiler's build, so that a
+// program linking both (the tests, which also link the library) never merges a kernel of one
+// with its namesake of the other.
+#define QKV_SIMT_NAMESPACE gpu
 
 namespace qkv::simt {
 // kernel<<<grid, block, shared bytes, stream>>>(args...), raising the kernel's dynamic shared

@@ -20,7 +20,9 @@
 
 #include "kernels/cuda/tensor_core_forward.cuh"
 
-namespace qkv::cuda::kernel::tc {
+namespace qkv::cuda::kernel {
+inline namespace QKV_SIMT_NAMESPACE {
+namespace tc {
 
 struct BackwardArgs {
   const void* out = nullptr;
@@ -63,9 +65,9 @@ QKV_DEVICE void probability_and_dlogit(const Params& p, int b, int h, int i, int
                                        float m, float log_sum, float delta, float& s, float& dp) {
   float prob = 0.0f, dlogit = 0.0f;
   if (j < end) {
-    const float x = logit2(p, b, h, i, j, s);
+    const float x = logit(p, b, h, i, j, s);
     if (x != negative_infinity()) {
-      prob = exp2f((x - m) - log_sum);
+      prob = exp_of((x - m) - log_sum);
       dlogit = prob * (dp - delta);
     }
   }
@@ -397,4 +399,6 @@ inline void backward(const Problem& p, Strided out, SoftmaxRows rows, Strided do
   if (delta) check_launch(simt::device_free(delta, p.stream), "freeing the backward's scratch");
 }
 
-}  // namespace qkv::cuda::kernel::tc
+}  // namespace tc
+}  // namespace QKV_SIMT_NAMESPACE
+}  // namespace qkv::cuda::kernel

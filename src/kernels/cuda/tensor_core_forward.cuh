@@ -26,7 +26,9 @@
 #include "kernels/cuda/simt.h"
 #include "qkv/tensor.h"
 
-namespace qkv::cuda::kernel::tc {
+namespace qkv::cuda::kernel {
+inline namespace QKV_SIMT_NAMESPACE {
+namespace tc {
 
 using simt::Half16;
 
@@ -160,14 +162,14 @@ QKV_DEVICE void accumulators_as_a(uint32_t (&a)[4], const float (&c0)[4], const 
   a[3] = pack_half2<kType>(c1[2], c1[3]);
 }
 
-// Logit (b, h, i, j) in base-2 units for a key below the row's visible_end, from the product
-// s = q_i·k_j: the forward and both backward kernels form it with this very expression, so the
-// backward's exponents are the forward's (flash_common.cuh). A keep mask's −∞ (and a bias of −∞)
-// masks without looking at s, which may be NaN for a masked key.
-QKV_DEVICE float logit2(const Params& p, int b, int h, int i, int j, float s) {
+// Logit (b, h, i, j), scale·s + the mask's term, for a key below the row's visible_end, from the
+// product s = q_i·k_j: the forward and both backward kernels form it with this very expression, so
+// the backward's exponents are the forward's (flash_common.cuh). A keep mask's −∞ (and a bias of
+// −∞) masks without looking at s, which may be NaN for a masked key.
+QKV_DEVICE float logit(const Params& p, int b, int h, int i, int j, float s) {
   const float term = mask_term(p, b, h, i, j);
   if (term == negative_infinity()) return term;
-  return fmaf(s, p.scale_log2, term * kLog2e);
+  return fmaf(s, p.scale, term);
 }
 
 // Where the forward writes (flash_cuda.h): out [B, Hq, L, Dv] 16-bit, the rest float32 [B, Hq, L]
@@ -279,7 +281,7 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) forward_kernel(Params p, ForwardO
         const int r = e / 2, jj = n * 8 + 2 * t + (e & 1), j = n0 + jj;
         float x = negative_infinity();
         if (j < end[r]) {
-          x = logit2(p, b, h, row[r], j, s[n][e]);
+          x = logit(p, b, h, row[r], j, s[n][e]);
           // A visible key whose value row holds ∞ or NaN makes the row's output NaN (it was
           // zeroed in shared memory so that rows that cannot see it stay clean).
           if (x != negative_infinity() && bad[jj]) poisoned[r] = 1;
@@ -296,15 +298,15 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) forward_kernel(Params p, ForwardO
       tile_max[r] = max_nan(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
       const float m_new = max_nan(m[r], tile_max[r]);
       // A row with nothing visible so far keeps m = −∞; subtracting 0 instead keeps
-      // 2^(−∞ − (−∞)) = NaN out of it.
+      // exp(−∞ − (−∞)) = NaN out of it.
       const float m_use = m_new == negative_infinity() ? 0.0f : m_new;
-      alpha[r] = exp2f(m[r] - m_use);
+      alpha[r] = exp_of(m[r] - m_use);
       m[r] = m_new;
       float sum = 0.0f;
       QKV_UNROLL
       for (int n = 0; n < kTileKeys / 8; ++n) {
-        s[n][2 * r] = exp2f(s[n][2 * r] - m_use);
-        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - m_use);
+        s[n][2 * r] = exp_of(s[n][2 * r] - m_use);
+        s[n][2 * r + 1] = exp_of(s[n][2 * r + 1] - m_use);
         sum += s[n][2 * r] + s[n][2 * r + 1];
       }
       l[r] = l[r] * alpha[r] + sum;
@@ -355,8 +357,8 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) forward_kernel(Params p, ForwardO
     }
     if (t == 0) {
       const int64_t at = (static_cast<int64_t>(b) * p.Hq + h) * p.L + row[r];
-      const float log_sum = log2f(l[r]);
-      if (o.logsumexp) o.logsumexp[at] = (m[r] + log_sum) * kLn2;
+      const float log_sum = logf(l[r]);
+      if (o.logsumexp) o.logsumexp[at] = m[r] + log_sum;
       if (o.max) o.max[at] = m[r];
       if (o.log_sum) o.log_sum[at] = log_sum;
     }
@@ -429,4 +431,6 @@ inline void forward(const Problem& p, Strided out, float* logsumexp, SoftmaxRows
   }
 }
 
-}  // namespace qkv::cuda::kernel::tc
+}  // namespace tc
+}  // namespace QKV_SIMT_NAMESPACE
+}  // namespace qkv::cuda::kernel

@@ -1,27 +1,34 @@
-// emulated_kernels.h: the same dispatch as src/kernels/cuda/flash.cu and device.cu, on the
-// emulator. (Wired to the kernels' launchers as they land.)
+// emulated_kernels.h: the same dispatch as src/kernels/cuda/flash.cu and device.cu — float32 on
+// the FFMA kernels, bf16 and fp16 on the tensor-core kernels — compiled by the host compiler from
+// the very .cuh sources nvcc compiles, so they run on the SIMT emulator.
 #include "kernels/cuda/emulated_kernels.h"
 
 #include <cmath>
 #include <limits>
 
-#include "qkv/tensor.h"
+#include "kernels/cuda/flash_f32_backward.cuh"
+#include "kernels/cuda/flash_f32_forward.cuh"
+#include "kernels/cuda/tensor_core_backward.cuh"
+#include "kernels/cuda/tensor_core_forward.cuh"
 
 namespace qkv_test::emulated {
 
-void flash_forward(const qkv::cuda::Problem&, qkv::cuda::Strided, float*, qkv::cuda::SoftmaxRows) {
-  throw qkv::Error("CUDA (emulated): the kernels are not wired yet", qkv::Error::Kind::runtime);
+using namespace qkv::cuda;
+
+void flash_forward(const Problem& p, Strided out, float* logsumexp, SoftmaxRows rows) {
+  if (p.element == Element::f32) return kernel::f32::forward(p, out, logsumexp, rows);
+  kernel::tc::forward(p, out, logsumexp, rows);
 }
-void flash_backward(const qkv::cuda::Problem&, qkv::cuda::Strided, qkv::cuda::SoftmaxRows,
-                    qkv::cuda::Strided, qkv::cuda::Strided, qkv::cuda::Strided,
-                    qkv::cuda::Strided) {
-  throw qkv::Error("CUDA (emulated): the kernels are not wired yet", qkv::Error::Kind::runtime);
+void flash_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dout, Strided dq,
+                    Strided dk, Strided dv) {
+  if (p.element == Element::f32) return kernel::f32::backward(p, out, rows, dout, dq, dk, dv);
+  kernel::tc::backward(p, out, rows, dout, dq, dk, dv);
 }
-// As device.cu's kernel: max = lse·log2(e), log_sum = 0, −∞ and NaN rows kept.
-void rows_from_logsumexp(const float* lse, int64_t n, qkv::cuda::SoftmaxRows rows, void*) {
+// As device.cu's kernel: max = lse, log_sum = 0, −∞ and NaN rows kept.
+void rows_from_logsumexp(const float* lse, int64_t n, SoftmaxRows rows, void*) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = lse[i];
-    rows.max[i] = x * 1.4426950408889634f;
+    rows.max[i] = x;
     rows.log_sum[i] = (x == -std::numeric_limits<float>::infinity() || std::isnan(x)) ? x : 0.0f;
   }
 }

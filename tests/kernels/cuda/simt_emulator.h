@@ -31,7 +31,9 @@ extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 #define QKV_DEVICE inline
 #define QKV_HOST_DEVICE inline
-#define QKV_KERNEL
+// inline: a kernel defined in a header is one definition however many test files include it.
+#define QKV_KERNEL inline
+#define QKV_SIMT_NAMESPACE emulated
 #define QKV_LAUNCH_BOUNDS(threads, blocks)
 #define QKV_DYNAMIC_SHARED(type, name) \
   type* name = static_cast<type*>(::qkv::simt::dynamic_shared())
