@@ -6,9 +6,12 @@
 // flash_backward_test.cpp: their Cuda instances).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/emulated_backend.h"
@@ -186,6 +189,104 @@ TEST(CudaDeviceTensors, DeviceArrayCopiesRoundBf16AndF16ToNearestEven) {
   EXPECT_EQ(t.data<float>()[0], 0x1p-24f);
   EXPECT_EQ(t.data<float>()[1], 0.0f);
   EXPECT_EQ(t.data<float>()[2], 0x1p-23f);
+}
+
+// The device API against the host tensors' Path::cuda, which runs the same kernels: the same bits
+// forward; backward, the device API's rows come from the logsumexp alone (FlashAttention's own
+// input) where the host path keeps the forward's exact rows, so they may differ by the
+// logsumexp's rounding, |lse|·2⁻²⁴ relative, in each P.
+TEST(CudaDeviceTensors, ForwardAndBackwardAgreeWithTheHostPath) {
+  qkv_test::CudaOrEmulator device;
+  const int64_t B = 2, Hq = 4, Hkv = 2, L = 70, S = 90, D = 40;
+  const Tensor q = normal({B, Hq, L, D}, 11), k = normal({B, Hkv, S, D}, 12),
+               v = normal({B, Hkv, S, D}, 13), dout = normal({B, Hq, L, D}, 14);
+  Tensor keep({L, S}, DType::b8);
+  for (int64_t i = 0; i < L * S; ++i) keep.data<bool>()[i] = (i * 7919) % 5 != 0;
+  for (int64_t j = 0; j < S; ++j) keep.at<bool>(3, j) = false;  // a row that sees nothing
+  AttentionOptions host{.causal = Causal::bottom_right,
+                        .mask = keep,
+                        .key_lengths = {80, 90},
+                        .need_logsumexp = true,
+                        .path = Path::cuda};
+  const AttentionResult want = attention(q, k, v, host);
+  const AttentionGrads want_g = attention_backward(dout, q, k, v, host);
+
+  const DeviceArray dq_in = DeviceArray::from_host(q, DeviceDType::f32),
+                    dk_in = DeviceArray::from_host(k, DeviceDType::f32),
+                    dv_in = DeviceArray::from_host(v, DeviceDType::f32),
+                    ddout = DeviceArray::from_host(dout, DeviceDType::f32),
+                    dmask = DeviceArray::from_host(keep, DeviceDType::b8);
+  const DeviceArray out({B, Hq, L, D}, DeviceDType::f32), lse({B, Hq, L}, DeviceDType::f32);
+  AttentionOptions o{.causal = Causal::bottom_right, .key_lengths = {80, 90}};
+  attention(DeviceAttention{.q = dq_in.view(),
+                            .k = dk_in.view(),
+                            .v = dv_in.view(),
+                            .mask = dmask.view(),
+                            .out = out.view(),
+                            .logsumexp = lse.view()},
+            o);
+  const Tensor got = out.to_host(), got_lse = lse.to_host();
+  ASSERT_EQ(got.numel(), want.out.numel());
+  EXPECT_EQ(std::memcmp(got.data<float>(), want.out.data<float>(), 4 * got.numel()), 0);
+  EXPECT_EQ(std::memcmp(got_lse.data<float>(), want.logsumexp.data<float>(), 4 * got_lse.numel()),
+            0);
+  EXPECT_EQ(got.at<float>(0, 0, 3, 0), 0.0f);  // the row that sees nothing
+  EXPECT_EQ(got_lse.at<float>(0, 0, 3), -INFINITY);
+
+  const DeviceArray gq({B, Hq, L, D}, DeviceDType::f32), gk({B, Hkv, S, D}, DeviceDType::f32),
+      gv({B, Hkv, S, D}, DeviceDType::f32);
+  attention_backward(DeviceAttentionBackward{.dout = ddout.view(),
+                                             .q = dq_in.view(),
+                                             .k = dk_in.view(),
+                                             .v = dv_in.view(),
+                                             .mask = dmask.view(),
+                                             .out = out.view(),
+                                             .logsumexp = lse.view(),
+                                             .dq = gq.view(),
+                                             .dk = gk.view(),
+                                             .dv = gv.view()},
+                     o);
+  for (const auto& [name, got_g, want_t] :
+       {std::tuple{"dq", gq.to_host(), want_g.dq}, std::tuple{"dk", gk.to_host(), want_g.dk},
+        std::tuple{"dv", gv.to_host(), want_g.dv}}) {
+    double worst = 0, largest = 0;
+    for (int64_t i = 0; i < want_t.numel(); ++i) {
+      largest = std::max(largest, std::abs(static_cast<double>(want_t.data<float>()[i])));
+      worst = std::max(
+          worst, std::abs(static_cast<double>(got_g.data<float>()[i]) - want_t.data<float>()[i]));
+    }
+    EXPECT_GT(largest, 0.1) << name;
+    EXPECT_LE(worst, 1e-5 * largest) << name << ": the device API's gradients against the host "
+                                     << "path's, relative to the largest";
+  }
+}
+
+// q as a [B, L, H, D] projection seen as [B, H, L, D] (strides, no copy) gives the bits of its
+// contiguous copy.
+TEST(CudaDeviceTensors, StridedQueriesGiveTheBitsOfTheirContiguousCopy) {
+  qkv_test::CudaOrEmulator device;
+  const int64_t B = 1, H = 3, L = 33, S = 40, D = 24;
+  const Tensor q_blhd = normal({B, L, H, D}, 21), k = normal({B, H, S, D}, 22),
+               v = normal({B, H, S, D}, 23);
+  const Tensor q = q_blhd.transpose(1, 2);  // [B, H, L, D] view
+  const DeviceArray dq_blhd = DeviceArray::from_host(q_blhd, DeviceDType::f32),
+                    dq_dense = DeviceArray::from_host(q.contiguous(), DeviceDType::f32),
+                    dk = DeviceArray::from_host(k, DeviceDType::f32),
+                    dv = DeviceArray::from_host(v, DeviceDType::f32);
+  DeviceTensor strided = dq_blhd.view();
+  strided.shape = {B, H, L, D};
+  strided.strides = {L * H * D, D, H * D, 1};
+  const DeviceArray a({B, H, L, D}, DeviceDType::f32), b({B, H, L, D}, DeviceDType::f32);
+  attention(DeviceAttention{.q = strided, .k = dk.view(), .v = dv.view(), .out = a.view()},
+            {.causal = Causal::top_left});
+  attention(DeviceAttention{.q = dq_dense.view(), .k = dk.view(), .v = dv.view(), .out = b.view()},
+            {.causal = Causal::top_left});
+  const Tensor x = a.to_host(), y = b.to_host();
+  EXPECT_EQ(std::memcmp(x.data<float>(), y.data<float>(), 4 * x.numel()), 0);
+  double largest = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    largest = std::max(largest, std::abs(1.0 * x.data<float>()[i]));
+  EXPECT_GT(largest, 0.1);  // not two zero outputs
 }
 
 #endif
