@@ -199,17 +199,20 @@ cuda::Problem problem_of(const DeviceTensor& q, const DeviceTensor& k, const Dev
   return p;
 }
 
+// A rank 2–4 host tensor as a contiguous [B, H, rows, D] one (leading sizes 1), as the device
+// copies are laid out.
+Tensor as_rank4(const Tensor& t) {
+  Shape s = t.shape();
+  while (s.size() < 4) s.insert(s.begin(), 1);
+  return t.contiguous().reshape(s);
+}
+
 }  // namespace
 
 AttentionResult cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                const AttentionOptions& o, const Dims& d) {
   need_gpu();
   const DeviceDType type = o.precision == Precision::bf16 ? DeviceDType::bf16 : DeviceDType::f32;
-  auto as_rank4 = [&](const Tensor& t) {
-    Shape s = t.shape();
-    while (s.size() < 4) s.insert(s.begin(), 1);
-    return t.contiguous().reshape(s);
-  };
   const DeviceArray dq = DeviceArray::from_host(as_rank4(q), type),
                     dk = DeviceArray::from_host(as_rank4(k), type),
                     dv = DeviceArray::from_host(as_rank4(v), type);
@@ -233,11 +236,6 @@ AttentionGrads cuda_attention_backward(const Tensor& dout, const Tensor& q, cons
                                        const Tensor& v, const AttentionOptions& o, const Dims& d) {
   need_gpu();
   const DeviceDType type = o.precision == Precision::bf16 ? DeviceDType::bf16 : DeviceDType::f32;
-  auto as_rank4 = [&](const Tensor& t) {
-    Shape s = t.shape();
-    while (s.size() < 4) s.insert(s.begin(), 1);
-    return t.contiguous().reshape(s);
-  };
   const DeviceArray dq_in = DeviceArray::from_host(as_rank4(q), type),
                     dk_in = DeviceArray::from_host(as_rank4(k), type),
                     dv_in = DeviceArray::from_host(as_rank4(v), type),

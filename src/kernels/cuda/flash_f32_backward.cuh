@@ -61,6 +61,22 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) delta_kernel(Params p, BackwardAr
   if (lane == 0) a.delta[row] = sum;
 }
 
+// This thread's RM × RN micro-tile of S = Q·Kᵀ (raw scores, from 0, over d = 0 .. Dk − 1: the
+// forward's very sums) and of dP = dO·Vᵀ, from the tiles in shared memory (row pitch LD): what
+// both the dK/dV and the dQ kernel start each tile with.
+template <int RM, int RN, int LD>
+QKV_DEVICE void tile_products(float (&s)[RM][RN], float (&dp)[RM][RN], const float* qs,
+                              const float* dos, const float* ks, const float* vs, int ty, int tx,
+                              int dk, int dv) {
+  QKV_UNROLL
+  for (int a = 0; a < RM; ++a) {
+    QKV_UNROLL
+    for (int c = 0; c < RN; ++c) s[a][c] = 0.0f, dp[a][c] = 0.0f;
+  }
+  micro_gemm<RM, RN, 1, LD, 1, LD>(s, qs, ty, ks, tx, dk);
+  micro_gemm<RM, RN, 1, LD, 1, LD>(dp, dos, ty, vs, tx, dv);
+}
+
 // P_ij and dX_ij of a visible (row, key) pair, from its raw score s = q·k, dP = dO·v and the
 // row's saved max, log_sum and D; both 0 where the row does not see the key.
 QKV_DEVICE void softmax_grad(const Params& p, int b, int h, int i, int j, int end, float s,
@@ -146,13 +162,7 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dkdv_kernel(Params p, BackwardArg
       __syncthreads();
 
       float s[RM][RN], dp[RM][RN];
-      QKV_UNROLL
-      for (int a = 0; a < RM; ++a) {
-        QKV_UNROLL
-        for (int c = 0; c < RN; ++c) s[a][c] = 0.0f, dp[a][c] = 0.0f;
-      }
-      micro_gemm<RM, RN, 1, LD, 1, LD>(s, qs, ty, ks, tx, p.Dk);
-      micro_gemm<RM, RN, 1, LD, 1, LD>(dp, dos, ty, vs, tx, p.Dv);
+      tile_products<RM, RN, LD>(s, dp, qs, dos, ks, vs, ty, tx, p.Dk, p.Dv);
       QKV_UNROLL
       for (int a = 0; a < RM; ++a) {
         const int r = ty + 16 * a;
@@ -249,13 +259,7 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dq_kernel(Params p, BackwardArgs 
     load_rows<BN, DC>(vs, v + j0 * p.v_stride[2], p.v_stride[2], n, p.Dv, true, nullptr);
     __syncthreads();
     float s[RM][RN], dp[RM][RN];
-    QKV_UNROLL
-    for (int a = 0; a < RM; ++a) {
-      QKV_UNROLL
-      for (int c = 0; c < RN; ++c) s[a][c] = 0.0f, dp[a][c] = 0.0f;
-    }
-    micro_gemm<RM, RN, 1, LD, 1, LD>(s, qs, ty, ks, tx, p.Dk);
-    micro_gemm<RM, RN, 1, LD, 1, LD>(dp, dos, ty, vs, tx, p.Dv);
+    tile_products<RM, RN, LD>(s, dp, qs, dos, ks, vs, ty, tx, p.Dk, p.Dv);
     QKV_UNROLL
     for (int a = 0; a < RM; ++a) {
       const int r = ty + 16 * a;
