@@ -328,6 +328,12 @@ TEST(ThreadOptionsCli, AnAddressSpaceWithoutRoomForOpenBlasIsOneLineNotAHang) {
     const testing::CliResult r = run_limited_to(kib, {"--version"});
     ASSERT_FALSE(r.timed_out) << r.describe();
     if (r.exit_code == 0) break;  // room enough from here on
+    // Below some limit OpenBLAS's own start, before main, fails to create its threads and says so
+    // itself (exit 130): no code of qkv's has run yet. Measured at 64 MiB since the CUDA runtime
+    // is linked in (issue 32); 96 MiB reaches main. The claim is about the limits qkv sees.
+    if (r.err.find("qkv:") == std::string::npos &&
+        r.err.find("OpenBLAS blas_thread_init: pthread_create failed") != std::string::npos)
+      continue;
     refused = true;
     EXPECT_EQ(r.exit_code, 1) << r.describe();
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.describe();
