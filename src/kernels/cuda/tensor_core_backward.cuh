@@ -13,6 +13,15 @@
 // and the softmax's Jacobian gives dlogit_ij = P_ij (dP_ij − Σ_j' P_ij' dP_ij') where the sum is
 // dO_i·out_i = D_i; the logit is scale·q·k (+ bias), so dq = scale·Σ_j dS_ij k_j and
 // dk = scale·Σ_i dS_ij q_i." Accumulators are float32; dq, dk, dv are written in the element type.
+//
+// Non-finite inputs (as the float32 kernels, flash_f32_backward.cuh): q, k and v are read with ±∞
+// and NaN as 0, so that a term whose other factor is 0 — dS_ij = 0 for a key row i cannot see,
+// P_ij = 0 — adds exactly 0 to dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO, never 0·NaN (a NaN in k_j would
+// otherwise reach the dq of every row of the tile, seen or not). The NaN reaches exactly what the
+// float64 reference makes NaN through the forward's rows: a row that read a non-finite q_i or
+// visible k_j has max = NaN (tc::logit), so its P and dS are NaN on exactly the keys it sees; a
+// row that saw a non-finite v_j has out NaN, so D = dO·out is NaN and so is its dS. dv_j = Σ P dO
+// stays finite there, as the reference's does.
 // Shapes as flash_cuda.h's flash_backward; the shared layouts as tensor_core_forward.cuh's.
 #pragma once
 
@@ -125,8 +134,10 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dkdv_kernel(Params p, BackwardArg
                         n0 * p.k_stride[2];
     const uint16_t* v = static_cast<const uint16_t*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1] +
                         n0 * p.v_stride[2];
-    load_tile<kType, kTileKeys, kD, false>(sk, k, p.k_stride[2], keys, p.Dk, vec, nullptr);
-    load_tile<kType, kTileKeys, kD, false>(sv, v, p.v_stride[2], keys, p.Dv, vec, nullptr);
+    load_tile<kType, kTileKeys, kD, NonFinite::zero>(sk, k, p.k_stride[2], keys, p.Dk, vec,
+                                                     nullptr);
+    load_tile<kType, kTileKeys, kD, NonFinite::zero>(sv, v, p.v_stride[2], keys, p.Dv, vec,
+                                                     nullptr);
 
     for (int r = 0; r < p.group; ++r) {
       const int h = hk * p.group + r;
@@ -137,8 +148,10 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dkdv_kernel(Params p, BackwardArg
                             h * p.q_stride[1] + i0 * p.q_stride[2];
         const uint16_t* d = static_cast<const uint16_t*>(a.dout) + b * a.dout_stride[0] +
                             h * a.dout_stride[1] + i0 * a.dout_stride[2];
-        load_tile<kType, kRows, kD, false>(sq, q, p.q_stride[2], rows, p.Dk, vec, nullptr);
-        load_tile<kType, kRows, kD, false>(sdo, d, a.dout_stride[2], rows, p.Dv, vec, nullptr);
+        load_tile<kType, kRows, kD, NonFinite::zero>(sq, q, p.q_stride[2], rows, p.Dk, vec,
+                                                     nullptr);
+        load_tile<kType, kRows, kD, NonFinite::keep>(sdo, d, a.dout_stride[2], rows, p.Dv, vec,
+                                                     nullptr);
         if (tid < kRows) {
           const int i = i0 + tid;
           const int64_t at = (static_cast<int64_t>(b) * p.Hq + h) * p.L + i;
@@ -243,8 +256,9 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dq_kernel(Params p, BackwardArgs 
                       h * a.dout_stride[1] + m0 * a.dout_stride[2];
   const uint16_t* k = static_cast<const uint16_t*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1];
   const uint16_t* v = static_cast<const uint16_t*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1];
-  load_tile<kType, kTileRows, kD, false>(sq, q, p.q_stride[2], rows, p.Dk, vec, nullptr);
-  load_tile<kType, kTileRows, kD, false>(sdo, d, a.dout_stride[2], rows, p.Dv, vec, nullptr);
+  load_tile<kType, kTileRows, kD, NonFinite::zero>(sq, q, p.q_stride[2], rows, p.Dk, vec, nullptr);
+  load_tile<kType, kTileRows, kD, NonFinite::keep>(sdo, d, a.dout_stride[2], rows, p.Dv, vec,
+                                                   nullptr);
 
   int row[2], end[2];
   float m[2], log_sum[2], delta[2];
@@ -268,10 +282,10 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) dq_kernel(Params p, BackwardArgs 
   for (int n0 = 0; n0 < kv_end; n0 += kTileKeys) {
     const int keys = kv_end - n0 < kTileKeys ? kv_end - n0 : kTileKeys;
     __syncthreads();  // every warp is done with the previous K and V tiles
-    load_tile<kType, kTileKeys, kD, false>(sk, k + n0 * p.k_stride[2], p.k_stride[2], keys, p.Dk,
-                                           vec, nullptr);
-    load_tile<kType, kTileKeys, kD, false>(sv, v + n0 * p.v_stride[2], p.v_stride[2], keys, p.Dv,
-                                           vec, nullptr);
+    load_tile<kType, kTileKeys, kD, NonFinite::zero>(sk, k + n0 * p.k_stride[2], p.k_stride[2],
+                                                     keys, p.Dk, vec, nullptr);
+    load_tile<kType, kTileKeys, kD, NonFinite::zero>(sv, v + n0 * p.v_stride[2], p.v_stride[2],
+                                                     keys, p.Dv, vec, nullptr);
     __syncthreads();
 
     float s[kTileKeys / 8][4], dp[kTileKeys / 8][4];

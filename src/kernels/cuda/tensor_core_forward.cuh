@@ -76,13 +76,21 @@ QKV_DEVICE uint32_t load_pair(const uint16_t* p) {
 #endif
 }
 
+// How load_tile treats non-finite elements (±∞, NaN).
+enum class NonFinite {
+  keep,      // as they are: every product that reads them is one the row must see
+  zero,      // stored as 0: a product term whose other factor is 0 (a masked key, a row that
+             // sees nothing) must add 0, never 0·NaN; the rows that see them carry the NaN
+             // otherwise (the backward: through the forward's rows and D)
+  zero_flag  // stored as 0, and bad[r] says whether row r had any (the forward's value rows: the
+             // rows that see one are poisoned by the flag instead)
+};
+
 // Rows [0, kRows) × columns [0, kD) of a shared tile (row stride kD + kPad) from device rows
 // src + r·row_stride: rows below `rows` and columns below `cols` read, the rest zero. `vec`: src
-// and row_stride allow 16-byte loads (the launcher checked). With kFlagBad, non-finite elements
-// are stored as zero and bad[r] says whether row r had any: a key's value row that a query row
-// cannot see must not reach that row's output through 0·∞ (the forward poisons the rows that do
-// see it instead). Every thread of the block calls this.
-template <Half16 kType, int kRows, int kD, bool kFlagBad>
+// and row_stride allow 16-byte loads (the launcher checked). kMode: what becomes of ±∞ and NaN
+// (NonFinite). Every thread of the block calls this.
+template <Half16 kType, int kRows, int kD, NonFinite kMode>
 QKV_DEVICE void load_tile(uint16_t* dst, const uint16_t* src, int64_t row_stride, int rows,
                           int cols, bool vec, uint8_t* bad) {
   constexpr int kChunks = kD / 8;
@@ -106,7 +114,7 @@ QKV_DEVICE void load_tile(uint16_t* dst, const uint16_t* src, int64_t row_stride
         for (int k = 0; k < 4; ++k) v.w[k] = simt::pack16(e[2 * k], e[2 * k + 1]);
       }
     }
-    if constexpr (kFlagBad) {
+    if constexpr (kMode != NonFinite::keep) {
       int flag = 0;
       QKV_UNROLL
       for (int k = 0; k < 4; ++k) {
@@ -116,10 +124,12 @@ QKV_DEVICE void load_tile(uint16_t* dst, const uint16_t* src, int64_t row_stride
         flag |= bad_lo | bad_hi;
         v.w[k] = simt::pack16(bad_lo ? 0 : lo, bad_hi ? 0 : hi);
       }
-      // The row's chunks sit in kChunks consecutive lanes of one warp.
-      for (int offset = 1; offset < kChunks; offset <<= 1)
-        flag |= __shfl_xor_sync(0xffffffffu, flag, offset);
-      if (c == 0) bad[r] = static_cast<uint8_t>(flag);
+      if constexpr (kMode == NonFinite::zero_flag) {
+        // The row's chunks sit in kChunks consecutive lanes of one warp.
+        for (int offset = 1; offset < kChunks; offset <<= 1)
+          flag |= __shfl_xor_sync(0xffffffffu, flag, offset);
+        if (c == 0) bad[r] = static_cast<uint8_t>(flag);
+      }
     }
     store_half8(dst + r * (kD + kPad) + c, v);
   }
@@ -165,11 +175,15 @@ QKV_DEVICE void accumulators_as_a(uint32_t (&a)[4], const float (&c0)[4], const 
 // Logit (b, h, i, j), scale·s + the mask's term, for a key below the row's visible_end, from the
 // product s = q_i·k_j: the forward and both backward kernels form it with this very expression, so
 // the backward's exponents are the forward's (flash_common.cuh). A keep mask's −∞ (and a bias of
-// −∞) masks without looking at s, which may be NaN for a masked key.
+// −∞) masks without looking at s, which may be NaN for a masked key. A visible logit that is not
+// finite — ±∞ or NaN in q_i or k_j, a bias of +∞ or NaN, float32 overflow — is NaN: it must poison
+// its row (qkv/attention.h), and a −∞ would read as masked (q_i·k_j = −∞ when k_j holds −∞ and
+// q_i's matching entry is positive), a +∞ only by the accident of ∞ − ∞.
 QKV_DEVICE float logit(const Params& p, int b, int h, int i, int j, float s) {
   const float term = mask_term(p, b, h, i, j);
   if (term == negative_infinity()) return term;
-  return fmaf(s, p.scale, term);
+  const float x = fmaf(s, p.scale, term);
+  return (float_bits(x) & 0x7F800000u) == 0x7F800000u ? bits_float(0x7FC00000u) : x;
 }
 
 // Where the forward writes (flash_cuda.h): out [B, Hq, L, Dv] 16-bit, the rest float32 [B, Hq, L]
@@ -215,7 +229,7 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) forward_kernel(Params p, ForwardO
                       m0 * p.q_stride[2];
   const uint16_t* k = static_cast<const uint16_t*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1];
   const uint16_t* v = static_cast<const uint16_t*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1];
-  load_tile<kType, kTileRows, kD, false>(sq, q, p.q_stride[2], rows, p.Dk, vec, nullptr);
+  load_tile<kType, kTileRows, kD, NonFinite::keep>(sq, q, p.q_stride[2], rows, p.Dk, vec, nullptr);
   __syncthreads();
 
   uint32_t qa[Shape::kQInRegisters ? kD / 16 : 1][4];
@@ -244,10 +258,10 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) forward_kernel(Params p, ForwardO
   for (int n0 = 0; n0 < kv_end; n0 += kTileKeys) {
     const int keys = kv_end - n0 < kTileKeys ? kv_end - n0 : kTileKeys;
     __syncthreads();  // every warp is done with the previous K and V tiles
-    load_tile<kType, kTileKeys, kD, false>(sk, k + n0 * p.k_stride[2], p.k_stride[2], keys, p.Dk,
-                                           vec, nullptr);
-    load_tile<kType, kTileKeys, kD, true>(sv, v + n0 * p.v_stride[2], p.v_stride[2], keys, p.Dv,
-                                          vec, bad);
+    load_tile<kType, kTileKeys, kD, NonFinite::keep>(sk, k + n0 * p.k_stride[2], p.k_stride[2],
+                                                     keys, p.Dk, vec, nullptr);
+    load_tile<kType, kTileKeys, kD, NonFinite::zero_flag>(sv, v + n0 * p.v_stride[2], p.v_stride[2],
+                                                          keys, p.Dv, vec, bad);
     __syncthreads();
 
     // S = Q·Kᵀ for the warp's 16 rows and the tile's 64 keys.

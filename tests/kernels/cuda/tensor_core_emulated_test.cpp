@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/flash_test_support.h"
 #include "kernels/cuda/half16.cuh"
 #include "kernels/cuda/tensor_core_backward.cuh"
 #include "kernels/cuda/tensor_core_forward.cuh"
@@ -128,10 +129,9 @@ TEST(CudaTensorCoreEmulated, F16RoundingIsTheFormatsDefinition) {
   EXPECT_EQ(kernel::float_to_f16(0x1.ffcp-15f), 0x0400u);     // its tie with 2⁻¹⁴: to even, up
 }
 
-// Runs a case through the kernels, the reference and N; checks every tensor.
-void expect_case(const Case& c, bool backward = true) {
-  SCOPED_TRACE(c.str());
-  tc_test::Problem16 run(c);
+// Runs a problem through the kernels, the reference and N; checks every tensor.
+void expect_run(tc_test::Problem16& run, bool backward = true) {
+  const Case& c = run.c;
   run.run_kernels(kernel::tc::forward, kernel::tc::backward, backward);
   run.finish_forward_values();
   run.reference(backward);
@@ -153,6 +153,11 @@ void expect_case(const Case& c, bool backward = true) {
       std::printf(" %s %.2e/%.2e(N)", names[i], verdicts[i].err_x, verdicts[i].err_n);
     std::printf("\n");
   }
+}
+void expect_case(const Case& c, bool backward = true) {
+  SCOPED_TRACE(c.str());
+  tc_test::Problem16 run(c);
+  expect_run(run, backward);
 }
 
 Case make(Element e, int L, int S, int Dk, int Dv, Causal causal = Causal::none) {
@@ -213,14 +218,66 @@ TEST(CudaTensorCoreEmulated, NonFiniteRowsAndEmptyKeysFollowTheContract) {
   for (Element e : kElements) {
     Case q = make(e, 65, 64, 64, 64, Causal::top_left);
     q.nan_q = 3;
-    expect_case(q, false);
+    expect_case(q);
     Case k = make(e, 65, 64, 64, 64, Causal::top_left);
     k.nan_k = 10;
-    expect_case(k, false);
+    expect_case(k);
     Case v = make(e, 65, 64, 64, 64, Causal::top_left);
     v.nan_v = 20;
-    expect_case(v, false);
+    expect_case(v);
     expect_case(make(e, 17, 0, 64, 64));
+  }
+}
+
+// The CPU kernels' plants (kernels/cpu/flash_test_support.h: NaN and ±∞ in q, k and v rows,
+// seen and masked, by causality, key lengths, a keep mask and a bias), forward and backward, on
+// the shape the fp32 kernels' emulated tests give them, the inputs rounded to 16 bits. Backward,
+// a row or key that cannot see the bad element must stay finite (no 0·NaN in dS·K, dSᵀ·Q) and
+// exactly 0 where it sees nothing; the rows that see it are non-finite exactly where R is.
+tc_test::Problem16 planted(Element e, const qkv_test::flash::Plant& plant, int D, uint64_t seed) {
+  namespace flash = qkv_test::flash;
+  flash::Spec s;
+  s.B = 2, s.Hq = 4, s.Hkv = 2, s.L = 152, s.S = 260, s.Dk = D, s.Dv = D;
+  s.seed = seed, s.setup = plant.setup;
+  const qkv_test::Case f = flash::build(s);
+  Case c;
+  c.element = e, c.B = 2, c.Hq = 4, c.Hkv = 2, c.L = 152, c.S = 260, c.Dk = D, c.Dv = D;
+  c.causal = f.causal, c.seed = static_cast<uint32_t>(seed);
+  tc_test::Problem16 run(c);
+  auto take = [&](tc_test::Array& a, const std::vector<double>& from) {
+    for (int64_t x = 0; x < a.size(); ++x) {
+      a.bits[x] = tc_test::to16(e, static_cast<float>(from[x]));
+      a.values[x] = tc_test::from16(e, a.bits[x]);
+    }
+  };
+  take(run.q, f.q), take(run.k, f.k), take(run.v, f.v);
+  run.scale = static_cast<float>(f.scale_value());
+  run.lengths.assign(f.key_lengths.begin(), f.key_lengths.end());
+  if (f.mask_kind != qkv_test::MaskKind::none) {
+    const int r = static_cast<int>(f.mask_shape.size());
+    for (int d = 0; d < 4; ++d) run.mask_dims[d] = d >= 4 - r ? f.mask_shape[d - (4 - r)] : 1;
+    if (f.mask_kind == qkv_test::MaskKind::boolean) {
+      run.mask_kind = MaskKind::keep;
+      run.keep.assign(f.mask.size(), 0);
+      for (size_t x = 0; x < f.mask.size(); ++x) run.keep[x] = f.mask[x] != 0;
+    } else {
+      run.mask_kind = MaskKind::bias;
+      run.bias.assign(f.mask.begin(), f.mask.end());
+    }
+  }
+  return run;
+}
+
+TEST(CudaTensorCoreEmulated, TheCpuPlantsOfNanAndInfPoisonExactlyWhatReadsThem) {
+  uint64_t idx = 0;
+  for (const qkv_test::flash::Plant& plant : qkv_test::flash::plants()) {
+    const int D = idx % 2 ? 40 : 64;
+    for (Element e : kElements) {
+      tc_test::Problem16 run = planted(e, plant, D, 18000 + idx);
+      SCOPED_TRACE(std::string(plant.name) + " | " + run.c.str());
+      expect_run(run);
+    }
+    ++idx;
   }
 }
 
@@ -261,6 +318,18 @@ TEST(CudaTensorCoreEmulated, ReversedThreadOrderGivesTheSameBits) {
     EXPECT_EQ(a.dk.bits, b.dk.bits);
     EXPECT_EQ(a.dv.bits, b.dv.bits);
   }
+  // And with a plant: the backward's loads that zero ±∞ and NaN (no flags, no shuffles there).
+  const auto& plant = qkv_test::flash::plants()[2];  // NaN in k, top-left: some rows see it
+  tc_test::Problem16 a = planted(Element::bf16, plant, 64, 18002),
+                     b = planted(Element::bf16, plant, 64, 18002);
+  a.run_kernels(kernel::tc::forward, kernel::tc::backward, true);
+  simt::set_order(simt::Order::reverse);
+  b.run_kernels(kernel::tc::forward, kernel::tc::backward, true);
+  simt::set_order(simt::Order::forward);
+  EXPECT_EQ(a.out.bits, b.out.bits);
+  EXPECT_EQ(a.dq.bits, b.dq.bits);
+  EXPECT_EQ(a.dk.bits, b.dk.bits);
+  EXPECT_EQ(a.dv.bits, b.dv.bits);
 }
 
 }  // namespace

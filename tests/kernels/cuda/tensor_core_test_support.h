@@ -119,8 +119,13 @@ struct Problem16 {
   Case c;
   float scale = 0;
   Array q, k, v, dout;
-  std::vector<uint8_t> keep;  // [B, L, S]
-  std::vector<float> bias;    // [Hq, L, S]
+  // The mask: none, keep (uint8, nonzero keeps) or bias (float32), contiguous over mask_dims,
+  // which broadcast against [B, Hq, L, S] (1 where a dimension repeats). Case::keep makes it
+  // [B, 1, L, S], Case::bias [1, Hq, L, S]; a test may set any other (a plant of the CPU's).
+  MaskKind mask_kind = MaskKind::none;
+  int64_t mask_dims[4] = {1, 1, 1, 1};
+  std::vector<uint8_t> keep;
+  std::vector<float> bias;
   std::vector<int32_t> lengths;
   // X: the kernels'
   Array out, dq, dk, dv;
@@ -146,17 +151,40 @@ struct Problem16 {
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     if (c.keep) {
+      mask_kind = MaskKind::keep;
+      mask_dims[0] = c.B, mask_dims[2] = c.L, mask_dims[3] = c.S;
       keep.resize(static_cast<size_t>(c.B) * c.L * c.S);
       for (auto& x : keep) x = u(rng) < 0.75f;
       if (c.masked_row && c.L > 0)
         for (int j = 0; j < c.S; ++j) keep[j] = 0;
-    }
-    if (c.bias) {
+    } else if (c.bias) {
+      mask_kind = MaskKind::bias;
+      mask_dims[1] = c.Hq, mask_dims[2] = c.L, mask_dims[3] = c.S;
       bias.resize(static_cast<size_t>(c.Hq) * c.L * c.S);
       for (auto& x : bias)
         x = u(rng) < 0.1f ? -std::numeric_limits<float>::infinity() : normal(rng);
     }
     for (auto n : c.key_lengths) lengths.push_back(static_cast<int32_t>(n));
+  }
+
+  // The mask's strides over [B, Hq, L, S] (0 where it broadcasts) and the offset of an entry.
+  void mask_strides(int64_t (&stride)[4]) const {
+    int64_t step = 1;
+    for (int d = 3; d >= 0; --d) {
+      stride[d] = mask_dims[d] == 1 ? 0 : step;
+      step *= mask_dims[d];
+    }
+  }
+  size_t mask_offset(int b, int h, int i, int j) const {
+    int64_t stride[4];
+    mask_strides(stride);
+    return static_cast<size_t>(b * stride[0] + h * stride[1] + i * stride[2] + j * stride[3]);
+  }
+
+  // Sets element (b, h, i, col) of an input to the 16-bit rounding of x (a plant).
+  void set(Array& a, int64_t b, int64_t h, int64_t i, int64_t col, float x) {
+    a.bits[a.at(b, h, i, col)] = to16(c.element, x);
+    a.values[a.at(b, h, i, col)] = from16(c.element, a.bits[a.at(b, h, i, col)]);
   }
 
   Problem problem() {
@@ -166,16 +194,10 @@ struct Problem16 {
     p.scale = scale;
     p.causal = c.causal;
     p.q = q.strided(), p.k = k.strided(), p.v = v.strided();
-    if (c.keep) {
-      p.mask_kind = MaskKind::keep;
-      p.mask.data = keep.data();
-      p.mask.stride[0] = int64_t{c.L} * c.S, p.mask.stride[1] = 0;
-      p.mask.stride[2] = c.S, p.mask.stride[3] = 1;
-    } else if (c.bias) {
-      p.mask_kind = MaskKind::bias;
-      p.mask.data = bias.data();
-      p.mask.stride[0] = 0, p.mask.stride[1] = int64_t{c.L} * c.S;
-      p.mask.stride[2] = c.S, p.mask.stride[3] = 1;
+    p.mask_kind = mask_kind;
+    if (mask_kind != MaskKind::none) {
+      p.mask.data = mask_kind == MaskKind::keep ? static_cast<void*>(keep.data()) : bias.data();
+      mask_strides(p.mask.stride);
     }
     if (!lengths.empty()) p.key_lengths = lengths.data();
     return p;
@@ -210,15 +232,16 @@ struct Problem16 {
     o.causal = c.causal;
     o.path = Path::reference;
     o.need_logsumexp = true;
-    o.key_lengths = c.key_lengths;
-    if (c.keep) {
-      Tensor m({c.B, 1, c.L, c.S}, DType::b8);
+    o.key_lengths.assign(lengths.begin(), lengths.end());
+    const Shape dims(mask_dims, mask_dims + 4);
+    if (mask_kind == MaskKind::keep) {
+      Tensor m(dims, DType::b8);
       bool* d = m.data<bool>();
       for (size_t x = 0; x < keep.size(); ++x) d[x] = keep[x] != 0;
       o.mask = m;
-    } else if (c.bias) {
+    } else if (mask_kind == MaskKind::bias) {
       std::vector<double> b(bias.begin(), bias.end());
-      o.mask = Tensor::from({1, c.Hq, c.L, c.S}, b);
+      o.mask = Tensor::from(dims, b);
     }
     return o;
   }
@@ -245,9 +268,9 @@ struct Problem16 {
     if (!lengths.empty()) end = std::min(end, lengths[b]);
     if (j >= end) return false;
     *term = 0.0f;
-    if (c.keep) return keep[(static_cast<size_t>(b) * c.L + i) * c.S + j] != 0;
-    if (c.bias) {
-      *term = bias[(static_cast<size_t>(h) * c.L + i) * c.S + j];
+    if (mask_kind == MaskKind::keep) return keep[mask_offset(b, h, i, j)] != 0;
+    if (mask_kind == MaskKind::bias) {
+      *term = bias[mask_offset(b, h, i, j)];
       return *term != -std::numeric_limits<float>::infinity();
     }
     return true;
