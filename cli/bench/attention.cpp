@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/attention_check.h"
+#include "bench/attention_data.h"
 #include "bench/bench.h"
 #include "bench/common.h"
 #include "cases/attention_cases.h"
@@ -38,56 +39,7 @@ namespace qkv::cli {
 namespace {
 
 using bench::Settings;
-
-// The cases: bench/cases/attention_cases.h, shared with the kernel tests and bench/.
-using Case = cases::AttentionCase;
-
-// The benchmark runs one head dim (D = Dk = Dv), no mask, and causal only top-left with L = S
-// (the checked slices rely on it): what its cases in the registry are.
-void check_runnable(const Case& c) {
-  if (c.Dk != c.Dv || c.mask != cases::Mask::none ||
-      (c.causal != Causal::none && (c.causal != Causal::top_left || c.L != c.S)))
-    throw Error("bench attention: case " + c.name + " (" + cases::shape_string(c) + ", causal " +
-                    std::string(to_string(c.causal)) + ", mask " +
-                    std::string(cases::to_string(c.mask)) +
-                    ") is not one this benchmark runs: Dk = Dv, no mask, causal top-left on L = S",
-                Error::Kind::runtime);
-}
-
-// Whether the case is causal (top-left, by check_runnable).
-bool causal(const Case& c) { return c.causal != Causal::none; }
-
-// All of the registry's cases (--quick: their quick sizes), in its order.
-std::vector<Case> all_cases(bool quick) {
-  std::vector<Case> all;
-  for (const Case& c : cases::bench_cases()) {
-    all.push_back(quick ? cases::quick(c) : c);
-    check_runnable(all.back());
-  }
-  return all;
-}
-
-std::vector<Case> selected_cases(const std::vector<std::string>& names, bool quick) {
-  const std::vector<Case> all = all_cases(quick);
-  if (names.empty()) {
-    std::vector<Case> chosen;
-    for (const Case& c : all)
-      if (c.in_default) chosen.push_back(c);
-    return chosen;
-  }
-  std::vector<Case> chosen;
-  std::set<std::string> seen;
-  for (const std::string& name : names) {
-    auto it = std::find_if(all.begin(), all.end(), [&](const Case& c) { return c.name == name; });
-    if (it == all.end()) {
-      std::string known;
-      for (const Case& c : all) known += (known.empty() ? "" : ", ") + c.name;
-      throw Error("--case '" + name + "' is unknown; expected one of: " + known);
-    }
-    if (seen.insert(name).second) chosen.push_back(*it);
-  }
-  return chosen;
-}
+using namespace attention_bench;
 
 // The reference path materializes float64 scores (and for causal a float64 bias) per head: timed
 // only up to 4096² per head, and on one head — it is single-threaded, so its rate is per head.
@@ -112,76 +64,9 @@ struct Row {
   std::optional<double> cpu_share{};
 };
 
-std::optional<double> ms(std::optional<double> seconds) {
-  if (!seconds) return std::nullopt;
-  return *seconds * 1e3;
-}
 std::optional<double> gflops(double flops, std::optional<double> seconds) {
   if (!seconds || *seconds <= 0) return std::nullopt;
   return flops / *seconds / 1e9;
-}
-
-// Everything one case needs, generated once.
-struct Data {
-  Tensor q, k, v, dout;
-  cpu::FlashProblem problem;
-  AttentionOptions options;  // the fused path through the public API
-};
-
-cpu::View view_of(const Tensor& t) {
-  return {.data = t.data<float>(), .stride = {t.strides()[0], t.strides()[1], t.strides()[2]}};
-}
-
-cpu::FlashProblem problem_of(const Tensor& q, const Tensor& k, const Tensor& v, Causal causal) {
-  return {.B = q.dim(0),
-          .Hq = q.dim(1),
-          .Hkv = k.dim(1),
-          .L = q.dim(2),
-          .S = k.dim(2),
-          .Dk = q.dim(3),
-          .Dv = v.dim(3),
-          .scale = static_cast<float>(default_scale(Score::scaled_dot, q.dim(3))),
-          .causal = causal,
-          .q = view_of(q),
-          .k = view_of(k),
-          .v = view_of(v)};
-}
-
-Data make_data(const Case& c, int threads, uint64_t seed, Precision precision) {
-  std::mt19937_64 rng(seed);
-  Data d;
-  d.q = bench::normal_tensor({c.B, c.Hq, c.L, c.Dk}, rng);
-  d.k = bench::normal_tensor({c.B, c.Hkv, c.S, c.Dk}, rng);
-  d.v = bench::normal_tensor({c.B, c.Hkv, c.S, c.Dk}, rng);
-  if (c.backward) d.dout = bench::normal_tensor({c.B, c.Hq, c.L, c.Dk}, rng);
-  d.problem = problem_of(d.q, d.k, d.v, c.causal);
-  d.problem.precision = precision;
-  d.options.causal = c.causal;
-  d.options.precision = precision;
-  d.options.path = Path::fused;
-  d.options.num_threads = threads;
-  return d;
-}
-
-// The same data for a case whether it runs alone (--case) or with the others: FNV-1a of its name.
-uint64_t seed_of(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
-int64_t numel(const Case& c, int64_t heads, int64_t rows) { return c.B * heads * rows * c.Dk; }
-
-// The checked slices: the last 32 query rows of the first and the last query head (the last
-// reads the last kv head, which checks the grouped-query mapping).
-std::vector<bench::Slice> make_slices(const Case& c, const Data& d) {
-  std::vector<bench::Slice> slices;
-  for (int64_t h : {int64_t{0}, c.Hq - 1}) {
-    slices.push_back(bench::make_slice(d.q, d.k, d.v, d.dout, causal(c), h, 32, c.backward,
-                                       d.options.precision));
-    if (c.Hq == 1) break;
-  }
-  return slices;
 }
 
 // Runs f, first untimed with `check` on its result (validation, and the warm-up), then timed.
@@ -393,13 +278,6 @@ class Bench {
 };
 
 // An optional number: number_json (qkv/json.h) where measured, null where not.
-nlohmann::json num(std::optional<double> x) { return x ? number_json(*x) : nlohmann::json(); }
-
-// A case's name and shape, as both --list and every result row give them.
-nlohmann::json case_json(const Case& c) {
-  return {{"case", c.name}, {"B", c.B}, {"Hq", c.Hq}, {"Hkv", c.Hkv},
-          {"L", c.L},       {"S", c.S}, {"D", c.Dk},  {"causal", causal(c)}};
-}
 
 // A sweep's figures for one row: fwd, bwd and the SGEMM ceiling per thread, and their speed-ups
 // over `base`, the same case at the sweep's smallest count (itself for that count: exactly 1).
@@ -681,281 +559,11 @@ void print_scaling(const std::vector<Row>& rows, int base_threads) {
     }
 }
 
-// ---- --device cuda: the GPU kernels (Path::cuda, issue 32) ----
-
-// One case on the GPU: TFLOP/s with the same FLOP counts, checked first on the same slices.
-struct GpuRow {
-  Case c;
-  Precision precision = Precision::fp32;
-  std::optional<double> fwd_s{}, bwd_s{};          // median seconds
-  std::optional<double> fwd_error{}, bwd_error{};  // max|X − R| on the checked slices
-  std::optional<double> fwd_exact{}, bwd_exact{};  // bf16: against float64 of the inputs
-  std::string unavailable;                         // why the GPU path refused the case
-};
-
-std::optional<double> tflops(double flops, std::optional<double> seconds) {
-  if (!seconds || *seconds <= 0) return std::nullopt;
-  return flops / *seconds / 1e12;
-}
-
-// The element type of the device copies: float32 (CUDA cores) or bfloat16 (tensor cores).
-DeviceDType device_dtype(Precision precision) {
-  return precision == Precision::bf16 ? DeviceDType::bf16 : DeviceDType::f32;
-}
-
-class GpuBench {
- public:
-  GpuBench(const Settings& s, Precision precision, int repeats)
-      : s_(s), precision_(precision), repeats_(repeats) {}
-
-  GpuRow run(const Case& c, uint64_t seed, Progress& progress, const std::string& tag) {
-    GpuRow row{.c = c, .precision = precision_};
-    auto stage = [&](const std::string& what) { progress.show(tag + " " + c.name + ": " + what); };
-    stage("data and float64 reference slices");
-    const Data d = make_data(c, s_.threads, seed, precision_);
-    const std::vector<bench::Slice> slices = make_slices(c, d);
-    const DeviceDType dt = device_dtype(precision_);
-    stage("copies to the GPU");
-    const DeviceArray q = DeviceArray::from_host(d.q, dt), k = DeviceArray::from_host(d.k, dt),
-                      v = DeviceArray::from_host(d.v, dt);
-    DeviceArray out(Shape{c.B, c.Hq, c.L, c.Dv}, dt), lse(Shape{c.B, c.Hq, c.L}, DeviceDType::f32);
-    AttentionOptions o = options(c);
-    DeviceAttention fa;
-    fa.q = q.view(), fa.k = k.view(), fa.v = v.view(), fa.out = out.view(),
-    fa.logsumexp = lse.view();
-    try {
-      stage("GPU forward: validation");
-      attention(fa, o);
-      const Tensor host_out = out.to_host();  // waits for the kernel
-      bench::check_finite(c.name, "the GPU forward's output", host_out.data<float>(),
-                          host_out.numel());
-      double e = 0, x = 0;
-      for (const bench::Slice& sl : slices) {
-        e = std::max(e, bench::check_forward(c.name, "cuda", sl, host_out.data<float>()));
-        if (precision_ == Precision::bf16)
-          x = std::max(x, bench::exact_forward_error(sl, host_out.data<float>()));
-      }
-      row.fwd_error = e;
-      if (precision_ == Precision::bf16) row.fwd_exact = x;
-    } catch (const Error& e) {
-      // A case the GPU path refuses (not implemented, not supported): "—", and why. A wrong
-      // result or a CUDA failure is a runtime error and ends the benchmark.
-      if (e.kind() == Error::Kind::runtime) throw;
-      row.unavailable = e.what();
-      return row;
-    }
-    stage("GPU forward: timing");
-    row.fwd_s = time([&] { attention(fa, o); });
-    if (!c.backward) return row;
-
-    stage("GPU backward: validation");
-    const DeviceArray dout = DeviceArray::from_host(d.dout, dt);
-    DeviceArray dq(Shape{c.B, c.Hq, c.L, c.Dk}, dt), dk(Shape{c.B, c.Hkv, c.S, c.Dk}, dt),
-        dv(Shape{c.B, c.Hkv, c.S, c.Dv}, dt);
-    attention(fa, o);  // out and lse of these inputs, as the backward needs them
-    DeviceAttentionBackward ba;
-    ba.dout = dout.view(), ba.q = q.view(), ba.k = k.view(), ba.v = v.view(), ba.out = out.view(),
-    ba.logsumexp = lse.view(), ba.dq = dq.view(), ba.dk = dk.view(), ba.dv = dv.view();
-    try {
-      attention_backward(ba, o);
-      const Tensor host_dq = dq.to_host();
-      bench::check_finite(c.name, "the GPU backward's dq", host_dq.data<float>(), host_dq.numel());
-      double e = 0;
-      std::optional<double> x;
-      for (const bench::Slice& sl : slices) {
-        // dq row by row from the whole case; dk and dv (sums over every row) on the slice as a
-        // problem of its own, on the GPU too.
-        e = std::max(e, bench::check_dq_rows(c.name, "cuda", sl, host_dq.data<float>()));
-        if (precision_ == Precision::bf16)
-          x = std::max(x.value_or(0.0), bench::exact_dq_rows_error(sl, host_dq.data<float>()));
-        const SliceGrads g = slice_backward(sl);
-        e = std::max(e, bench::check_backward(c.name, "cuda", sl, g.dq.data<float>(),
-                                              g.dk.data<float>(), g.dv.data<float>()));
-        if (precision_ == Precision::bf16)
-          x = std::max(*x, bench::exact_backward_error(sl, g.dq.data<float>(), g.dk.data<float>(),
-                                                       g.dv.data<float>()));
-      }
-      row.bwd_error = e, row.bwd_exact = x;
-    } catch (const Error& e) {
-      if (e.kind() == Error::Kind::runtime) throw;
-      row.unavailable = e.what();
-      return row;
-    }
-    stage("GPU backward: timing");
-    row.bwd_s = time([&] { attention_backward(ba, o); });
-    return row;
-  }
-
- private:
-  AttentionOptions options(const Case& c) const {
-    AttentionOptions o;
-    o.causal = c.causal;
-    o.path = Path::cuda;  // the precision is the device arrays' dtype (device_dtype)
-    return o;
-  }
-
-  // The calls are asynchronous: each timed run ends when the GPU is done (cuda_synchronize of
-  // the default stream, the one the kernels run on here). Median of repeats_ after a warm-up;
-  // bench::median_seconds batches runs shorter than 0.1 ms, the sync included in each.
-  double time(const std::function<void()>& launch) {
-    return bench::median_seconds(
-        [&] {
-          launch();
-          cuda_synchronize();
-        },
-        repeats_);
-  }
-
-  struct SliceGrads {
-    Tensor dq, dk, dv;
-  };
-  // The slice's own problem ([1, 1, rows, D] against [1, 1, S, D]) forward and backward on the
-  // GPU, copied back as float32.
-  SliceGrads slice_backward(const bench::Slice& sl) const {
-    const DeviceDType dt = device_dtype(precision_);
-    const DeviceArray q = DeviceArray::from_host(sl.q, dt), k = DeviceArray::from_host(sl.k, dt),
-                      v = DeviceArray::from_host(sl.v, dt),
-                      dout = DeviceArray::from_host(sl.dout, dt);
-    DeviceArray out(sl.q.shape(), dt), lse(Shape{1, 1, sl.rows}, DeviceDType::f32);
-    DeviceArray dq(sl.q.shape(), dt), dk(sl.k.shape(), dt), dv(sl.v.shape(), dt);
-    AttentionOptions o = sl.options;
-    o.path = Path::cuda, o.precision = Precision::fp32;  // the arrays' dtype decides
-    DeviceAttention fa;
-    fa.q = q.view(), fa.k = k.view(), fa.v = v.view(), fa.out = out.view(),
-    fa.logsumexp = lse.view();
-    attention(fa, o);
-    DeviceAttentionBackward ba;
-    ba.dout = dout.view(), ba.q = q.view(), ba.k = k.view(), ba.v = v.view(), ba.out = out.view(),
-    ba.logsumexp = lse.view(), ba.dq = dq.view(), ba.dk = dk.view(), ba.dv = dv.view();
-    attention_backward(ba, o);
-    return {dq.to_host(), dk.to_host(), dv.to_host()};
-  }
-
-  Settings s_;
-  Precision precision_;
-  int repeats_;
-};
-
-nlohmann::json gpu_json(const GpuRow& r, const Settings& s, int repeats,
-                        const std::string& device_name) {
-  const Case& c = r.c;
-  const auto f = tflops(cases::forward_flops(c), r.fwd_s);
-  const auto b = c.backward ? tflops(cases::backward_flops(c), r.bwd_s) : std::nullopt;
-  nlohmann::json j = case_json(c);
-  auto scaled = [](std::optional<double> x, double by) -> std::optional<double> {
-    if (!x) return std::nullopt;
-    return *x * by;
-  };
-  j.update(
-      {{"device", "cuda"},
-       {"device_name", device_name},
-       {"precision", std::string(to_string(r.precision))},
-       {"repeats", repeats},
-       {"quick", s.quick},
-       {"tflops_fwd", num(f)},
-       {"tflops_bwd", num(b)},
-       // The CPU rows' names too, so that compare_torch.py and other readers of --json
-       // match the rows either way.
-       {"fwd_gflops", num(scaled(f, 1e3))},
-       {"bwd_gflops", num(scaled(b, 1e3))},
-       {"fwd_ms", num(ms(r.fwd_s))},
-       {"bwd_ms", num(ms(r.bwd_s))},
-       {"fwd_max_error", num(r.fwd_error)},
-       {"bwd_max_error", num(r.bwd_error)},
-       {"fwd_error_vs_float64", num(r.fwd_exact)},
-       {"bwd_error_vs_float64", num(r.bwd_exact)},
-       {"unavailable", r.unavailable.empty() ? nlohmann::json() : nlohmann::json(r.unavailable)}});
-  return j;
-}
-
-std::string sci_str(std::optional<double> x) {
-  if (!x) return "—";
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.1e", *x);
-  return buffer;
-}
-
-std::string ms_str(std::optional<double> seconds) {
-  if (!seconds) return "—";
-  return bench::fixed_or_significant(*seconds * 1e3, 3);
-}
-
-void print_gpu_bf16_note(const std::vector<GpuRow>& rows) {
-  std::cout << "\nbf16, largest error on the checked rows, fwd/bwd: against float64 of the inputs\n"
-               "as given | of the rounded inputs (§1.1b's check)\n";
-  for (const GpuRow& r : rows)
-    std::cout << "  " << r.c.name << ": " << sci_str(r.fwd_exact) << "/" << sci_str(r.bwd_exact)
-              << " | " << sci_str(r.fwd_error) << "/" << sci_str(r.bwd_error) << "\n";
-}
-
-int run_on_gpu(const BenchAttentionArgs& args) {
-  const CudaDevice device = cuda_device();
-  if (!device.present)
-    throw Error("qkv bench attention --device cuda: " + device.description, Error::Kind::runtime);
-  if (args.thread_counts.size() > 1)
-    throw Error(
-        "qkv bench attention --device cuda: --threads takes one count there (the CPU's "
-        "threads for the float64 checks), not a sweep",
-        Error::Kind::invalid_argument);
-  Settings s = bench::resolve(args.common);
-  if (!args.thread_counts.empty()) s.threads = args.thread_counts.front();
-  // GPU runs are short and their times spread more than the CPU's: 20 timed runs unless asked.
-  const int repeats = args.common.repeats > 0 ? s.repeats : (s.quick ? 3 : 20);
-  const std::vector<Case> cases = selected_cases(args.cases, s.quick);
-  const Precision precision = *parse_precision(args.precision);
-  if (!s.json)
-    std::cout << "qkv bench attention --device cuda: " << device.description << "; "
-              << (precision == Precision::bf16
-                      ? "bf16 inputs (tensor cores, float32 accumulation and softmax)"
-                      : "float32 (CUDA cores)")
-              << ", median of " << repeats << " after a warm-up"
-              << (s.quick ? " (--quick: small shapes, a smoke test)" : "") << "\n\n";
-  const std::vector<int> widths = {10, 19, 8, 8, 9, 9, 17};
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::cout << table_row(cells, widths, 2) << "\n";
-  };
-  if (!s.json) {
-    line({"case", "shape", "fwd", "bwd", "fwd", "bwd", "max error"});
-    line({"", "", "TF/s", "TF/s", "ms", "ms", "fwd/bwd"});
-  }
-  Progress progress;
-  GpuBench bench(s, precision, repeats);
-  std::vector<GpuRow> rows;
-  std::size_t run = 0;
-  for (const Case& c : cases) {
-    const std::string tag = "[" + std::to_string(++run) + "/" + std::to_string(cases.size()) + "]";
-    const GpuRow r = bench.run(c, seed_of(c.name), progress, tag);
-    progress.clear();
-    if (!r.unavailable.empty())
-      std::cerr << "qkv: warning: bench attention --device cuda: case " << c.name
-                << ": the GPU path is unavailable (" << r.unavailable << "); its columns show —\n";
-    if (s.json) {
-      std::cout << gpu_json(r, s, repeats, device.description).dump() << "\n";
-    } else {
-      line({c.name, cases::shape_string(c),
-            bench::rate_str(tflops(cases::forward_flops(c), r.fwd_s)),
-            bench::rate_str(c.backward ? tflops(cases::backward_flops(c), r.bwd_s) : std::nullopt),
-            ms_str(r.fwd_s), ms_str(r.bwd_s), sci_str(r.fwd_error) + "/" + sci_str(r.bwd_error)});
-    }
-    flush_stdout();
-    rows.push_back(r);
-  }
-  if (!s.json) {
-    if (precision == Precision::bf16) print_gpu_bf16_note(rows);
-    std::cout
-        << "\nFLOPs 4·B·Hq·L·S·D forward, half when causal, 2.5× that backward (timed alone,\n"
-           "given the forward's output and logsumexp). Each timed run ends when the GPU is\n"
-           "done (a one-float copy back). Checked first on the last 32 rows of the first\n"
-           "and last head against the float64 reference (max error: max|X − R| there).\n";
-  }
-  return 0;
-}
-
 }  // namespace
 
 int run_bench_attention(const BenchAttentionArgs& args) {
   if (args.list) return list_cases(args.cases, args.common.quick, args.common.json);
-  if (args.device == "cuda") return run_on_gpu(args);
+  if (args.device == "cuda") return attention_bench::run_on_gpu(args);
   // The counts, in increasing order (the option sorts them): the first is the sweep's base.
   std::vector<int> counts = args.thread_counts;
   if (counts.empty()) counts.push_back(bench::resolve(args.common).threads);
