@@ -17,7 +17,7 @@ void set_blas_threads(int threads);
 // before main or just after it; where one finds no room it retries forever, and such a process
 // never finishes, not even its exit (OpenBLAS's shutdown waits for it), so the caller should
 // report the error and end with std::_Exit. With the room, it waits for them to map theirs and
-// maps the caller's at once (a 2 × 2 product), so that the work's own allocations cannot take it.
+// has OpenBLAS map the caller's at once, so that the work's own allocations cannot take it.
 // The message names the limit and the room a run needs.
 void check_room_for_blas(const char* program);
 

@@ -5,10 +5,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -16,12 +15,16 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "qkv/blas.h"
 #include "qkv/tensor.h"
 #include "qkv/threads.h"
+
+// OpenBLAS's own allocator of buffers (exported by libopenblas, though not in cblas.h). Weak, so
+// that a BLAS without it still links; there the buffers are left to OpenBLAS's calls to map.
+extern "C" void* blas_memory_alloc(int procpos) __attribute__((weak));
+extern "C" void blas_memory_free(void* buffer) __attribute__((weak));
 
 namespace qkv {
 namespace cpu {
@@ -30,18 +33,45 @@ namespace {
 // One OpenBLAS buffer as it maps it: BUFFER_SIZE (128 MiB) and a 64-byte header, a page more.
 constexpr std::size_t kBufferMiB = 128;
 constexpr std::size_t kBufferBytes = (kBufferMiB << 20) + 4096;
-// A thread that has not called OpenBLAS yet may not have allocated either: its first malloc makes
-// glibc reserve an arena of 64 MiB of address space (HEAP_MAX_SIZE on 64-bit) before OpenBLAS's
-// malloc of its buffer. Left out of the check, that reservation took the room just checked, and
-// `qkv train --threads 3` under ulimit -v 700000 spun in OpenBLAS (issue 26's last sweep).
+// The room checked for each thread beyond the buffers OpenBLAS has: its buffer, and the arena of
+// 64 MiB of address space (HEAP_MAX_SIZE on 64-bit) glibc reserves at a new thread's first malloc.
+// (When the check reserved and released the room thread by thread, that arena took a buffer's
+// room and `qkv train --threads 3` under ulimit -v 700000 spun in OpenBLAS, issue 26's last sweep.
+// The buffers are mapped at the check now, but the threads still take their arenas.)
 constexpr std::size_t kArenaMiB = 64;
 constexpr std::size_t kThreadMiB = kBufferMiB + kArenaMiB;
 constexpr std::size_t kThreadBytes = kBufferBytes + (kArenaMiB << 20);
 
-// The threads known to hold a buffer: pool workers (and callers) that have called OpenBLAS. A
-// thread that ends frees its buffer but stays counted; qkv's workers live as long as the process.
-thread_local bool t_holds_buffer = false;
-std::atomic<int> g_callers_with_buffer{0};
+// How many of qkv's threads can be inside OpenBLAS at once without it mapping another buffer:
+// the buffers mapped here (map_caller_buffers) or by the first product (check_room_for_blas).
+std::mutex g_callers_mutex;
+int g_caller_buffers = 0;
+
+// The most buffers asked of OpenBLAS for callers at once: it has slots for 2 × MAX_THREADS (64 in
+// Debian's build) buffers in all, its own threads' included, and past them it prints a line and
+// returns null.
+constexpr int kMostCallerBuffers = 64;
+
+// Has OpenBLAS map the buffers of `callers` callers at once, now, while the room for them is
+// known to be there: takes that many of its slots together, then gives them back. Its slots are
+// shared: a call takes the first slot no other call holds and maps a buffer only if that slot has
+// none (the legacy allocator; Debian's 0.3.21 is built without USE_TLS), so `callers` slots with a
+// buffer each are enough for that many threads in it at once, whichever threads they are.
+// Requires g_callers_mutex.
+void map_caller_buffers(int callers) {
+  callers = std::min(callers, kMostCallerBuffers);
+  if (callers <= g_caller_buffers) return;
+  if (blas_memory_alloc != nullptr && blas_memory_free != nullptr) {
+    std::vector<void*> held;
+    for (int i = 0; i < callers; ++i) {
+      void* buffer = blas_memory_alloc(0);
+      if (buffer == nullptr) break;
+      held.push_back(buffer);
+    }
+    for (void* buffer : held) blas_memory_free(buffer);
+  }
+  g_caller_buffers = callers;
+}
 
 // The address space the process holds now (VmSize), in bytes.
 std::size_t held_bytes() {
@@ -85,22 +115,6 @@ bool address_space_limited() {
   return ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
 }
 
-// The room checked for threads that have not called OpenBLAS yet, held (PROT_NONE, never touched)
-// until each releases its part just before its first call (note_blas_caller) or the check's scope
-// ends: held, it cannot be taken by the work's own allocations meanwhile (which under ulimit -v
-// left a thread's first call retrying forever).
-std::mutex g_reserved_mutex;
-std::vector<std::pair<void*, std::size_t>> g_reserved;
-
-void release_reserved(bool all) {
-  std::lock_guard lock(g_reserved_mutex);
-  while (!g_reserved.empty()) {
-    ::munmap(g_reserved.back().first, g_reserved.back().second);
-    g_reserved.pop_back();
-    if (!all) return;
-  }
-}
-
 [[noreturn]] void no_room(int buffers, const char* whose, int err) {
   std::string limit;
   rlimit as{};
@@ -115,25 +129,19 @@ void release_reserved(bool all) {
               Error::Kind::runtime);
 }
 
-// Maps, untouched, the address space that `buffers` OpenBLAS buffers will take: kept (one
-// reservation a buffer, see g_reserved) when `keep`, else unmapped at once.
+// Checks that the address space of `buffers` OpenBLAS buffers is free now, by mapping it (never
+// touched) and unmapping it; throws qkv::Error (Kind::runtime) naming the limit otherwise.
 // MAP_NORESERVE: the kernel's overcommit heuristic judges OpenBLAS's maps one at a time, so this
 // one, of all of them at once, must not be judged as a whole; a hard limit (RLIMIT_AS, or strict
 // overcommit, which ignores the flag) still counts every byte, as it will count OpenBLAS's.
-// `whose` names the threads in the message: "qkv's" (the workers of --threads that have not
-// called OpenBLAS yet: the count is of those, not of --threads) or "OpenBLAS's own".
-void check_room_for_buffers(int buffers, const char* whose, bool keep) {
+// `whose` names the threads in the message: "qkv's" (the callers of OpenBLAS beyond those it has
+// buffers for) or "OpenBLAS's own".
+void check_room_for_buffers(int buffers, const char* whose) {
   if (buffers <= 0) return;
   const std::size_t bytes = static_cast<std::size_t>(buffers) * kThreadBytes;
   void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) no_room(buffers, whose, errno);
-  if (!keep) {
-    ::munmap(p, bytes);
-    return;
-  }
-  std::lock_guard lock(g_reserved_mutex);
-  for (int i = 0; i < buffers; ++i)
-    g_reserved.emplace_back(static_cast<char*>(p) + i * kThreadBytes, kThreadBytes);
+  ::munmap(p, bytes);
 }
 
 // Serializes set_blas_threads: it reads and raises the count of OpenBLAS's threads.
@@ -142,12 +150,19 @@ std::mutex g_blas_threads_mutex;
 }  // namespace
 
 SingleThreadedBlas::SingleThreadedBlas(int workers) : previous_(openblas_get_num_threads()) {
-  if (workers > 0) check_room_for_buffers(workers - g_callers_with_buffer.load(), "qkv's", true);
+  if (workers > 0) {
+    // Checked and mapped together, with nothing of qkv's own allocated between the two: mapped
+    // later, on the call that first found every buffer held (which may come many steps on, on any
+    // thread), the room could be gone and OpenBLAS would retry forever (`qkv train --threads 3`
+    // under ulimit -v 700000, one run in twenty on a loaded machine).
+    std::lock_guard lock(g_callers_mutex);
+    check_room_for_buffers(std::min(workers, kMostCallerBuffers) - g_caller_buffers, "qkv's");
+    map_caller_buffers(workers);
+  }
   if (previous_ != 1) openblas_set_num_threads(1);
 }
 
 SingleThreadedBlas::~SingleThreadedBlas() {
-  release_reserved(true);
   if (previous_ != 1) openblas_set_num_threads(previous_);
 }
 
@@ -156,13 +171,6 @@ BlasThreads::BlasThreads(int threads) : previous_(openblas_get_num_threads()) {
 }
 
 BlasThreads::~BlasThreads() { openblas_set_num_threads(previous_); }
-
-void note_blas_caller() {
-  if (t_holds_buffer) return;
-  t_holds_buffer = true;
-  g_callers_with_buffer.fetch_add(1);
-  release_reserved(false);  // the room held for this thread's buffer, for OpenBLAS to map it
-}
 
 }  // namespace cpu
 
@@ -175,7 +183,7 @@ void set_blas_threads(int threads) {
   // work that follows cannot take the room checked for them.
   static int started = openblas_get_num_threads();
   if (n > started) {
-    cpu::check_room_for_buffers(n - started, "OpenBLAS's own", false);
+    cpu::check_room_for_buffers(n - started, "OpenBLAS's own");
     const int before = cpu::address_space_limited() ? cpu::mapped_buffers() : 0;
     openblas_set_num_threads(n);
     if (cpu::address_space_limited() && !cpu::wait_for_buffers(before + n - started))
@@ -204,18 +212,12 @@ void check_room_for_blas(const char* program) {
                                 : MAP_FAILED;
   if (p != MAP_FAILED) {
     ::munmap(p, cpu::kBufferBytes);
-    // Wait for those threads to map theirs, then map the caller's now with a product of 2 × 2,
-    // while the room is there: later, the work's own allocations could take it (under ulimit -v
-    // 280000, `qkv train --threads 1` spun in its first product, issue 26's last sweep).
+    // Wait for those threads to map theirs, then map the caller's now, while the room is there:
+    // later, the work's own allocations could take it (under ulimit -v 280000, `qkv train
+    // --threads 1` spun in its first product, issue 26's last sweep).
     if (cpu::wait_for_buffers(workers)) {
-      const float a[4] = {1, 0, 0, 1};
-      float c[4] = {};
-      {
-        const cpu::SingleThreadedBlas one;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c,
-                    2);
-      }
-      cpu::note_blas_caller();
+      std::lock_guard lock(cpu::g_callers_mutex);
+      cpu::map_caller_buffers(1);
       return;
     }
   }

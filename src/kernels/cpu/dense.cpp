@@ -43,7 +43,6 @@ void linear(float* y, const float* x, const float* w, const float* b, int64_t n,
   parallel_for(parts, threads, [&](int64_t part, int) {
     const int64_t begin = part * step, size = std::min(extent, begin + step) - begin;
     if (size <= 0) return;
-    note_blas_caller();
     const int64_t rows = by_rows ? size : n, cols = by_rows ? out : size;
     const float* xs = by_rows ? x + begin * in : x;
     const float* ws = by_rows ? w : w + begin * in;
@@ -70,20 +69,15 @@ void linear_backward(float* dx, float* dw, float* db, const float* dy, const flo
   SingleThreadedBlas blas(threads);
   parallel_for(2 * parts, threads, [&](int64_t item, int) {
     const int64_t part = item % parts;
-    // A thread is counted as holding an OpenBLAS buffer only once it calls OpenBLAS: counted on
-    // an item it returned from, it was not checked for when its first real call mapped one, and
-    // under ulimit -v that call could spin (qkv train --threads 3, issue 26's last sweep).
     if (item < parts) {
       const int64_t begin = part * dx_step, rows = std::min(n, begin + dx_step) - begin;
       if (dx == nullptr || rows <= 0) return;
-      note_blas_caller();
       // dx[rows, in] = dy[rows, out]·W[out, in]
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), ii, oi, 1.0f,
                   dy + begin * out, oi, w, ii, 0.0f, dx + begin * in, ii);
     } else {
       const int64_t begin = part * dw_step, rows = std::min(out, begin + dw_step) - begin;
       if (rows <= 0) return;
-      note_blas_caller();
       // dW[rows, in] += dy[:, rows]ᵀ·x[n, in]
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(rows), ii,
                   static_cast<int>(n), 1.0f, dy + begin, oi, x, ii, 1.0f, dw + begin * in, ii);

@@ -118,7 +118,6 @@ QKV_ROW_LOOP void dscore_row(const float* p, float* dp, int64_t n, float d, floa
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
-  note_blas_caller();
   if (m == 1 && !trans_a) {  // c = alpha·op(B)ᵀ·a + beta·c
     if (trans_b)
       cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, b, I(ldb), a, 1, beta, c, 1);
