@@ -189,6 +189,13 @@ TEST(CudaDeviceTensors, DeviceArrayCopiesRoundBf16AndF16ToNearestEven) {
   EXPECT_EQ(t.data<float>()[0], 0x1p-24f);
   EXPECT_EQ(t.data<float>()[1], 0.0f);
   EXPECT_EQ(t.data<float>()[2], 0x1p-23f);
+  // So are bf16's, as the kernels' rounding and the GPU's keep them (the CPU's bf16 path flushes
+  // them, for vdpbf16ps): 2⁻¹³⁰ is one; 2⁻¹³⁴ ties to even (0), 3·2⁻¹³⁴ to 2·2⁻¹³³.
+  const Tensor tiny_b = Tensor::from({3}, {0x1p-130f, 0x1p-134f, 0x1.8p-133f});
+  const Tensor tb = DeviceArray::from_host(tiny_b, DeviceDType::bf16).to_host();
+  EXPECT_EQ(tb.data<float>()[0], 0x1p-130f);
+  EXPECT_EQ(tb.data<float>()[1], 0.0f);
+  EXPECT_EQ(tb.data<float>()[2], 0x1p-132f);
 }
 
 // The device API against the host tensors' Path::cuda, which runs the same kernels: the same bits

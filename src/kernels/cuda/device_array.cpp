@@ -1,51 +1,17 @@
 // qkv/device.h: device tensors, the device's description and DeviceArray, on the calls of
 // device_memory.h (which say "built without CUDA" in a build without it).
-#include <bit>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/bf16.h"
+#include "core/half.h"
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/flash_cuda.h"
 #include "qkv/device.h"
 
 namespace qkv {
 namespace {
-
-// float → IEEE half, round to nearest, ties to even; overflow to ±∞, NaN kept NaN (quiet),
-// subnormal halves kept. The tensor cores read fp16 subnormals, so nothing flushes.
-uint16_t to_f16(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const float a = std::fabs(x);
-  if (std::isnan(x)) return static_cast<uint16_t>(sign | 0x7e00u);
-  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past the largest
-  if (a < 6.103515625e-05f) {
-    // Subnormal halves are multiples of 2⁻²⁴: nearrint rounds ties to even in the default mode.
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f)));
-  }
-  const uint32_t abits = std::bit_cast<uint32_t>(a);
-  // Keep 10 of float's 23 fraction bits: add half an ulp of the half, minus one unless the kept
-  // part is odd (ties to even), then rebias the exponent from 127 to 15.
-  const uint32_t rounded = abits + 0x0fffu + ((abits >> 13) & 1u);
-  return static_cast<uint16_t>(sign | ((rounded - (112u << 23)) >> 13));
-}
-
-float from_f16(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const int exponent = (h >> 10) & 0x1f;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) {
-    const float m = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -m : m;
-  }
-  return std::bit_cast<float>(sign | static_cast<uint32_t>(exponent + 112) << 23 | mantissa << 13);
-}
 
 Shape contiguous_strides(const Shape& shape) {
   Shape s(shape.size(), 1);
@@ -129,7 +95,7 @@ DeviceArray DeviceArray::from_host(const Tensor& host, DeviceDType dtype) {
         std::memcpy(&bytes[4 * i], &x[i], 4);
         continue;
       }
-      const uint16_t h = dtype == DeviceDType::bf16 ? cpu::to_bf16(x[i]) : to_f16(x[i]);
+      const uint16_t h = dtype == DeviceDType::bf16 ? float_to_bf16(x[i]) : float_to_half(x[i]);
       std::memcpy(&bytes[2 * i], &h, 2);
     }
   }
@@ -155,7 +121,7 @@ Tensor DeviceArray::to_host() const {
     }
     uint16_t h;
     std::memcpy(&h, &bytes[2 * i], 2);
-    y[i] = dtype_ == DeviceDType::bf16 ? cpu::from_bf16(h) : from_f16(h);
+    y[i] = dtype_ == DeviceDType::bf16 ? bf16_to_float(h) : half_to_float(h);
   }
   return t;
 }

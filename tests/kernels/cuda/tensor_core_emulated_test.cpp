@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/flash_test_support.h"
 #include "kernels/cuda/half16.cuh"
@@ -127,6 +128,16 @@ TEST(CudaTensorCoreEmulated, F16RoundingIsTheFormatsDefinition) {
   EXPECT_EQ(kernel::float_to_f16(0x1.000002p-25f), 0x0001u);  // just above: the smallest
   EXPECT_EQ(kernel::float_to_f16(0x1.ff8p-15f), 0x03FFu);     // the largest subnormal
   EXPECT_EQ(kernel::float_to_f16(0x1.ffcp-15f), 0x0400u);     // its tie with 2⁻¹⁴: to even, up
+}
+
+// DeviceArray rounds host floats with core/half.h, written apart from half16.cuh: the inputs it
+// uploads are the bits the kernels' own rounding would give, subnormals, ties and NaNs included.
+TEST(CudaTensorCoreEmulated, DeviceArraysRoundingIsTheKernels) {
+  for (uint32_t b : sweep_inputs()) {
+    const float x = float_of(b);
+    ASSERT_EQ(qkv::float_to_bf16(x), kernel::float_to_bf16(x)) << std::hex << "x bits 0x" << b;
+    ASSERT_EQ(qkv::float_to_half(x), kernel::float_to_f16(x)) << std::hex << "x bits 0x" << b;
+  }
 }
 
 // Runs a problem through the kernels, the reference and N; checks every tensor.
