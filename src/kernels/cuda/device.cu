@@ -7,6 +7,7 @@
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/softmax_rows.cuh"
 
 namespace qkv::cuda {
 namespace {
@@ -68,24 +69,6 @@ bool is_device_memory(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-// rows.max = lse, rows.log_sum = 0 (−∞ for a row that sees no key, NaN for NaN).
-__global__ void rows_from_logsumexp_kernel(const float* lse, int64_t n, float* max,
-                                           float* log_sum) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float x = lse[i];
-  max[i] = x;
-  log_sum[i] = x == -__int_as_float(0x7f800000) ? x : (x != x ? x : 0.0f);
-}
-
-void rows_from_lse(const float* lse, int64_t n, SoftmaxRows rows, void* stream) {
-  if (n == 0) return;
-  const int64_t blocks = (n + 255) / 256;
-  rows_from_logsumexp_kernel<<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(
-      lse, n, rows.max, rows.log_sum);
-  check(cudaGetLastError(), "the logsumexp's conversion to softmax rows");
-}
-
 }  // namespace
 
 bool built_with_cuda() { return true; }
@@ -102,7 +85,7 @@ const Backend& gpu_backend() {
                            is_device_memory,
                            gpu::flash_forward,
                            gpu::flash_backward,
-                           rows_from_lse};
+                           kernel::rows_from_logsumexp};
   return gpu;
 }
 

@@ -1,5 +1,6 @@
 // What every CUDA attention kernel shares: the problem as a kernel parameter, which keys a row
-// sees, the mask's value, and the units of the saved softmax rows (flash_cuda.h's SoftmaxRows).
+// sees, the mask's value, the units of the saved softmax rows (flash_cuda.h's SoftmaxRows), and a
+// launch's failure as qkv::Error.
 //
 // Units: natural. A kernel forms each logit x_ij = scale·q_i·k_j + bias_ij, keeps the row's
 // largest m_i, and takes exp(x − m) as exp2f((x − m)·log2(e)) (exp_of): one exp2f, as
@@ -13,9 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/cuda/flash_cuda.h"
 #include "kernels/cuda/simt.h"
+#include "qkv/tensor.h"
 
 namespace qkv::cuda::kernel {
 inline namespace QKV_SIMT_NAMESPACE {
@@ -91,6 +94,15 @@ QKV_DEVICE float mask_term(const Params& p, int b, int h, int i, int j) {
 // A NaN-propagating max: fmaxf(NaN, x) = x would let a poisoned score vanish from its row's max,
 // and a row of NaN scores would look fully masked (max −∞, output 0) instead of NaN.
 QKV_DEVICE float max_nan(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
+
+// A launch's or an allocation's status as qkv::Error (cudaError_t under nvcc, the emulator's Status
+// under the host compiler).
+template <class Status>
+void check_launch(Status e, const char* what) {
+  if (e != qkv::simt::kSuccess)
+    throw Error(std::string("CUDA: ") + what + " failed: " + qkv::simt::error_string(e),
+                Error::Kind::runtime);
+}
 
 }  // namespace QKV_SIMT_NAMESPACE
 }  // namespace qkv::cuda::kernel

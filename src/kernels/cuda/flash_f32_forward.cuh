@@ -354,15 +354,6 @@ QKV_KERNEL void QKV_LAUNCH_BOUNDS(kThreads, 1) combine_kernel(Params p, ForwardO
   if (lane == 0) write_stats(w, row, flags & 1, m, l);
 }
 
-// A launch's or an allocation's status as qkv::Error (cudaError_t under nvcc, the emulator's Status
-// under the host compiler).
-template <class Status>
-void check_launch(Status e, const char* what) {
-  if (e != qkv::simt::kSuccess)
-    throw Error(std::string("CUDA: ") + what + " failed: " + qkv::simt::error_string(e),
-                Error::Kind::runtime);
-}
-
 // The largest head dim the float32 kernels take (the widest tile variant's).
 inline constexpr int kMaxHeadDim = 256;
 

@@ -392,13 +392,6 @@ inline int padded_head_dim(const Problem& p) {
   return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
 }
 
-template <class Status>
-void check_launch(Status e, const char* what) {
-  if (e != simt::kSuccess)
-    throw Error(std::string("CUDA: ") + what + " failed: " + simt::error_string(e),
-                Error::Kind::runtime);
-}
-
 inline void check_problem(const Problem& p) {
   if (p.element != Element::bf16 && p.element != Element::f16)
     throw Error("CUDA: the tensor-core kernels take bf16 or f16", Error::Kind::runtime);

@@ -3,11 +3,9 @@
 // the very .cuh sources nvcc compiles, so they run on the SIMT emulator.
 #include "kernels/cuda/emulated_kernels.h"
 
-#include <cmath>
-#include <limits>
-
 #include "kernels/cuda/flash_f32_backward.cuh"
 #include "kernels/cuda/flash_f32_forward.cuh"
+#include "kernels/cuda/softmax_rows.cuh"
 #include "kernels/cuda/tensor_core_backward.cuh"
 #include "kernels/cuda/tensor_core_forward.cuh"
 
@@ -24,13 +22,8 @@ void flash_backward(const Problem& p, Strided out, SoftmaxRows rows, Strided dou
   if (p.element == Element::f32) return kernel::f32::backward(p, out, rows, dout, dq, dk, dv);
   kernel::tc::backward(p, out, rows, dout, dq, dk, dv);
 }
-// As device.cu's kernel: max = lse, log_sum = 0, −∞ and NaN rows kept.
-void rows_from_logsumexp(const float* lse, int64_t n, SoftmaxRows rows, void*) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = lse[i];
-    rows.max[i] = x;
-    rows.log_sum[i] = (x == -std::numeric_limits<float>::infinity() || std::isnan(x)) ? x : 0.0f;
-  }
+void rows_from_logsumexp(const float* lse, int64_t n, SoftmaxRows rows, void* stream) {
+  kernel::rows_from_logsumexp(lse, n, rows, stream);
 }
 
 }  // namespace qkv_test::emulated

@@ -11,12 +11,15 @@
 // most of its time goes into switching them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/emulated_kernels.h"
 #include "kernels/cuda/flash_cuda_test_support.h"
 #include "kernels/cuda/flash_f32_backward.cuh"
 #include "kernels/cuda/flash_f32_forward.cuh"
@@ -361,6 +364,35 @@ TEST(CudaF32Emulated, CheckerRejectsAPerturbedResult) {
   x = b;
   x.dv.data[0] = 1e-30f;  // batch 0's keys: nobody sees them, dv must be exactly 0
   EXPECT_FALSE(grads_match(c, g, x));
+}
+
+// softmax_rows.cuh, the GPU backend's own kernel on the emulator: rows from a logsumexp alone —
+// max = lse, log_sum = 0 — with a row that saw no key (−∞) and NaN kept in both; 300 rows take two
+// blocks of 256 threads, the second one partly idle.
+TEST(CudaSoftmaxRowsEmulated, RowsFromLogsumexpKeepEmptyAndNanRows) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> lse(300);
+  for (std::size_t i = 0; i < lse.size(); ++i) lse[i] = 0.25f * static_cast<float>(i) - 30.0f;
+  lse[7] = -inf;
+  lse[299] = std::numeric_limits<float>::quiet_NaN();
+  lse[100] = -std::numeric_limits<float>::max();
+  std::vector<float> max(lse.size() + 1, 7.0f), log_sum(lse.size() + 1, 7.0f);
+  qkv::simt::counters() = {};
+  qkv_test::emulated::rows_from_logsumexp(lse.data(), static_cast<int64_t>(lse.size()),
+                                          {max.data(), log_sum.data()}, nullptr);
+  EXPECT_EQ(qkv::simt::counters().launches, 1);
+  EXPECT_EQ(qkv::simt::counters().blocks, 2);
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    if (i == 299) {
+      EXPECT_TRUE(std::isnan(max[i]) && std::isnan(log_sum[i]));
+      continue;
+    }
+    EXPECT_EQ(max[i], lse[i]);
+    EXPECT_EQ(log_sum[i], i == 7 ? -inf : 0.0f);
+  }
+  EXPECT_EQ(max[300], 7.0f);  // nothing written past n
+  EXPECT_EQ(log_sum[300], 7.0f);
 }
 
 }  // namespace
